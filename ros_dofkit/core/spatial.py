@@ -1,0 +1,216 @@
+"""Rotations, quaternions and rigid transforms, batched over leading axes.
+
+Conventions (DESIGN.md):
+
+* Quaternions are scalar-first ``(w, x, y, z)`` and Hamilton (``i*j = k``). They appear as
+  ``(x, y, z, w)`` only at the ROS edge (``ros_dofkit.ros``).
+* ``R_AB`` is the orientation of frame B in frame A: it maps a vector expressed in B to A,
+  ``v_A = R_AB @ v_B``. ``X_AB`` is the 4x4 homogeneous pose of B in A.
+* Every function accepts arrays with any number of leading batch axes: a quaternion argument has
+  shape ``(..., 4)``, a rotation ``(..., 3, 3)``, a vector ``(..., 3)``, a transform ``(..., 4, 4)``.
+
+Everything here is a formula, not policy, except :func:`quat_normalize`, which implements the
+project's tolerance rule for quaternions that arrive from outside (SPEC section 9.7).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+#: A quaternion whose norm differs from 1 by more than this is rejected rather than normalized.
+QUAT_NORM_TOLERANCE = 1e-3
+
+# Below this rotation angle the series expansions are used (their truncation error is far below
+# double precision there).
+_SMALL_ANGLE = 1e-6
+
+
+class QuaternionError(ValueError):
+    """A quaternion is zero, not finite, or too far from unit length to be a rotation."""
+
+
+def quat_normalize(q, tolerance: float = QUAT_NORM_TOLERANCE) -> np.ndarray:
+    """Return ``q / |q|`` after checking that ``q`` is a plausible unit quaternion.
+
+    A quaternion is accepted when every entry is finite and ``| |q| - 1 | <= tolerance``; the
+    result is exactly normalized. Raises :class:`QuaternionError` naming the offending norm (and
+    batch index) otherwise. Pass ``tolerance=np.inf`` to accept any finite nonzero quaternion.
+    """
+    q = np.asarray(q, dtype=float)
+    if q.shape[-1:] != (4,):
+        raise QuaternionError(f"expected a quaternion (w, x, y, z) of shape (..., 4), got shape {q.shape}")
+    if not np.all(np.isfinite(q)):
+        bad = np.argwhere(~np.all(np.isfinite(q), axis=-1))
+        raise QuaternionError(f"quaternion has a non-finite entry (first at batch index {tuple(bad[0])})")
+    norm = np.linalg.norm(q, axis=-1, keepdims=True)
+    off = np.abs(norm[..., 0] - 1.0)
+    if np.any(norm[..., 0] == 0.0) or np.any(off > tolerance):
+        index = np.unravel_index(np.argmax(off), off.shape) if off.ndim else ()
+        raise QuaternionError(
+            f"quaternion norm {float(norm[index][0]):.6g} at batch index {index} is not within "
+            f"{tolerance:g} of 1; a zero or non-unit quaternion is not a rotation"
+        )
+    return q / norm
+
+
+def quat_conjugate(q) -> np.ndarray:
+    """Conjugate ``(w, -x, -y, -z)``; the inverse of a unit quaternion."""
+    q = np.asarray(q, dtype=float)
+    return q * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def quat_multiply(q, r) -> np.ndarray:
+    """Hamilton product ``q ⊗ r``; for unit quaternions R(q ⊗ r) = R(q) R(r)."""
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    w1, x1, y1, z1 = np.moveaxis(q, -1, 0)
+    w2, x2, y2, z2 = np.moveaxis(r, -1, 0)
+    return np.stack(
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ],
+        axis=-1,
+    )
+
+
+def quat_to_matrix(q) -> np.ndarray:
+    """Rotation matrix of a unit quaternion (no normalization is done here)."""
+    q = np.asarray(q, dtype=float)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    R = np.empty(q.shape[:-1] + (3, 3))
+    R[..., 0, 0] = 1 - 2 * (y * y + z * z)
+    R[..., 0, 1] = 2 * (x * y - w * z)
+    R[..., 0, 2] = 2 * (x * z + w * y)
+    R[..., 1, 0] = 2 * (x * y + w * z)
+    R[..., 1, 1] = 1 - 2 * (x * x + z * z)
+    R[..., 1, 2] = 2 * (y * z - w * x)
+    R[..., 2, 0] = 2 * (x * z - w * y)
+    R[..., 2, 1] = 2 * (y * z + w * x)
+    R[..., 2, 2] = 1 - 2 * (x * x + y * y)
+    return R
+
+
+def matrix_to_quat(R) -> np.ndarray:
+    """Unit quaternion of a rotation matrix, canonicalized to ``w >= 0``."""
+    R = np.asarray(R, dtype=float)
+    batch = R.shape[:-2]
+    q = Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat(scalar_first=True)
+    q = np.where(q[:, :1] < 0.0, -q, q)
+    return q.reshape(batch + (4,))
+
+
+def quat_rotate(q, p) -> np.ndarray:
+    """Rotate vector ``p`` by unit quaternion ``q``: ``R(q) @ p``."""
+    q = np.asarray(q, dtype=float)
+    p = np.asarray(p, dtype=float)
+    w = q[..., :1]
+    u = q[..., 1:]
+    t = 2.0 * np.cross(u, p)
+    return p + w * t + np.cross(u, t)
+
+
+def skew(w) -> np.ndarray:
+    """Cross-product matrix ``[w]x`` with ``[w]x @ p == cross(w, p)``."""
+    w = np.asarray(w, dtype=float)
+    S = np.zeros(w.shape[:-1] + (3, 3))
+    S[..., 0, 1] = -w[..., 2]
+    S[..., 0, 2] = w[..., 1]
+    S[..., 1, 0] = w[..., 2]
+    S[..., 1, 2] = -w[..., 0]
+    S[..., 2, 0] = -w[..., 1]
+    S[..., 2, 1] = w[..., 0]
+    return S
+
+
+def rotvec_to_quat(r) -> np.ndarray:
+    """Exponential map: rotation vector ``r = θ n̂`` to ``(cos θ/2, sin(θ/2) n̂)``."""
+    r = np.asarray(r, dtype=float)
+    theta = np.linalg.norm(r, axis=-1, keepdims=True)
+    half = 0.5 * theta
+    small = theta < _SMALL_ANGLE
+    # sin(θ/2)/θ, with its Taylor series 1/2 - θ²/48 near zero.
+    scale = np.where(small, 0.5 - theta * theta / 48.0, np.sin(half) / np.where(small, 1.0, theta))
+    return np.concatenate([np.cos(half), scale * r], axis=-1)
+
+
+def quat_to_rotvec(q) -> np.ndarray:
+    """Logarithm map of a unit quaternion: rotation vector ``θ n̂`` with ``θ`` in ``[0, π]``.
+
+    ``q`` and ``-q`` give the same result (the shorter rotation is returned).
+    """
+    q = np.asarray(q, dtype=float)
+    q = np.where(q[..., :1] < 0.0, -q, q)
+    w = q[..., :1]
+    v = q[..., 1:]
+    s = np.linalg.norm(v, axis=-1, keepdims=True)
+    theta = 2.0 * np.arctan2(s, w)
+    small = s < _SMALL_ANGLE
+    # θ/sin(θ/2) with its series 2 + θ²/12 near zero (there w ≈ 1, θ ≈ 2 s).
+    scale = np.where(small, 2.0 / np.where(small, w, 1.0), theta / np.where(small, 1.0, s))
+    return scale * v
+
+
+def rotvec_to_matrix(r) -> np.ndarray:
+    """Rodrigues' formula, via the quaternion."""
+    return quat_to_matrix(rotvec_to_quat(r))
+
+
+def matrix_to_rotvec(R) -> np.ndarray:
+    """Rotation vector of a rotation matrix, angle in ``[0, π]``."""
+    return quat_to_rotvec(matrix_to_quat(R))
+
+
+def rotation_angle(R) -> np.ndarray:
+    """Rotation angle in ``[0, π]`` of ``R`` (use ``R_AB.T @ R_AC`` for the angle between B and C)."""
+    R = np.asarray(R, dtype=float)
+    return np.linalg.norm(matrix_to_rotvec(R), axis=-1)
+
+
+def rotation_x(angle) -> np.ndarray:
+    """``R_x(angle)``, batched over the shape of ``angle``."""
+    c, s = np.cos(angle), np.sin(angle)
+    one, zero = np.ones_like(c), np.zeros_like(c)
+    return np.stack([np.stack([one, zero, zero], -1), np.stack([zero, c, -s], -1), np.stack([zero, s, c], -1)], -2)
+
+
+def rotation_y(angle) -> np.ndarray:
+    """``R_y(angle)``, batched over the shape of ``angle``."""
+    c, s = np.cos(angle), np.sin(angle)
+    one, zero = np.ones_like(c), np.zeros_like(c)
+    return np.stack([np.stack([c, zero, s], -1), np.stack([zero, one, zero], -1), np.stack([-s, zero, c], -1)], -2)
+
+
+def rotation_z(angle) -> np.ndarray:
+    """``R_z(angle)``, batched over the shape of ``angle``."""
+    c, s = np.cos(angle), np.sin(angle)
+    one, zero = np.ones_like(c), np.zeros_like(c)
+    return np.stack([np.stack([c, -s, zero], -1), np.stack([s, c, zero], -1), np.stack([zero, zero, one], -1)], -2)
+
+
+def rpy_to_matrix(rpy) -> np.ndarray:
+    """URDF / REP-103 fixed-axis roll-pitch-yaw: ``R = R_z(yaw) R_y(pitch) R_x(roll)``."""
+    rpy = np.asarray(rpy, dtype=float)
+    return rotation_z(rpy[..., 2]) @ rotation_y(rpy[..., 1]) @ rotation_x(rpy[..., 0])
+
+
+def make_transform(R=None, p=None) -> np.ndarray:
+    """4x4 pose from a rotation (default identity) and a translation (default zero)."""
+    R = np.eye(3) if R is None else np.asarray(R, dtype=float)
+    p = np.zeros(3) if p is None else np.asarray(p, dtype=float)
+    batch = np.broadcast_shapes(R.shape[:-2], p.shape[:-1])
+    X = np.zeros(batch + (4, 4))
+    X[..., :3, :3] = R
+    X[..., :3, 3] = p
+    X[..., 3, 3] = 1.0
+    return X
+
+
+def invert_transform(X) -> np.ndarray:
+    """``X_BA`` from ``X_AB``, using the orthogonality of the rotation block."""
+    X = np.asarray(X, dtype=float)
+    Rt = np.swapaxes(X[..., :3, :3], -1, -2)
+    return make_transform(Rt, -(Rt @ X[..., :3, 3:4])[..., 0])
