@@ -1,0 +1,58 @@
+"""Typed exceptions of ``ros_dofkit.core.state`` (floating-base conversions, state spaces, translator).
+
+Each derives from the built-in type a caller would catch (architecture.md, "Errors"). Quaternion problems
+raise :class:`ros_dofkit.core.spatial.QuaternionError` (a ``ValueError``), re-exported here for convenience.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from ros_dofkit.core.spatial import QuaternionError
+
+__all__ = [
+    "JointStateMessageError",
+    "PlantNotFinalizedError",
+    "QuaternionError",
+    "StateDimensionError",
+    "StateSpaceMismatchError",
+    "UnknownNameError",
+    "UnsupportedModelError",
+    "near_matches_text",
+]
+
+
+class StateDimensionError(ValueError):
+    """An array has the wrong length or shape for the state space / plant it is used with."""
+
+
+class StateSpaceMismatchError(ValueError):
+    """Model instances and state spaces do not correspond (count, order or kind)."""
+
+
+class UnsupportedModelError(ValueError):
+    """The plant has a structure this module cannot represent (e.g. two floating joints in one instance)."""
+
+
+class UnknownNameError(ValueError):
+    """A model instance or joint name that does not exist; the message lists near matches."""
+
+
+class JointStateMessageError(ValueError):
+    """A JointState-like message is malformed and was rejected whole (nothing was decoded)."""
+
+
+class PlantNotFinalizedError(RuntimeError):
+    """The plant must be finalized before its coordinates can be queried."""
+
+
+def near_matches_text(name: str, valid: Iterable[str], limit: int = 5) -> str:
+    """Human-readable hint listing the valid names closest to ``name`` (or all of them if few)."""
+    valid = list(valid)
+    close = difflib.get_close_matches(name, valid, n=limit, cutoff=0.5)
+    if close:
+        return f"did you mean one of {close}?"
+    if len(valid) <= 12:
+        return f"valid names are {valid}"
+    return f"{len(valid)} valid names, e.g. {valid[:12]}"
