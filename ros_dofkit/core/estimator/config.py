@@ -1,0 +1,265 @@
+"""Estimator configuration: which IMUs sit where, which dofs are estimated, and the input-timing rules.
+
+You are in the ROS-free estimator core (``ros_dofkit.core.estimator``). These frozen dataclasses are what the
+node builds from its parameters and what offline replay builds from a YAML file; they validate their own values
+in the constructor (types, ranges, unit rotations). Checks that need the robot (body and joint names) happen
+when an :class:`~ros_dofkit.core.estimator.estimator.Estimator` is built on a plant.
+
+Frames: G is an IMU's own world (e.g. ENU for most devices, REP-145), W is the model world, B the body the IMU
+is mounted on, S the sensor frame. ``R_BS`` is the mounting rotation, ``R_WG`` the world alignment.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Mounting value that asks for the mounting rotation to be computed by calibration (SPEC section 8.4).
+CALIBRATE = "calibrate"
+
+#: Signed axes accepted as a heading reference (OpenSense's ``base_heading_axis``).
+HEADING_AXES = ("x", "-x", "y", "-y", "z", "-z")
+
+_ROTATION_TOLERANCE = 1e-6
+
+
+class EstimatorConfigError(ValueError):
+    """A configuration value is malformed, out of range or inconsistent with the robot."""
+
+
+class UnknownNameError(EstimatorConfigError):
+    """A configured name (body, joint, model instance, sensor) does not exist; the message lists alternatives."""
+
+
+def describe_unknown(kind: str, name: str, valid: Sequence[str]) -> str:
+    """Message for an unknown ``name`` of ``kind``: the near matches first, then every valid name."""
+    valid = list(valid)
+    near = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ";"
+    return f"unknown {kind} {name!r}{hint} valid {kind}s are: {', '.join(repr(v) for v in valid) or '(none)'}"
+
+
+def as_rotation_matrix(value, what: str) -> np.ndarray:
+    """Return ``value`` as a read-only proper rotation matrix, accepting a 3x3 matrix or a (w, x, y, z) quaternion.
+
+    Raises :class:`EstimatorConfigError` when the value is neither, is not finite, or is not orthonormal with
+    determinant +1 (within 1e-6).
+    """
+    array = np.asarray(value, dtype=float)
+    if array.shape == (4,):
+        norm = np.linalg.norm(array)
+        if not np.all(np.isfinite(array)) or abs(norm - 1.0) > 1e-3:
+            raise EstimatorConfigError(
+                f"{what}: expected a unit quaternion (w, x, y, z), got {array.tolist()} with norm {norm:.6g}"
+            )
+        from ros_dofkit.core.spatial import quat_to_matrix
+
+        array = quat_to_matrix(array / norm)
+    if array.shape != (3, 3):
+        raise EstimatorConfigError(
+            f"{what}: expected a 3x3 rotation matrix or a quaternion (w, x, y, z), got shape {array.shape}"
+        )
+    if not np.all(np.isfinite(array)):
+        raise EstimatorConfigError(f"{what}: rotation matrix has non-finite entries: {array.tolist()}")
+    orthogonality = float(np.max(np.abs(array.T @ array - np.eye(3))))
+    determinant = float(np.linalg.det(array))
+    if orthogonality > _ROTATION_TOLERANCE or abs(determinant - 1.0) > _ROTATION_TOLERANCE:
+        raise EstimatorConfigError(
+            f"{what}: expected a proper rotation (R^T R = I, det R = +1), got max |R^T R - I| = "
+            f"{orthogonality:.3g} and det R = {determinant:.6g}"
+        )
+    array = array.copy()
+    array.setflags(write=False)
+    return array
+
+
+def _check_finite_nonnegative(value, what: str, allow_zero: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise EstimatorConfigError(f"{what}: expected a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0.0 or (value == 0.0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise EstimatorConfigError(f"{what}: expected a finite number {bound}, got {value!r}")
+    return value
+
+
+def _check_name(value, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise EstimatorConfigError(f"{what}: expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class ImuConfig:
+    """One orientation sensor: Simbody's osensor plus where its messages come from.
+
+    Attributes:
+        name: unique sensor name (used in diagnostics and per-sensor error topics).
+        body: name of the link (plant body) the IMU is rigidly mounted on.
+        topic: ROS topic of its ``sensor_msgs/Imu`` stream (unused by the core, kept for the node).
+        mounting: ``R_BS`` (3x3, or quaternion w, x, y, z), or :data:`CALIBRATE` to compute it from a static
+            pose with :meth:`Estimator.calibrate`.
+        weight: Simbody osensor weight (>= 0; 0 keeps the sensor for velocities and diagnostics only).
+        model_instance: model instance that owns ``body`` when several instances use the same link names.
+    """
+
+    name: str
+    body: str
+    topic: str = ""
+    mounting: object = field(default_factory=lambda: np.eye(3))
+    weight: float = 1.0
+    model_instance: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "name", _check_name(self.name, "ImuConfig.name"))
+        object.__setattr__(self, "body", _check_name(self.body, f"IMU {self.name!r} body"))
+        if not isinstance(self.topic, str):
+            raise EstimatorConfigError(f"IMU {self.name!r} topic: expected a string, got {self.topic!r}")
+        if not self.topic:
+            object.__setattr__(self, "topic", f"imu/{self.name}")
+        if isinstance(self.mounting, str):
+            if self.mounting != CALIBRATE:
+                raise EstimatorConfigError(
+                    f"IMU {self.name!r} mounting: expected a rotation or the string {CALIBRATE!r}, "
+                    f"got {self.mounting!r}"
+                )
+        else:
+            object.__setattr__(self, "mounting", as_rotation_matrix(self.mounting, f"IMU {self.name!r} mounting"))
+        object.__setattr__(self, "weight", _check_finite_nonnegative(self.weight, f"IMU {self.name!r} weight"))
+        if self.model_instance is not None:
+            object.__setattr__(
+                self, "model_instance", _check_name(self.model_instance, f"IMU {self.name!r} model_instance")
+            )
+
+    @property
+    def needs_calibration(self) -> bool:
+        """True while the mounting rotation is still to be computed by calibration."""
+        return isinstance(self.mounting, str)
+
+
+@dataclass(frozen=True)
+class EstimatorConfig:
+    """Everything the estimator core needs besides the plant.
+
+    Attributes:
+        imus: the orientation sensors, names unique.
+        estimated_joints: per model instance name, the joints whose coordinates are estimated (freed in the
+            assembler), or ``"all"`` / ``"none"``. Instances not listed get ``default_estimated``. Every other
+            articulated coordinate is *measured*: locked at its encoder value. Floating bases are handled apart
+            (SPEC 9.2): their rotation is estimated, their translation is held (IMU orientations cannot observe it).
+        default_estimated: ``"all"`` or ``"none"`` for instances absent from ``estimated_joints``.
+        stale_timeout_s: an IMU whose newest sample is older than this (relative to the cycle stamp) is stale:
+            unobserved for the cycle and reported.
+        future_tolerance_s: a sample stamped later than the receive clock by more than this is rejected.
+        stamp_jump_reset_s: without a receive clock (offline), a stamp that goes back by more than this is a
+            clock jump (looping bag) and resets tracking; smaller steps back are out-of-order samples.
+        accuracy: assembler accuracy (Simbody ``setAccuracy``), in (0, 1).
+        velocity_regularization: weight of the finite-difference prior in the gyro velocity least squares
+            (dimensionless, relative to the unit sensor weight); directions the gyros do not see fall back to
+            finite differences.
+        R_WG: rotation of every IMU world G in the model world W (the world alignment; identity when the model
+            world is ENU like the devices). Calibration may replace its heading.
+        heading_reference: name of the IMU whose heading defines the world alignment at calibration, or None.
+        heading_axis: signed sensor axis of the heading reference (one of x, -x, y, -y, z, -z) whose horizontal
+            direction is turned onto the horizontal direction of its body's +x axis at calibration (OpenSense's
+            ``base_heading_axis``, with the model world's z as vertical).
+        calibration_window: number of recent samples per IMU averaged for calibration (>= 1).
+        use_joint_limits: restrict estimated coordinates to their URDF limits.
+    """
+
+    imus: tuple = ()
+    estimated_joints: Mapping[str, object] = field(default_factory=dict)
+    default_estimated: str = "all"
+    stale_timeout_s: float = 0.1
+    future_tolerance_s: float = 0.05
+    stamp_jump_reset_s: float = 1.0
+    accuracy: float = 1e-4
+    velocity_regularization: float = 1e-6
+    R_WG: object = field(default_factory=lambda: np.eye(3))
+    heading_reference: str | None = None
+    heading_axis: str = "x"
+    calibration_window: int = 20
+    use_joint_limits: bool = True
+
+    def __post_init__(self):
+        imus = tuple(self.imus)
+        for imu in imus:
+            if not isinstance(imu, ImuConfig):
+                raise EstimatorConfigError(f"imus: expected ImuConfig entries, got {type(imu).__name__}")
+        names = [imu.name for imu in imus]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise EstimatorConfigError(f"imus: sensor names must be unique, got duplicates {duplicates}")
+        topics = [imu.topic for imu in imus]
+        shared = sorted({t for t in topics if topics.count(t) > 1})
+        if shared:
+            raise EstimatorConfigError(f"imus: each IMU needs its own topic, got shared topics {shared}")
+        object.__setattr__(self, "imus", imus)
+
+        if not isinstance(self.estimated_joints, Mapping):
+            raise EstimatorConfigError(
+                f"estimated_joints: expected a mapping model instance -> joint names | 'all' | 'none', "
+                f"got {type(self.estimated_joints).__name__}"
+            )
+        normalized = {}
+        for instance, spec in self.estimated_joints.items():
+            _check_name(instance, "estimated_joints key")
+            if isinstance(spec, str):
+                if spec not in ("all", "none"):
+                    raise EstimatorConfigError(
+                        f"estimated_joints[{instance!r}]: expected 'all', 'none' or a list of joint names, got {spec!r}"
+                    )
+                normalized[instance] = spec
+            else:
+                joints = tuple(_check_name(j, f"estimated_joints[{instance!r}] entry") for j in spec)
+                if len(set(joints)) != len(joints):
+                    raise EstimatorConfigError(f"estimated_joints[{instance!r}]: duplicated joint names {joints}")
+                normalized[instance] = joints
+        object.__setattr__(self, "estimated_joints", normalized)
+        if self.default_estimated not in ("all", "none"):
+            raise EstimatorConfigError(f"default_estimated: expected 'all' or 'none', got {self.default_estimated!r}")
+
+        object.__setattr__(
+            self, "stale_timeout_s", _check_finite_nonnegative(self.stale_timeout_s, "stale_timeout_s", False)
+        )
+        object.__setattr__(
+            self, "future_tolerance_s", _check_finite_nonnegative(self.future_tolerance_s, "future_tolerance_s")
+        )
+        object.__setattr__(
+            self, "stamp_jump_reset_s", _check_finite_nonnegative(self.stamp_jump_reset_s, "stamp_jump_reset_s")
+        )
+        accuracy = _check_finite_nonnegative(self.accuracy, "accuracy", False)
+        if accuracy >= 1.0:
+            raise EstimatorConfigError(f"accuracy: expected a value in (0, 1), got {accuracy!r}")
+        object.__setattr__(self, "accuracy", accuracy)
+        object.__setattr__(
+            self,
+            "velocity_regularization",
+            _check_finite_nonnegative(self.velocity_regularization, "velocity_regularization", False),
+        )
+        object.__setattr__(self, "R_WG", as_rotation_matrix(self.R_WG, "R_WG"))
+        if self.heading_reference is not None and self.heading_reference not in names:
+            raise UnknownNameError("heading_reference: " + describe_unknown("IMU", str(self.heading_reference), names))
+        if self.heading_axis not in HEADING_AXES:
+            raise EstimatorConfigError(f"heading_axis: expected one of {HEADING_AXES}, got {self.heading_axis!r}")
+        if isinstance(self.calibration_window, bool) or not isinstance(self.calibration_window, int) or (
+            self.calibration_window < 1
+        ):
+            raise EstimatorConfigError(f"calibration_window: expected an integer >= 1, got {self.calibration_window!r}")
+        if not isinstance(self.use_joint_limits, bool):
+            raise EstimatorConfigError(f"use_joint_limits: expected a bool, got {self.use_joint_limits!r}")
+
+    def imu(self, name: str) -> ImuConfig:
+        """The IMU called ``name``; :class:`UnknownNameError` listing the configured names otherwise."""
+        for imu in self.imus:
+            if imu.name == name:
+                return imu
+        raise UnknownNameError(describe_unknown("IMU", name, [imu.name for imu in self.imus]))
+
+    @property
+    def imu_names(self) -> tuple:
+        return tuple(imu.name for imu in self.imus)

@@ -1,0 +1,236 @@
+"""Input validation for the estimator: every way a sample can be bad, as a reason code instead of an exception.
+
+You are in the ROS-free estimator core. DESIGN.md's reliability rules say bad input never crashes the node and
+never silently corrupts the output: each rejected sample gets a specific reason, a counter and is dropped (or
+the sensor is treated as unobserved). The checks here are pure functions over plain arrays; the
+:class:`~ros_dofkit.core.estimator.estimator.Estimator` applies them and keeps the counters, so offline replay
+and the live node count the same things.
+
+Samples use core conventions: quaternions (w, x, y, z) giving ``R_GS`` (sensor S in its world G), gyro rates in
+rad/s expressed in S, stamps in seconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE, quat_to_matrix
+
+
+class RejectReason(str, enum.Enum):
+    """Why (part of) an input was dropped; the value is the diagnostics key."""
+
+    EMPTY = "empty_message"
+    MISMATCHED_ARRAYS = "mismatched_arrays"
+    NON_FINITE = "non_finite"
+    UNKNOWN_NAME = "unknown_name"
+    DUPLICATE_NAME = "duplicate_name"
+    UNKNOWN_SENSOR = "unknown_sensor"
+    ZERO_QUATERNION = "zero_quaternion"
+    NON_UNIT_QUATERNION = "non_unit_quaternion"
+    ORIENTATION_ABSENT = "orientation_absent"
+    STALE_STAMP = "stale_stamp"
+    FUTURE_STAMP = "future_stamp"
+    OUT_OF_ORDER = "out_of_order"
+    CLOCK_JUMP_BACK = "clock_jump_back"
+
+
+@dataclass(frozen=True)
+class InputStatus:
+    """Outcome of offering one sample to the estimator.
+
+    ``accepted`` says whether anything of the sample was kept. ``reason`` is set when something was dropped:
+    the whole sample (``accepted`` False) or a part of it (e.g. unknown joint names ignored, an IMU sample whose
+    orientation is marked absent but whose gyro is kept). ``detail`` is a human-readable line for the log.
+    """
+
+    accepted: bool
+    reason: RejectReason | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the whole sample was used."""
+        return self.accepted and self.reason is None
+
+
+ACCEPTED = InputStatus(True)
+
+
+def rejected(reason: RejectReason, detail: str) -> InputStatus:
+    return InputStatus(False, reason, detail)
+
+
+class RejectCounters:
+    """Counts of dropped inputs by reason and by source (joint_states or a sensor name)."""
+
+    def __init__(self):
+        self._by_reason: Counter = Counter()
+        self._by_source: Counter = Counter()
+
+    def record(self, source: str, status: InputStatus) -> None:
+        """Count ``status`` for ``source`` when it carries a reason; accepted-and-clean samples are not counted."""
+        if status.reason is not None:
+            self._by_reason[status.reason.value] += 1
+            self._by_source[(source, status.reason.value)] += 1
+
+    def by_reason(self) -> dict:
+        """{reason value: count} with every reason present (zeros included), for stable diagnostics."""
+        return {reason.value: self._by_reason.get(reason.value, 0) for reason in RejectReason}
+
+    def by_source(self) -> dict:
+        """{(source, reason value): count} for the non-zero pairs."""
+        return dict(self._by_source)
+
+    def total(self) -> int:
+        return sum(self._by_reason.values())
+
+
+def check_stamp(stamp, now, last_stamp, future_tolerance_s: float, stale_timeout_s: float) -> InputStatus:
+    """Timing checks of one sample stamped ``stamp``.
+
+    ``now`` is the receive clock (None offline: no future/stale check). ``last_stamp`` is the newest stamp
+    already accepted from the same source (None if none): a stamp before it is out of order; an equal stamp is
+    accepted (partial messages of one instant).
+    """
+    if stamp is None or not np.isfinite(stamp):
+        return rejected(RejectReason.NON_FINITE, f"stamp must be a finite time in seconds, got {stamp!r}")
+    if now is not None:
+        if stamp > now + future_tolerance_s:
+            return rejected(
+                RejectReason.FUTURE_STAMP,
+                f"stamp {stamp:.6f} s is {stamp - now:.6f} s ahead of the clock {now:.6f} s "
+                f"(tolerance {future_tolerance_s:g} s)",
+            )
+        if stamp < now - stale_timeout_s:
+            return rejected(
+                RejectReason.STALE_STAMP,
+                f"stamp {stamp:.6f} s is {now - stamp:.6f} s behind the clock {now:.6f} s "
+                f"(stale after {stale_timeout_s:g} s)",
+            )
+    if last_stamp is not None and stamp < last_stamp:
+        return rejected(
+            RejectReason.OUT_OF_ORDER,
+            f"stamp {stamp:.6f} s is older than the last accepted stamp {last_stamp:.6f} s of this source",
+        )
+    return ACCEPTED
+
+
+@dataclass(frozen=True)
+class JointStateSample:
+    """A validated joint-state message: indices into the estimator's joint table and their values."""
+
+    stamp: float
+    indices: np.ndarray  # int, into the known name table
+    positions: np.ndarray
+    velocities: np.ndarray | None
+    unknown_names: tuple
+
+
+def parse_joint_state(names, positions, velocities, stamp, name_to_index: dict):
+    """Validate a joint-state message; return ``(status, sample or None)``.
+
+    Rules (SPEC 9.9 + DESIGN reliability): ``positions`` must have one entry per name; ``velocities`` may be
+    empty (absent) or one per name; a name given twice rejects the message (ambiguous); a non-finite position or
+    velocity rejects the message; names the robot does not know are ignored and reported, and a message with no
+    known name at all is dropped.
+    """
+    names = list(names)
+    positions = np.asarray(positions, dtype=float).reshape(-1)
+    velocities = None if velocities is None else np.asarray(velocities, dtype=float).reshape(-1)
+    if velocities is not None and velocities.size == 0:
+        velocities = None
+    if not names:
+        return rejected(RejectReason.EMPTY, "joint state has no names"), None
+    if positions.size != len(names):
+        return rejected(
+            RejectReason.MISMATCHED_ARRAYS,
+            f"position has {positions.size} entries for {len(names)} names (expected one per name)",
+        ), None
+    if velocities is not None and velocities.size != len(names):
+        return rejected(
+            RejectReason.MISMATCHED_ARRAYS,
+            f"velocity has {velocities.size} entries for {len(names)} names (expected 0 or one per name)",
+        ), None
+    seen = set()
+    duplicates = sorted({n for n in names if n in seen or seen.add(n)})
+    if duplicates:
+        return rejected(RejectReason.DUPLICATE_NAME, f"names given more than once: {duplicates}"), None
+    if not np.all(np.isfinite(positions)) or (velocities is not None and not np.all(np.isfinite(velocities))):
+        bad = [n for n, p in zip(names, positions) if not np.isfinite(p)]
+        if velocities is not None:
+            bad += [f"{n} (velocity)" for n, v in zip(names, velocities) if not np.isfinite(v)]
+        return rejected(RejectReason.NON_FINITE, f"non-finite values for {bad}"), None
+    known = [i for i, n in enumerate(names) if n in name_to_index]
+    unknown = tuple(n for n in names if n not in name_to_index)
+    if not known:
+        return rejected(
+            RejectReason.UNKNOWN_NAME,
+            f"none of the names {names[:8]} belongs to the robot (known names are e.g. {list(name_to_index)[:8]})",
+        ), None
+    sample = JointStateSample(
+        stamp=float(stamp),
+        indices=np.array([name_to_index[names[i]] for i in known], dtype=np.int64),
+        positions=positions[known],
+        velocities=None if velocities is None else velocities[known],
+        unknown_names=unknown,
+    )
+    if unknown:
+        return InputStatus(True, RejectReason.UNKNOWN_NAME, f"ignored names not in the robot: {list(unknown)}"), sample
+    return ACCEPTED, sample
+
+
+@dataclass(frozen=True)
+class ImuSample:
+    """A validated IMU sample: ``R_GS`` (None if the orientation is absent) and ``w_S`` (None if absent)."""
+
+    stamp: float
+    R_GS: np.ndarray | None
+    w_S: np.ndarray | None
+
+
+def parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present=True, angular_velocity_present=True):
+    """Validate an IMU sample; return ``(status, sample or None)``.
+
+    The orientation is dropped (sample kept, reason ``orientation_absent``) when the message marks it absent
+    (``orientation_covariance[0] == -1``, REP-145). A zero or non-finite quaternion, or one whose norm is off by
+    more than ``QUAT_NORM_TOLERANCE``, rejects the whole sample; a near-unit one is normalized (SPEC 9.7). A
+    non-finite gyro rejects the sample. A sample with neither orientation nor gyro is dropped.
+    """
+    R_GS = None
+    w_S = None
+    if orientation_present:
+        quaternion = np.asarray(quaternion_wxyz, dtype=float).reshape(-1)
+        if quaternion.size != 4:
+            return rejected(
+                RejectReason.MISMATCHED_ARRAYS, f"quaternion needs 4 entries (w, x, y, z), got {quaternion.size}"
+            ), None
+        if not np.all(np.isfinite(quaternion)):
+            return rejected(RejectReason.NON_FINITE, f"quaternion has non-finite entries {quaternion.tolist()}"), None
+        norm = float(np.linalg.norm(quaternion))
+        if norm == 0.0:
+            return rejected(RejectReason.ZERO_QUATERNION, "quaternion is all zeros (no rotation)"), None
+        if abs(norm - 1.0) > QUAT_NORM_TOLERANCE:
+            return rejected(
+                RejectReason.NON_UNIT_QUATERNION,
+                f"quaternion norm {norm:.6g} is not within {QUAT_NORM_TOLERANCE:g} of 1",
+            ), None
+        R_GS = quat_to_matrix(quaternion / norm)
+    if angular_velocity_present and angular_velocity is not None:
+        w_S = np.asarray(angular_velocity, dtype=float).reshape(-1)
+        if w_S.size != 3:
+            return rejected(RejectReason.MISMATCHED_ARRAYS, f"angular velocity needs 3 entries, got {w_S.size}"), None
+        if not np.all(np.isfinite(w_S)):
+            return rejected(RejectReason.NON_FINITE, f"angular velocity has non-finite entries {w_S.tolist()}"), None
+    if R_GS is None and w_S is None:
+        return rejected(RejectReason.ORIENTATION_ABSENT, "neither orientation nor angular velocity is present"), None
+    sample = ImuSample(stamp=float(stamp), R_GS=R_GS, w_S=w_S)
+    if R_GS is None:
+        return InputStatus(
+            True, RejectReason.ORIENTATION_ABSENT, "orientation marked absent (covariance[0] == -1); gyro kept"
+        ), sample
+    return ACCEPTED, sample

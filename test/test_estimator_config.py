@@ -1,0 +1,121 @@
+"""Tests of the estimator configuration dataclasses (ros_dofkit.core.estimator.config): every bad value raises a
+typed error whose message says what was expected and what was received."""
+
+import numpy as np
+import pytest
+
+from ros_dofkit.core.estimator.config import (
+    CALIBRATE,
+    EstimatorConfig,
+    EstimatorConfigError,
+    ImuConfig,
+    UnknownNameError,
+    as_rotation_matrix,
+    describe_unknown,
+)
+from ros_dofkit.core.spatial import quat_to_matrix, rotation_z
+
+
+def test_imu_defaults_topic_and_identity_mounting():
+    imu = ImuConfig(name=" hand ", body="panda_link7")
+    assert imu.name == "hand"
+    assert imu.topic == "imu/hand"
+    np.testing.assert_array_equal(imu.mounting, np.eye(3))
+    assert not imu.needs_calibration
+    assert not imu.mounting.flags.writeable
+
+
+def test_imu_mounting_accepts_quaternion_and_matrix():
+    q = np.array([np.cos(0.3), 0.0, 0.0, np.sin(0.3)])
+    from_quat = ImuConfig("a", "b", mounting=q).mounting
+    np.testing.assert_allclose(from_quat, quat_to_matrix(q), atol=1e-15)
+    np.testing.assert_allclose(ImuConfig("a", "b", mounting=rotation_z(0.6)).mounting, rotation_z(0.6), atol=1e-15)
+    assert ImuConfig("a", "b", mounting=CALIBRATE).needs_calibration
+
+
+@pytest.mark.parametrize(
+    "mounting, fragment",
+    [
+        ("calibrated", "'calibrate'"),
+        (np.diag([1.0, 1.0, -1.0]), "det R = -1"),
+        (2 * np.eye(3), "proper rotation"),
+        (np.ones(5), "shape (5,)"),
+        ([1.0, 1.0, 0.0, 0.0], "unit quaternion"),
+        (np.full((3, 3), np.nan), "non-finite"),
+    ],
+)
+def test_imu_rejects_bad_mounting(mounting, fragment):
+    with pytest.raises(EstimatorConfigError, match="mounting") as info:
+        ImuConfig("a", "b", mounting=mounting)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("weight", [-1.0, np.inf, np.nan, "1", True])
+def test_imu_rejects_bad_weight(weight):
+    with pytest.raises(EstimatorConfigError, match="weight"):
+        ImuConfig("a", "b", weight=weight)
+
+
+@pytest.mark.parametrize("name", ["", "   ", None, 3])
+def test_imu_rejects_bad_name(name):
+    with pytest.raises(EstimatorConfigError, match="non-empty string"):
+        ImuConfig(name, "b")
+
+
+def test_config_rejects_duplicate_imu_names_and_topics():
+    with pytest.raises(EstimatorConfigError, match="duplicates \\['a'\\]"):
+        EstimatorConfig(imus=(ImuConfig("a", "b", topic="t1"), ImuConfig("a", "c", topic="t2")))
+    with pytest.raises(EstimatorConfigError, match="shared topics \\['t'\\]"):
+        EstimatorConfig(imus=(ImuConfig("a", "b", topic="t"), ImuConfig("c", "b", topic="t")))
+    with pytest.raises(EstimatorConfigError, match="ImuConfig entries"):
+        EstimatorConfig(imus=({"name": "a"},))
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"stale_timeout_s": 0.0}, "stale_timeout_s"),
+        ({"stale_timeout_s": -1}, "stale_timeout_s"),
+        ({"future_tolerance_s": np.inf}, "future_tolerance_s"),
+        ({"accuracy": 1.0}, "accuracy"),
+        ({"accuracy": 0.0}, "accuracy"),
+        ({"velocity_regularization": 0.0}, "velocity_regularization"),
+        ({"estimated_joints": {"arm": "some"}}, "'all', 'none' or a list"),
+        ({"estimated_joints": {"arm": ["j1", "j1"]}}, "duplicated"),
+        ({"estimated_joints": ["arm"]}, "mapping"),
+        ({"default_estimated": "most"}, "default_estimated"),
+        ({"heading_axis": "w"}, "heading_axis"),
+        ({"calibration_window": 0}, "calibration_window"),
+        ({"use_joint_limits": 1}, "use_joint_limits"),
+        ({"R_WG": np.zeros((3, 3))}, "R_WG"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs, fragment):
+    with pytest.raises(EstimatorConfigError) as info:
+        EstimatorConfig(**kwargs)
+    assert fragment in str(info.value)
+
+
+def test_unknown_names_list_near_matches_and_alternatives():
+    config = EstimatorConfig(imus=(ImuConfig("upper_arm", "l1"), ImuConfig("forearm", "l2")))
+    with pytest.raises(UnknownNameError) as info:
+        config.imu("upperarm")
+    message = str(info.value)
+    assert "did you mean 'upper_arm'" in message and "'forearm'" in message
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(UnknownNameError, match="heading"):
+        EstimatorConfig(imus=config.imus, heading_reference="hed")
+    assert config.imu("forearm").body == "l2"
+    assert config.imu_names == ("upper_arm", "forearm")
+
+
+def test_describe_unknown_without_valid_names():
+    assert "(none)" in describe_unknown("IMU", "x", [])
+
+
+def test_rotation_matrix_result_is_read_only_copy():
+    source = rotation_z(0.1)
+    result = as_rotation_matrix(source, "R")
+    source[0, 0] = 5.0
+    assert result[0, 0] == pytest.approx(np.cos(0.1))
+    assert not result.flags.writeable
