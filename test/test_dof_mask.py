@@ -211,6 +211,7 @@ def test_membership_and_reversal_follow_the_sequence_protocol():
 def test_numpy_interop():
     mask = DofMask(SEED_MASK)
     assert np.array_equal(np.arange(5)[np.asarray(mask)], [0, 1, 4])
+    assert np.array_equal(np.arange(5)[mask], [0, 1, 4])
     assert np.asarray(mask, dtype=float).tolist() == [1.0, 1.0, 0.0, 0.0, 1.0]
     copied = np.array(mask, copy=True)
     copied[2] = True

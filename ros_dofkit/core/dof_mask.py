@@ -258,6 +258,7 @@ class DofMask:
         return self._count
 
     def __len__(self) -> int:
+        """``size()``, so a mask sizes like the sequence of bools it stands for."""
         return self._bits.size
 
     def __getitem__(self, index) -> bool:
@@ -282,6 +283,7 @@ class DofMask:
         return bool(self._bits[position])
 
     def __iter__(self):
+        """The entries as Python bools, dof 0 first (pydrake has no iteration; C++ has none either)."""
         return iter(self._bits.tolist())
 
     def as_array(self) -> np.ndarray:
@@ -289,6 +291,7 @@ class DofMask:
         return self._bits
 
     def __array__(self, dtype=None, copy=None):
+        """NumPy conversion: ``numpy.asarray(mask)`` is the bool array, so ``q[mask]`` selects entries."""
         if copy is False and dtype is not None and np.dtype(dtype) != np.bool_:
             raise ValueError(f"DofMask cannot be viewed as {np.dtype(dtype)} without a copy")
         array = self._bits if dtype is None else self._bits.astype(dtype, copy=False)
@@ -344,16 +347,19 @@ class DofMask:
         return "[" + ", ".join("1" if bit else "0" for bit in self._bits.tolist()) + "]"
 
     def __str__(self) -> str:
+        """Same as :meth:`to_string`."""
         return self.to_string()
 
     def __repr__(self) -> str:
+        """``DofMask([True, False, True])``: evaluates back to an equal mask (pydrake binds no repr)."""
         return f"DofMask({self._bits.tolist()!r})"
 
     def __reduce__(self):
+        # Pickle as the constructor call: the read-only arrays and the cached hash are rebuilt on load.
         return (DofMask, (self._bits.tolist(),))
 
     def __copy__(self):
-        return self
+        return self  # immutable: a copy would be indistinguishable
 
     def __deepcopy__(self, memo):
         return self
