@@ -1,0 +1,207 @@
+"""ROS 2 bag files written and read without rclpy, on the ``rosbags`` package (sqlite3 or mcap storage).
+
+Where you are: ``ros_dofkit.ros`` -- the edge between core arrays and ROS. This module moves messages in and out
+of bags; which messages to build is the business of the converters (e.g. ``ros_dofkit.ros.imu_messages``).
+
+Messages are rosbags' dataclasses from a typestore of ROS 2 message definitions (default: Jazzy, the same
+definitions as Kilted for the sensor_msgs/geometry_msgs/nav_msgs/tf2_msgs types used here), so a bag written
+here opens in ``ros2 bag`` and a bag recorded by ``ros2 bag record`` reads here. A record is
+``(topic, stamp_ns, message)``: the bag's receive timestamp in nanoseconds and the message object.
+
+    with BagWriter("out_bag", storage="mcap") as bag:
+        bag.write("/imu/pelvis/data", stamp_ns, imu_message)
+    for record in read_bag("out_bag"):           # BagRecord(topic, stamp_ns, msgtype, message), stamp order
+        ...
+"""
+
+from __future__ import annotations
+
+import difflib
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import NamedTuple, Self
+
+from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+#: Storage back-ends (the rosbag2 plugin names).
+STORAGES = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
+#: ROS 2 distributions whose message definitions can be used.
+DISTROS = {"humble": Stores.ROS2_HUMBLE, "jazzy": Stores.ROS2_JAZZY, "kilted": Stores.ROS2_KILTED}
+DEFAULT_DISTRO = "jazzy"
+# rosbag2 metadata version written (Jazzy's rosbag2 writes version 9; Humble reads up to its own and ignores extras).
+_BAG_VERSION = 9
+
+
+class BagError(ValueError):
+    """A bag cannot be written or read: it exists already, is missing, corrupt, or a record is inconsistent."""
+
+
+class BagRecord(NamedTuple):
+    """One message read from a bag."""
+
+    topic: str
+    stamp_ns: int
+    msgtype: str
+    message: object
+
+
+def make_typestore(distro: str = DEFAULT_DISTRO):
+    """The rosbags typestore holding the message definitions of ``distro`` (humble, jazzy, kilted)."""
+    if distro not in DISTROS:
+        raise BagError(f"unknown ROS 2 distribution {distro!r}; expected one of {sorted(DISTROS)}")
+    return get_typestore(DISTROS[distro])
+
+
+def _storage_plugin(storage: str) -> StoragePlugin:
+    if storage not in STORAGES:
+        raise BagError(f"unknown bag storage {storage!r}; expected one of {sorted(STORAGES)}")
+    return STORAGES[storage]
+
+
+class BagWriter:
+    """Writes ``(topic, stamp_ns, message)`` records to a new bag folder; a context manager.
+
+    A topic is created on its first record with the record's message type, or beforehand with
+    :meth:`add_topic`; every later record on the topic must have that type. Refuses to touch an existing path.
+    """
+
+    def __init__(self, path, storage: str = "sqlite3", distro: str = DEFAULT_DISTRO, typestore=None):
+        self.path = Path(path)
+        self.storage = storage
+        plugin = _storage_plugin(storage)
+        self.typestore = typestore if typestore is not None else make_typestore(distro)
+        if self.path.exists():
+            raise BagError(f"refusing to overwrite {self.path}: it exists already; choose a new output path")
+        self._writer = Writer(self.path, version=_BAG_VERSION, storage_plugin=plugin)
+        self._connections: dict[str, object] = {}
+        self._counts: dict[str, int] = {}
+        self._open = False
+        try:
+            self._writer.open()
+        except WriterError as error:
+            raise BagError(f"cannot create the bag {self.path}: {error}") from None
+        self._open = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Messages written so far, per topic."""
+        return dict(self._counts)
+
+    def add_topic(self, topic: str, msgtype: str) -> None:
+        """Declare ``topic`` with message type ``msgtype`` (e.g. ``"sensor_msgs/msg/Imu"``)."""
+        self._check_open()
+        if not isinstance(topic, str) or not topic.startswith("/"):
+            raise BagError(f"a topic name must be an absolute ROS name starting with '/', got {topic!r}")
+        if topic in self._connections:
+            existing = self._connections[topic].msgtype
+            if existing != msgtype:
+                raise BagError(f"topic {topic} already carries {existing}, cannot also carry {msgtype}")
+            return
+        if msgtype not in self.typestore.types:
+            near = difflib.get_close_matches(msgtype, list(self.typestore.types), n=3)
+            raise BagError(f"unknown message type {msgtype!r} (near matches: {near})")
+        self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=self.typestore)
+        self._counts[topic] = 0
+
+    def write(self, topic: str, stamp_ns: int, message) -> None:
+        """Append one message; ``stamp_ns`` is the bag timestamp (integer nanoseconds, >= 0)."""
+        self._check_open()
+        msgtype = getattr(message, "__msgtype__", None)
+        if msgtype is None:
+            raise BagError(f"expected a rosbags message object (with __msgtype__), got {type(message).__name__}")
+        if isinstance(stamp_ns, bool) or not isinstance(stamp_ns, int) or stamp_ns < 0:
+            raise BagError(f"stamp_ns must be a non-negative integer number of nanoseconds, got {stamp_ns!r}")
+        self.add_topic(topic, msgtype)
+        connection = self._connections[topic]
+        data = self.typestore.serialize_cdr(message, msgtype)
+        self._writer.write(connection, stamp_ns, data)
+        self._counts[topic] += 1
+
+    def write_all(self, records: Iterable[tuple[str, int, object]]) -> dict[str, int]:
+        """Write every ``(topic, stamp_ns, message)``; returns the counts per topic."""
+        for topic, stamp_ns, message in records:
+            self.write(topic, stamp_ns, message)
+        return self.counts
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._writer.close()
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise BagError(f"the bag {self.path} is closed")
+
+
+def write_bag(path, records: Iterable[tuple[str, int, object]], storage: str = "sqlite3",
+              distro: str = DEFAULT_DISTRO) -> dict[str, int]:
+    """Write all ``records`` to a new bag at ``path``; returns the message count per topic."""
+    with BagWriter(path, storage=storage, distro=distro) as bag:
+        return bag.write_all(records)
+
+
+def _open_reader(path: Path) -> Reader:
+    if not path.exists():
+        raise BagError(f"bag not found: {path}")
+    try:
+        reader = Reader(path)
+        reader.open()
+    except (ReaderError, OSError, KeyError, ValueError, sqlite3.DatabaseError) as error:
+        raise BagError(f"cannot read the bag {path} (missing metadata.yaml or corrupt storage): {error}") from None
+    return reader
+
+
+def bag_topics(path) -> dict[str, tuple[str, int]]:
+    """``{topic: (msgtype, message count)}`` of a bag, from its metadata."""
+    path = Path(path)
+    reader = _open_reader(path)
+    try:
+        return {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+    finally:
+        reader.close()
+
+
+def read_bag(path, topics: Iterable[str] | None = None, distro: str = DEFAULT_DISTRO,
+             typestore=None) -> Iterator[BagRecord]:
+    """Yield the bag's messages in stamp order as :class:`BagRecord`, deserialized.
+
+    ``topics`` restricts the topics read; an unknown topic raises :class:`BagError` listing the bag's topics.
+    Message types missing from the typestore are registered from the definitions stored in the bag.
+    """
+    path = Path(path)
+    typestore = typestore if typestore is not None else make_typestore(distro)
+    reader = _open_reader(path)
+    try:
+        connections = list(reader.connections)
+        if topics is not None:
+            wanted = list(topics)
+            present = {c.topic for c in connections}
+            unknown = [t for t in wanted if t not in present]
+            if unknown:
+                raise BagError(f"topics {unknown} are not in {path}; it has {sorted(present)}")
+            connections = [c for c in connections if c.topic in wanted]
+        for connection in connections:
+            if connection.msgtype not in typestore.types and connection.msgdef.data:
+                typestore.register(get_types_from_msg(connection.msgdef.data, connection.msgtype))
+        # rosbags yields each storage's messages by timestamp; the sort below makes the order a contract even for
+        # bags split over several files.
+        records = []
+        try:
+            for connection, stamp_ns, raw in reader.messages(connections=connections):
+                records.append((stamp_ns, len(records), connection, raw))
+        except (ReaderError, OSError, ValueError, sqlite3.DatabaseError) as error:
+            raise BagError(f"corrupt bag {path}: {error}") from None
+        records.sort(key=lambda r: (r[0], r[1]))
+    finally:
+        reader.close()
+    for stamp_ns, _, connection, raw in records:
+        message = typestore.deserialize_cdr(raw, connection.msgtype)
+        yield BagRecord(connection.topic, int(stamp_ns), connection.msgtype, message)

@@ -1,0 +1,157 @@
+"""Tests of ros_dofkit.ros.bag_io: write/read round trips (sqlite3, mcap), stamp order, refusals and errors."""
+
+import numpy as np
+import pytest
+from rosbags.rosbag2 import Reader
+
+from ros_dofkit.ros.bag_io import BagError, BagWriter, bag_topics, make_typestore, read_bag, write_bag
+
+STORAGES = ["sqlite3", "mcap"]
+
+
+@pytest.fixture(scope="module")
+def typestore():
+    return make_typestore("jazzy")
+
+
+def header(ts, stamp_ns, frame_id):
+    Time = ts.types["builtin_interfaces/msg/Time"]
+    return ts.types["std_msgs/msg/Header"](
+        stamp=Time(sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9), frame_id=frame_id)
+
+
+def joint_state(ts, stamp_ns, positions):
+    return ts.types["sensor_msgs/msg/JointState"](
+        header=header(ts, stamp_ns, ""), name=[f"j{i}" for i in range(len(positions))],
+        position=np.asarray(positions, dtype=float), velocity=np.zeros(0), effort=np.zeros(0))
+
+
+def tf_message(ts, stamp_ns, x):
+    T = ts.types
+    transform = T["geometry_msgs/msg/TransformStamped"](
+        header=header(ts, stamp_ns, "world"), child_frame_id="pelvis",
+        transform=T["geometry_msgs/msg/Transform"](
+            translation=T["geometry_msgs/msg/Vector3"](x=x, y=0.0, z=1.0),
+            rotation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0)))
+    return T["tf2_msgs/msg/TFMessage"](transforms=[transform])
+
+
+def odometry(ts, stamp_ns, vx):
+    T = ts.types
+    pose = T["geometry_msgs/msg/PoseWithCovariance"](
+        pose=T["geometry_msgs/msg/Pose"](position=T["geometry_msgs/msg/Point"](x=1.0, y=2.0, z=3.0),
+                                         orientation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0)),
+        covariance=np.arange(36, dtype=float))
+    twist = T["geometry_msgs/msg/TwistWithCovariance"](
+        twist=T["geometry_msgs/msg/Twist"](linear=T["geometry_msgs/msg/Vector3"](x=vx, y=0.0, z=0.0),
+                                           angular=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.5)),
+        covariance=np.zeros(36))
+    return T["nav_msgs/msg/Odometry"](header=header(ts, stamp_ns, "odom"), child_frame_id="pelvis", pose=pose,
+                                      twist=twist)
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_round_trip_of_several_message_types_in_stamp_order(tmp_path, typestore, storage):
+    # Written out of stamp order on purpose; read back sorted by stamp.
+    records = [
+        ("/joint_states", 3_000, joint_state(typestore, 3_000, [0.3, -0.1])),
+        ("/tf", 1_000, tf_message(typestore, 1_000, 0.25)),
+        ("/odom", 2_000, odometry(typestore, 2_000, 1.5)),
+        ("/joint_states", 1_500, joint_state(typestore, 1_500, [0.1, 0.2])),
+        ("/tf", 5_000_000_123, tf_message(typestore, 5_000_000_123, 0.5)),
+    ]
+    counts = write_bag(tmp_path / "bag", records, storage=storage)
+    assert counts == {"/joint_states": 2, "/tf": 2, "/odom": 1}
+    back = list(read_bag(tmp_path / "bag"))
+    assert [r.stamp_ns for r in back] == [1_000, 1_500, 2_000, 3_000, 5_000_000_123]
+    assert [r.topic for r in back] == ["/tf", "/joint_states", "/odom", "/joint_states", "/tf"]
+    np.testing.assert_array_equal(back[1].message.position, [0.1, 0.2])
+    assert back[1].message.name == ["j0", "j1"]
+    assert back[0].message.transforms[0].transform.translation.x == 0.25
+    assert back[2].msgtype == "nav_msgs/msg/Odometry"
+    np.testing.assert_array_equal(back[2].message.pose.covariance, np.arange(36))
+    assert back[2].message.twist.twist.angular.z == 0.5
+    assert back[4].message.transforms[0].header.stamp.sec == 5
+    assert back[4].message.transforms[0].header.stamp.nanosec == 123
+    assert bag_topics(tmp_path / "bag") == {
+        "/joint_states": ("sensor_msgs/msg/JointState", 2),
+        "/tf": ("tf2_msgs/msg/TFMessage", 2),
+        "/odom": ("nav_msgs/msg/Odometry", 1),
+    }
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_bag_is_readable_by_rosbags_directly(tmp_path, typestore, storage):
+    """An independent reader (rosbags' own Reader + CDR deserializer) sees the same data."""
+    with BagWriter(tmp_path / "bag", storage=storage) as bag:
+        bag.write("/joint_states", 42, joint_state(typestore, 42, [1.25]))
+    with Reader(tmp_path / "bag") as reader:
+        (connection, stamp, raw), = list(reader.messages())
+        assert (connection.topic, connection.msgtype, stamp) == ("/joint_states", "sensor_msgs/msg/JointState", 42)
+        message = typestore.deserialize_cdr(raw, connection.msgtype)
+    np.testing.assert_array_equal(message.position, [1.25])
+    expected_file = "bag.mcap" if storage == "mcap" else "bag.db3"
+    assert (tmp_path / "bag" / expected_file).is_file()
+
+
+def test_topic_filter_and_unknown_topic(tmp_path, typestore):
+    records = [("/a", 1, joint_state(typestore, 1, [1.0])), ("/b", 2, joint_state(typestore, 2, [2.0]))]
+    write_bag(tmp_path / "bag", records)
+    assert [r.topic for r in read_bag(tmp_path / "bag", topics=["/b"])] == ["/b"]
+    with pytest.raises(BagError, match=r"\['/c'\] are not in .* it has \['/a', '/b'\]"):
+        list(read_bag(tmp_path / "bag", topics=["/c"]))
+
+
+def test_refuses_to_overwrite(tmp_path):
+    (tmp_path / "bag").mkdir()
+    with pytest.raises(BagError, match="refusing to overwrite"):
+        BagWriter(tmp_path / "bag")
+    assert list((tmp_path / "bag").iterdir()) == []
+
+
+def test_missing_and_corrupt_bags(tmp_path, typestore):
+    with pytest.raises(BagError, match="bag not found"):
+        list(read_bag(tmp_path / "nope"))
+    with pytest.raises(BagError, match="bag not found"):
+        bag_topics(tmp_path / "nope")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "metadata.yaml").write_text("rosbag2_bagfile_information: [")
+    with pytest.raises(BagError, match="cannot read the bag"):
+        list(read_bag(broken))
+    for storage, extension in (("mcap", "mcap"), ("sqlite3", "db3")):
+        path = tmp_path / f"truncated_{storage}"
+        write_bag(path, [("/a", k, joint_state(typestore, k, [float(k)])) for k in range(50)], storage=storage)
+        (storage_file,) = path.glob(f"*.{extension}")
+        data = storage_file.read_bytes()
+        storage_file.write_bytes(data[: len(data) // 3])
+        with pytest.raises(BagError, match="bag"):
+            list(read_bag(path))
+
+
+def test_writer_rejects_bad_records(tmp_path, typestore):
+    with BagWriter(tmp_path / "bag") as bag:
+        with pytest.raises(BagError, match="rosbags message object"):
+            bag.write("/a", 1, {"position": [1.0]})
+        with pytest.raises(BagError, match="non-negative integer"):
+            bag.write("/a", -5, joint_state(typestore, 0, [1.0]))
+        with pytest.raises(BagError, match="non-negative integer"):
+            bag.write("/a", 1.5, joint_state(typestore, 0, [1.0]))
+        with pytest.raises(BagError, match="absolute ROS name"):
+            bag.write("a", 1, joint_state(typestore, 0, [1.0]))
+        bag.write("/a", 1, joint_state(typestore, 1, [1.0]))
+        with pytest.raises(BagError, match="already carries sensor_msgs/msg/JointState"):
+            bag.write("/a", 2, tf_message(typestore, 2, 0.0))
+        with pytest.raises(BagError, match=r"unknown message type 'sensor_msgs/msg/Imus'.*sensor_msgs/msg/Imu"):
+            bag.add_topic("/b", "sensor_msgs/msg/Imus")
+        assert bag.counts == {"/a": 1}
+    with pytest.raises(BagError, match="closed"):
+        bag.write("/a", 3, joint_state(typestore, 3, [1.0]))
+
+
+def test_unknown_storage_and_distro(tmp_path):
+    with pytest.raises(BagError, match=r"unknown bag storage 'rosbag'.*\['mcap', 'sqlite3'\]"):
+        BagWriter(tmp_path / "bag", storage="rosbag")
+    with pytest.raises(BagError, match="unknown ROS 2 distribution 'rolling'"):
+        make_typestore("rolling")
+    assert not (tmp_path / "bag").exists()
