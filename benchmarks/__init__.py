@@ -1,0 +1,1 @@
+"""benchmarks: one command per budget of DESIGN.md (see benchmarks/README.md)."""
