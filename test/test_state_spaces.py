@@ -140,7 +140,11 @@ def test_product_operations_act_per_factor():
     q_2 = random_configuration(rng, space, (3,))
     diff = space.configuration_difference(q_1, q_2)
     expected = np.concatenate(
-        [f.configuration_difference(a, b) for f, a, b in zip(factors, space.q_split(q_1), space.q_split(q_2))], -1
+        [
+            f.configuration_difference(a, b)
+            for f, a, b in zip(factors, space.q_split(q_1), space.q_split(q_2), strict=True)
+        ],
+        -1,
     )
     np.testing.assert_array_equal(diff, expected)
     q_raw = q_1 * 3.0

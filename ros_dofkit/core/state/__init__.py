@@ -26,11 +26,13 @@ from ros_dofkit.core.state.errors import (
     PlantNotFinalizedError,
     QuaternionError,
     StateDimensionError,
+    StateIndexError,
     StateSpaceMismatchError,
     UnknownNameError,
     UnsupportedModelError,
 )
 from ros_dofkit.core.state.floating_base import (
+    BasePoseTwist,
     angular_velocity_body_to_world,
     angular_velocity_world_to_body,
     base_positions_from_pose,
@@ -42,6 +44,14 @@ from ros_dofkit.core.state.floating_base import (
     quat_xyzw_to_wxyz,
     world_twist_from_base_velocities,
 )
+from ros_dofkit.core.state.joint_state_translator import JointStateArrays, JointStateTranslator
+from ros_dofkit.core.state.plant_state import (
+    ModelInstanceCoordinates,
+    PlantStateConverter,
+    model_instance_coordinates,
+    product_space_for_plant,
+    space_for_model_instance,
+)
 from ros_dofkit.core.state.spaces import (
     FixedBaseSpace,
     FloatingBaseSpace,
@@ -50,6 +60,15 @@ from ros_dofkit.core.state.spaces import (
 )
 
 __all__ = [
+    "BasePoseTwist",
+    "JointStateArrays",
+    "JointStateTranslator",
+    "ModelInstanceCoordinates",
+    "PlantStateConverter",
+    "StateIndexError",
+    "model_instance_coordinates",
+    "product_space_for_plant",
+    "space_for_model_instance",
     "FixedBaseSpace",
     "FixedBaseStateConverter",
     "FloatingBaseSpace",

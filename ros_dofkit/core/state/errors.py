@@ -16,6 +16,7 @@ __all__ = [
     "PlantNotFinalizedError",
     "QuaternionError",
     "StateDimensionError",
+    "StateIndexError",
     "StateSpaceMismatchError",
     "UnknownNameError",
     "UnsupportedModelError",
@@ -25,6 +26,10 @@ __all__ = [
 
 class StateDimensionError(ValueError):
     """An array has the wrong length or shape for the state space / plant it is used with."""
+
+
+class StateIndexError(IndexError):
+    """A model instance index outside ``[0, plant.num_model_instances())``."""
 
 
 class StateSpaceMismatchError(ValueError):

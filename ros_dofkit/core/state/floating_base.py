@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ros_dofkit.core.spatial import quat_conjugate, quat_normalize, quat_rotate
+from ros_dofkit.core.spatial import make_transform, quat_conjugate, quat_normalize, quat_rotate, quat_to_matrix
 from ros_dofkit.core.state.errors import StateDimensionError
 
 #: Number of configuration / velocity coordinates of a quaternion floating joint (Drake's layout).
@@ -147,3 +147,87 @@ def base_velocities_from_child_twist(q_base, v_WBo_B, w_WB_B) -> np.ndarray:
     v_WBo_W = quat_rotate(quat_WB, as_float_array("linear", v_WBo_B, last_dim=3))
     batch = np.broadcast_shapes(w_WB_W.shape[:-1], v_WBo_W.shape[:-1])
     return np.concatenate([np.broadcast_to(w_WB_W, batch + (3,)), np.broadcast_to(v_WBo_W, batch + (3,))], axis=-1)
+
+
+class BasePoseTwist:
+    """Pose and spatial velocity of a floating base B in the world W (Drake's robot-state message, SPEC 5.4).
+
+    ``p_WBo_W`` (..., 3) position of B's origin; ``quat_WB`` (..., 4) orientation ``R_WB`` (w, x, y, z),
+    checked and normalized at construction (§9.7); ``w_WB_W`` (..., 3) angular velocity in W axes;
+    ``v_WBo_W`` (..., 3) velocity of B's origin in W axes. Leading batch axes broadcast together.
+    The ROS views: :meth:`ros_pose` (``geometry_msgs/Pose``), :meth:`world_twist` (twist in W) and
+    :meth:`child_twist` (``nav_msgs/Odometry``: both parts in B).
+    """
+
+    def __init__(self, p_WBo_W, quat_WB, w_WB_W=None, v_WBo_W=None):
+        p_WBo_W = as_float_array("p_WBo_W", p_WBo_W, last_dim=3)
+        quat_WB = quat_normalize(as_float_array("quat_WB", quat_WB, last_dim=4))
+        w_WB_W = np.zeros(3) if w_WB_W is None else as_float_array("w_WB_W", w_WB_W, last_dim=3)
+        v_WBo_W = np.zeros(3) if v_WBo_W is None else as_float_array("v_WBo_W", v_WBo_W, last_dim=3)
+        for label, array in (("p_WBo_W", p_WBo_W), ("w_WB_W", w_WB_W), ("v_WBo_W", v_WBo_W)):
+            if not np.all(np.isfinite(array)):
+                raise StateDimensionError(f"{label}: expected finite values, got {array}")
+        batch = np.broadcast_shapes(p_WBo_W.shape[:-1], quat_WB.shape[:-1], w_WB_W.shape[:-1], v_WBo_W.shape[:-1])
+        self.p_WBo_W = np.array(np.broadcast_to(p_WBo_W, batch + (3,)))
+        self.quat_WB = np.array(np.broadcast_to(quat_WB, batch + (4,)))
+        self.w_WB_W = np.array(np.broadcast_to(w_WB_W, batch + (3,)))
+        self.v_WBo_W = np.array(np.broadcast_to(v_WBo_W, batch + (3,)))
+
+    def __repr__(self) -> str:
+        return (
+            f"BasePoseTwist(p_WBo_W={self.p_WBo_W.tolist()}, quat_WB={self.quat_WB.tolist()}, "
+            f"w_WB_W={self.w_WB_W.tolist()}, v_WBo_W={self.v_WBo_W.tolist()})"
+        )
+
+    @property
+    def X_WB(self) -> np.ndarray:
+        """``(..., 4, 4)`` pose of B in W."""
+        return make_transform(quat_to_matrix(self.quat_WB), self.p_WBo_W)
+
+    @property
+    def base_positions(self) -> np.ndarray:
+        """Drake floating coordinates ``[quat_WB, p_WBo_W]`` ``(..., 7)``."""
+        return np.concatenate([self.quat_WB, self.p_WBo_W], axis=-1)
+
+    @property
+    def base_velocities(self) -> np.ndarray:
+        """Drake floating velocities ``[w_WB_W, v_WBo_W]`` ``(..., 6)``."""
+        return np.concatenate([self.w_WB_W, self.v_WBo_W], axis=-1)
+
+    @classmethod
+    def from_base_coordinates(cls, q_base, v_base=None) -> BasePoseTwist:
+        """From Drake floating coordinates ``(..., 7)`` and velocities ``(..., 6)`` (default zero)."""
+        q_base = as_float_array("q_base", q_base, last_dim=NQ_FLOATING)
+        if v_base is None:
+            return cls(q_base[..., POSITION], q_base[..., QUATERNION])
+        v_base = as_float_array("v_base", v_base, last_dim=NV_FLOATING)
+        return cls(q_base[..., POSITION], q_base[..., QUATERNION], v_base[..., ANGULAR], v_base[..., LINEAR])
+
+    def ros_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(position, orientation_xyzw)``: the fields of ``geometry_msgs/Pose``."""
+        return self.p_WBo_W.copy(), quat_wxyz_to_xyzw(self.quat_WB)
+
+    def world_twist(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(linear, angular)`` = ``(v_WBo_W, w_WB_W)``: ``V_WB`` expressed in W."""
+        return self.v_WBo_W.copy(), self.w_WB_W.copy()
+
+    def child_twist(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(linear, angular)`` = ``(v_WBo_B, w_WB_B)``: the ``nav_msgs/Odometry`` twist (child frame B)."""
+        return child_twist_from_base_velocities(self.base_positions, self.base_velocities)
+
+    @classmethod
+    def from_ros(cls, position, orientation_xyzw, linear=None, angular=None, twist_frame: str = "child"):
+        """From ROS arrays: a Pose and a twist expressed in the ``"child"`` frame B (Odometry) or ``"world"``."""
+        q_base = base_positions_from_pose(position, orientation_xyzw)
+        if linear is None and angular is None:
+            return cls.from_base_coordinates(q_base)
+        linear = np.zeros(3) if linear is None else linear
+        angular = np.zeros(3) if angular is None else angular
+        if twist_frame == "child":
+            v_base = base_velocities_from_child_twist(q_base, linear, angular)
+        elif twist_frame == "world":
+            v_base = base_velocities_from_world_twist(linear, angular)
+        else:
+            raise ValueError(f"twist_frame must be 'child' or 'world', got {twist_frame!r}")
+        batch = np.broadcast_shapes(q_base.shape[:-1], v_base.shape[:-1])
+        return cls.from_base_coordinates(np.broadcast_to(q_base, batch + (7,)), v_base)
