@@ -1,0 +1,426 @@
+"""ros_dofkit.core.multibody.urdf: URDF parsing (xml.etree) and loading a URDF into a MultibodyPlant.
+
+``parse_urdf`` turns a document into a validated :class:`URDFModel` (links, joints, transmissions) or raises
+:class:`~ros_dofkit.core.multibody.errors.URDFError` naming the offending element; ``add_urdf_to_plant`` builds
+bodies, frames, joints and actuators from it (``MultibodyPlant.add_urdf`` calls it).
+
+Mapping (URDF -> plant): link -> Body; ``fixed`` -> WeldJoint; ``revolute``/``continuous`` -> RevoluteJoint
+(continuous: infinite position limits); ``prismatic`` -> PrismaticJoint; ``planar`` -> PlanarJoint whose F and M
+frames are rotated so their z axis is the URDF axis (the plane normal); ``floating`` -> QuaternionFloatingJoint.
+``<origin>`` is X_PF (frame F registered on the parent as "<joint>_frame_on_parent" unless it is the identity);
+``<limit>`` lower/upper/velocity give position and velocity limits, ``effort`` the actuator's effort limit;
+``<dynamics damping>`` the damping; ``<mimic>`` makes a coordinate-free mimic joint. A ``<transmission>`` with
+type ``SimpleTransmission`` (one ``<joint>``) adds one actuator named after its ``<actuator>`` (else the
+transmission); like Drake's parser, other transmission types (differentials, reducers sharing one motor among
+several joints) have no single-joint actuator equivalent and add none.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import spatial
+from .bodies import Frame
+from .errors import MultibodyValueError, URDFError
+from .joints import Mimic, PlanarJoint, PrismaticJoint, QuaternionFloatingJoint, RevoluteJoint, WeldJoint
+
+URDF_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
+BASE_JOINT_CHOICES = ("fixed", "planar", "floating", None)
+#: The URDF link that stands for the parent frame (robot_state_publisher / Gazebo convention).
+WORLD_LINK = "world"
+
+
+@dataclass
+class URDFMimic:
+    joint: str
+    multiplier: float = 1.0
+    offset: float = 0.0
+
+
+@dataclass
+class URDFJoint:
+    """A validated ``<joint>``: X_PF is its ``<origin>``; axis is unit; limits are floats (inf when absent)."""
+
+    name: str
+    type: str
+    parent: str
+    child: str
+    X_PF: np.ndarray
+    axis: np.ndarray
+    lower: float = -math.inf
+    upper: float = math.inf
+    velocity: float = math.inf
+    effort: float = math.inf
+    damping: float = 0.0
+    mimic: URDFMimic | None = None
+
+
+@dataclass
+class URDFTransmission:
+    name: str
+    joints: list[str]
+    actuator: str | None
+    type: str = ""
+
+    def is_simple(self) -> bool:
+        """One joint driven by one actuator (transmission_interface/SimpleTransmission, ROS 1 and ROS 2)."""
+        return self.type.endswith("SimpleTransmission") and len(self.joints) == 1
+
+
+@dataclass
+class URDFModel:
+    """A parsed URDF: robot name, link names in document order, joints in document order, the root link."""
+
+    name: str
+    links: list[str]
+    joints: list[URDFJoint]
+    root: str
+    transmissions: list[URDFTransmission] = field(default_factory=list)
+
+    def joint(self, name: str) -> URDFJoint:
+        return next(j for j in self.joints if j.name == name)
+
+
+def _read_source(source) -> tuple[str, str]:
+    """(xml text, description for messages)."""
+    if isinstance(source, (str, os.PathLike)) and not str(source).lstrip().startswith("<"):
+        path = Path(source)
+        try:
+            return path.read_text(encoding="utf-8"), str(path)
+        except OSError as error:
+            raise URDFError(f"cannot read URDF file {str(path)!r}: {error.strerror or error}") from error
+    if not isinstance(source, str):
+        raise TypeError(f"expected a URDF path or XML string, got {type(source).__name__}")
+    return source, "URDF string"
+
+
+def _numbers(element: ET.Element, attribute: str, count: int, default, where: str) -> np.ndarray:
+    text = element.get(attribute)
+    if text is None:
+        return np.array(default, dtype=float)
+    parts = text.split()
+    try:
+        values = np.array([float(p) for p in parts])
+    except ValueError:
+        raise URDFError(f"{where}: attribute {attribute}={text!r} is not a list of numbers") from None
+    if values.shape != (count,):
+        raise URDFError(f"{where}: attribute {attribute}={text!r} must have {count} numbers, got {len(parts)}")
+    if not np.all(np.isfinite(values)):
+        raise URDFError(f"{where}: attribute {attribute}={text!r} must be finite")
+    return values
+
+
+def _number(element: ET.Element, attribute: str, default: float, where: str, required: bool = False) -> float:
+    text = element.get(attribute)
+    if text is None:
+        if required:
+            raise URDFError(f"{where}: missing attribute {attribute!r}")
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise URDFError(f"{where}: attribute {attribute}={text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise URDFError(f"{where}: attribute {attribute}={text!r} must be finite")
+    return value
+
+
+def _origin(element: ET.Element, where: str) -> np.ndarray:
+    origin = element.find("origin")
+    if origin is None:
+        return np.eye(4)
+    where = f"{where} <origin>"
+    xyz = _numbers(origin, "xyz", 3, [0.0, 0.0, 0.0], where)
+    rpy = _numbers(origin, "rpy", 3, [0.0, 0.0, 0.0], where)
+    return spatial.make_transform(spatial.rpy_to_matrix(rpy), xyz)
+
+
+def _parse_joint(element: ET.Element, links: set[str]) -> URDFJoint:
+    name = element.get("name")
+    if not name:
+        raise URDFError("<joint> element without a name attribute")
+    where = f"<joint name={name!r}>"
+    kind = element.get("type")
+    if kind not in URDF_JOINT_TYPES:
+        raise URDFError(f"{where}: unknown joint type {kind!r}; expected one of {', '.join(URDF_JOINT_TYPES)}")
+    ends = {}
+    for tag in ("parent", "child"):
+        node = element.find(tag)
+        if node is None or not node.get("link"):
+            raise URDFError(f"{where}: missing <{tag} link=...> element")
+        link = node.get("link")
+        if link not in links:
+            raise URDFError(f"{where}: <{tag} link={link!r}> refers to an unknown link" + _near(link, links))
+        ends[tag] = link
+    if ends["parent"] == ends["child"]:
+        raise URDFError(f"{where}: parent and child are the same link {ends['parent']!r}")
+    axis = np.array([1.0, 0.0, 0.0])
+    axis_node = element.find("axis")
+    if axis_node is not None and kind not in ("fixed", "floating"):  # urdfdom ignores <axis> on these
+        axis = _numbers(axis_node, "xyz", 3, axis, f"{where} <axis>")
+        norm = float(np.linalg.norm(axis))
+        if norm < 1e-12:
+            raise URDFError(f"{where} <axis>: xyz={axis_node.get('xyz')!r} is the zero vector")
+        axis = axis / norm
+    joint = URDFJoint(name, kind, ends["parent"], ends["child"], _origin(element, where), axis)
+    limit = element.find("limit")
+    if kind in ("revolute", "prismatic") and limit is None:
+        raise URDFError(f"{where}: a {kind} joint needs a <limit> element")
+    if limit is not None and kind in ("revolute", "prismatic", "continuous"):
+        lwhere = f"{where} <limit>"
+        if kind != "continuous":
+            joint.lower = _number(limit, "lower", 0.0, lwhere)
+            joint.upper = _number(limit, "upper", 0.0, lwhere)
+            if joint.lower > joint.upper:
+                raise URDFError(f"{lwhere}: lower={joint.lower} exceeds upper={joint.upper}")
+        joint.velocity = _number(limit, "velocity", math.inf, lwhere)
+        joint.effort = _number(limit, "effort", math.inf, lwhere)
+        if joint.velocity < 0.0 or joint.effort < 0.0:
+            raise URDFError(f"{lwhere}: velocity and effort must be >= 0, got {joint.velocity}, {joint.effort}")
+    dynamics = element.find("dynamics")
+    if dynamics is not None:
+        joint.damping = _number(dynamics, "damping", 0.0, f"{where} <dynamics>")
+        if joint.damping < 0.0:
+            raise URDFError(f"{where} <dynamics>: damping must be >= 0, got {joint.damping}")
+    mimic = element.find("mimic")
+    if mimic is not None and kind != "fixed":  # a fixed joint has no motion to copy (urdfdom accepts and ignores)
+        if kind not in ("revolute", "continuous", "prismatic"):
+            raise URDFError(f"{where}: <mimic> is supported on revolute, continuous and prismatic joints, not {kind}")
+        if not mimic.get("joint"):
+            raise URDFError(f"{where} <mimic>: missing attribute 'joint'")
+        mwhere = f"{where} <mimic>"
+        joint.mimic = URDFMimic(mimic.get("joint"), _number(mimic, "multiplier", 1.0, mwhere),
+                                _number(mimic, "offset", 0.0, mwhere))
+    return joint
+
+
+def parse_urdf(source) -> URDFModel:
+    """Parse and validate a URDF from a file path or an XML string (one starting with "<").
+
+    Raises URDFError naming the element for: malformed XML, a root element other than <robot>, nameless or
+    duplicate links and joints, unknown joint types, missing or unknown parent/child links, a link with two
+    parents, two roots, cycles, bad numbers (non-finite, wrong count, zero axis, lower > upper, negative
+    velocity/effort/damping), a missing <limit> on revolute/prismatic joints, mimics of unknown or unsuitable
+    joints (and mimic cycles), and transmissions naming unknown joints.
+    """
+    text, description = _read_source(source)
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as error:
+        raise URDFError(f"{description}: malformed XML: {error}") from None
+    if root.tag != "robot":
+        raise URDFError(f"{description}: the root element must be <robot>, got <{root.tag}>")
+    robot_name = root.get("name")
+    if not robot_name:
+        raise URDFError(f"{description}: <robot> element without a name attribute")
+
+    links: list[str] = []
+    for element in root.findall("link"):
+        name = element.get("name")
+        if not name:
+            raise URDFError("<link> element without a name attribute")
+        if name in links:
+            raise URDFError(f"<link name={name!r}> appears twice")
+        links.append(name)
+    if not links:
+        raise URDFError(f"{description}: robot {robot_name!r} has no <link>")
+    link_set = set(links)
+
+    joints: list[URDFJoint] = []
+    parent_joint: dict[str, URDFJoint] = {}
+    for element in root.findall("joint"):
+        joint = _parse_joint(element, link_set)
+        if any(j.name == joint.name for j in joints):
+            raise URDFError(f"<joint name={joint.name!r}> appears twice")
+        if joint.child in parent_joint:
+            raise URDFError(
+                f"<joint name={joint.name!r}>: link {joint.child!r} already has the parent joint "
+                f"{parent_joint[joint.child].name!r}; a link has one parent"
+            )
+        parent_joint[joint.child] = joint
+        joints.append(joint)
+
+    roots = [link for link in links if link not in parent_joint]
+    if not roots:
+        raise URDFError(f"robot {robot_name!r}: the joints form a cycle (every link has a parent)")
+    if len(roots) > 1:
+        raise URDFError(
+            f"robot {robot_name!r}: expected one root link, found {len(roots)}: {', '.join(map(repr, roots))}"
+        )
+    children: dict[str, list[str]] = {}
+    for joint in joints:
+        children.setdefault(joint.parent, []).append(joint.child)
+    reached, stack = {roots[0]}, [roots[0]]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            reached.add(child)
+            stack.append(child)
+    cyclic = [link for link in links if link not in reached]
+    if cyclic:
+        raise URDFError(f"robot {robot_name!r}: links {', '.join(map(repr, cyclic))} form a cycle")
+
+    by_name = {j.name: j for j in joints}
+    for joint in joints:
+        if joint.mimic is None:
+            continue
+        source = by_name.get(joint.mimic.joint)
+        where = f"<joint name={joint.name!r}> <mimic joint={joint.mimic.joint!r}>"
+        if source is None:
+            raise URDFError(f"{where}: unknown joint" + _near(joint.mimic.joint, by_name))
+        if source.type not in ("revolute", "continuous", "prismatic"):
+            raise URDFError(f"{where}: the source must be revolute, continuous or prismatic, not {source.type}")
+        seen = {joint.name}
+        while source.mimic is not None:
+            if source.name in seen:
+                raise URDFError(f"{where}: mimic joints form a cycle")
+            seen.add(source.name)
+            source = by_name[source.mimic.joint]
+
+    transmissions = []
+    for element in root.findall("transmission"):
+        tname = element.get("name") or "<unnamed>"
+        joint_names = [j.get("name") for j in element.findall("joint")]
+        for jname in joint_names:
+            if jname not in by_name:
+                raise URDFError(f"<transmission name={tname!r}>: unknown joint {jname!r}" + _near(jname, by_name))
+        actuator = element.find("actuator")
+        type_node = element.find("type")
+        kind = (type_node.text or "").strip() if type_node is not None else element.get("type", "")
+        transmissions.append(
+            URDFTransmission(tname, joint_names, None if actuator is None else actuator.get("name"), kind)
+        )
+    return URDFModel(robot_name, links, joints, roots[0], transmissions)
+
+
+def _near(name, valid) -> str:
+    close = difflib.get_close_matches(str(name), sorted(valid), n=3)
+    return f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+
+
+def _rotation_z_to(normal: np.ndarray) -> np.ndarray:
+    """A rotation R with R @ e_z = normal (the smallest one; a half turn about x for -e_z)."""
+    z = np.array([0.0, 0.0, 1.0])
+    cross = np.cross(z, normal)
+    sine, cosine = float(np.linalg.norm(cross)), float(normal @ z)
+    if sine < 1e-12:
+        return np.eye(3) if cosine > 0 else spatial.rotation_x(math.pi)
+    return spatial.rotvec_to_matrix(cross / sine * math.atan2(sine, cosine))
+
+
+def _parse_order(model: URDFModel) -> list[URDFJoint]:
+    """Joints in URDF order, each deferred until its parent link is placed (so parents come first)."""
+    placed, order, pending = {model.root}, [], list(model.joints)
+    while pending:
+        remaining = []
+        for joint in pending:
+            if joint.parent in placed:
+                order.append(joint)
+                placed.add(joint.child)
+            else:
+                remaining.append(joint)
+        pending = remaining
+    return order
+
+
+def add_urdf_to_plant(plant, urdf, model_name=None, base_joint="fixed", parent_frame="world", X_PF=None) -> int:
+    """Load a URDF (path, XML string or URDFModel) as a new model instance of ``plant``; see MultibodyPlant.add_urdf."""
+    if base_joint not in BASE_JOINT_CHOICES:
+        raise MultibodyValueError(f"base_joint must be one of {BASE_JOINT_CHOICES}, got {base_joint!r}")
+    model = urdf if isinstance(urdf, URDFModel) else parse_urdf(urdf)
+    name = model.name if model_name is None else model_name
+    if plant.has_model_instance_named(name):
+        raise MultibodyValueError(
+            f"plant {plant.name!r} already has a model instance named {name!r}; pass model_name= to load it again"
+        )
+    attach = plant.get_body(0).body_frame if parent_frame == "world" else plant._as_frame(parent_frame)
+    if X_PF is not None:
+        attach = plant.add_frame(f"{name}_attachment", attach.body, attach.X_BF @ np.asarray(X_PF, dtype=float))
+    has_world_link = model.root == WORLD_LINK
+    if has_world_link and base_joint not in ("fixed", None):
+        raise MultibodyValueError(
+            f"URDF {model.name!r} has a {WORLD_LINK!r} link whose joints define its base; base_joint must be "
+            f"'fixed' or None, got {base_joint!r}"
+        )
+    instance = plant.add_model_instance(name)
+
+    order = _parse_order(model)
+    bodies = {}
+    if has_world_link:
+        bodies[WORLD_LINK] = attach.body
+    else:
+        bodies[model.root] = plant.add_body(model.root, instance)
+    for joint in order:
+        bodies[joint.child] = plant.add_body(joint.child, instance)
+
+    def frame_on(link: str, X: np.ndarray, frame_name: str):
+        body = bodies[link]
+        if link == WORLD_LINK and has_world_link:
+            # the frame lives on a body of another model instance: keep its name unique there
+            X, frame_name = attach.X_BF @ X, f"{name}_{frame_name}"
+        if np.allclose(X, np.eye(4), rtol=0.0, atol=1e-15):
+            return body.body_frame
+        return Frame(frame_name, body, X)
+
+    if not has_world_link:
+        root = bodies[model.root]
+        base_name = model.root if not any(j.name == model.root for j in model.joints) else f"{model.root}_base"
+        if base_joint in ("fixed", None):
+            plant.add_joint(WeldJoint(f"{attach.name}_welds_to_{model.root}", attach, root))
+        elif base_joint == "planar":
+            plant.add_joint(PlanarJoint(base_name, attach, root))
+        else:
+            plant.add_joint(QuaternionFloatingJoint(base_name, attach, root))
+
+    created = {}
+
+    def make(joint: URDFJoint):
+        if joint.name in created:
+            return created[joint.name]
+        F = frame_on(joint.parent, joint.X_PF, f"{joint.name}_frame_on_parent")
+        child = bodies[joint.child]
+        mimic = None
+        if joint.mimic is not None:
+            mimic = Mimic(make(model.joint(joint.mimic.joint)), joint.mimic.multiplier, joint.mimic.offset)
+        if joint.type == "fixed":
+            result = WeldJoint(joint.name, F, child)
+        elif joint.type in ("revolute", "continuous"):
+            result = RevoluteJoint(joint.name, F, child, joint.axis, joint.lower, joint.upper, joint.damping, mimic)
+        elif joint.type == "prismatic":
+            result = PrismaticJoint(joint.name, F, child, joint.axis, joint.lower, joint.upper, joint.damping, mimic)
+        elif joint.type == "planar":
+            R_FnF = spatial.make_transform(_rotation_z_to(joint.axis))
+            F = frame_on(joint.parent, joint.X_PF @ R_FnF, f"{joint.name}_frame_on_parent")
+            M = frame_on(joint.child, R_FnF, f"{joint.name}_frame_on_child")
+            result = PlanarJoint(joint.name, F, M, [joint.damping] * 3)
+        else:
+            result = QuaternionFloatingJoint(joint.name, F, child, joint.damping, joint.damping)
+        if result.num_velocities == 1 and math.isfinite(joint.velocity):
+            result.set_velocity_limits([-joint.velocity], [joint.velocity])
+        created[joint.name] = result
+        return result
+
+    for joint in order:
+        make(joint)
+    for joint in order:  # add in tree order (mimic sources may have been created earlier)
+        plant.add_joint(created[joint.name])
+
+    for transmission in model.transmissions:
+        if not transmission.is_simple():
+            continue
+        joint = created[transmission.joints[0]]
+        if joint.num_velocities != 1:
+            raise URDFError(
+                f"<transmission name={transmission.name!r}>: joint {joint.name!r} ({joint.type_name}"
+                f"{', mimic' if getattr(joint, 'mimic', None) else ''}) has no single coordinate to actuate"
+            )
+        effort = model.joint(joint.name).effort
+        plant.add_joint_actuator(transmission.actuator or transmission.name, joint,
+                                 effort if effort > 0.0 else math.inf)
+    return instance
