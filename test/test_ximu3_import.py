@@ -100,6 +100,16 @@ def run_dofkit(argv):
     return args.func(args)
 
 
+def test_command_choices_match_the_library():
+    from ros_dofkit.core.recordings.ximu3 import DEFAULT_MATCH_TOLERANCE_US, EARTH_CONVENTIONS
+    from ros_dofkit.ros.bag_io import DISTROS, STORAGES
+
+    assert import_ximu3.EARTH_CONVENTION_CHOICES == tuple(sorted(EARTH_CONVENTIONS))
+    assert import_ximu3.STORAGE_CHOICES == tuple(sorted(STORAGES))
+    assert import_ximu3.DISTRO_CHOICES == tuple(sorted(DISTROS))
+    assert import_ximu3.DEFAULT_MATCH_TOLERANCE_US == DEFAULT_MATCH_TOLERANCE_US
+
+
 def test_register_adds_import_ximu3_with_its_options(capsys):
     args = dofkit_parser().parse_args(["import", "ximu3", "rec", "--out", "b", "--storage", "mcap"])
     assert (args.command, args.import_format, args.folder, args.out, args.storage) == ("import", "ximu3", "rec",

@@ -15,17 +15,14 @@ import argparse
 import math
 import sys
 
-from ros_dofkit.core.recordings.ximu3 import (
-    DEFAULT_EARTH_CONVENTION,
-    DEFAULT_MATCH_TOLERANCE_US,
-    EARTH_CONVENTIONS,
-    XIMU3RecordingError,
-    read_recording,
-)
-from ros_dofkit.ros.bag_io import DEFAULT_DISTRO, DISTROS, STORAGES, BagError, BagWriter
-from ros_dofkit.ros.imu_messages import imu_frame_id, imu_topic, ximu3_device_records
-
 COMMAND = "ximu3"
+# The choices are spelled out here so that `dofkit --help` does not import NumPy and rosbags; a test checks that
+# they equal the library's (ros_dofkit.core.recordings.ximu3.EARTH_CONVENTIONS, ros_dofkit.ros.bag_io.STORAGES,
+# DISTROS).
+EARTH_CONVENTION_CHOICES = ("ENU", "NED", "NWU")
+STORAGE_CHOICES = ("mcap", "sqlite3")
+DISTRO_CHOICES = ("humble", "jazzy", "kilted")
+DEFAULT_MATCH_TOLERANCE_US = 1000
 
 
 def _non_negative_float(text: str) -> float:
@@ -46,15 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", help="recording folder: one sub-folder per device with Quaternion.csv and "
                                        "Inertial.csv (as written by the x-IMU3 GUI data logger)")
     parser.add_argument("--out", required=True, help="output bag folder (must not exist)")
-    parser.add_argument("--storage", choices=sorted(STORAGES), default="sqlite3", help="bag storage (default sqlite3)")
-    parser.add_argument("--earth-convention", choices=sorted(EARTH_CONVENTIONS), default=DEFAULT_EARTH_CONVENTION,
+    parser.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite3", help="bag storage (default sqlite3)")
+    parser.add_argument("--earth-convention", choices=EARTH_CONVENTION_CHOICES, default="NWU",
                         help="the devices' AHRS earth frame (x-IMU3 setting 'AHRS axes convention'; default NWU)")
     parser.add_argument("--devices", nargs="+", metavar="NAME", help="import only these devices")
     parser.add_argument("--match-tolerance-us", type=int, default=DEFAULT_MATCH_TOLERANCE_US,
                         help="max time between a Quaternion.csv and an Inertial.csv row of one sample (default 1000)")
     parser.add_argument("--stamp-offset", type=_finite_float, default=0.0, metavar="SECONDS",
                         help="added to every device timestamp (e.g. the epoch time of the device clock's zero)")
-    parser.add_argument("--distro", choices=sorted(DISTROS), default=DEFAULT_DISTRO,
+    parser.add_argument("--distro", choices=DISTRO_CHOICES, default="jazzy",
                         help="ROS 2 message definitions to write (default jazzy)")
     parser.add_argument("--orientation-stddev", type=_non_negative_float, metavar="RAD",
                         help="orientation standard deviation; omitted = covariance unknown (zeros)")
@@ -79,6 +76,10 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Convert; prints one line per topic. Returns the exit status (0 ok, 2 bad input)."""
+    from ros_dofkit.core.recordings.ximu3 import XIMU3RecordingError, read_recording
+    from ros_dofkit.ros.bag_io import BagError, BagWriter
+    from ros_dofkit.ros.imu_messages import imu_frame_id, imu_topic, ximu3_device_records
+
     try:
         recording = read_recording(args.folder, devices=args.devices, earth_convention=args.earth_convention,
                                    match_tolerance_us=args.match_tolerance_us)

@@ -348,7 +348,7 @@ def _read_csv(path: Path, expected_header: tuple[str, ...]):
                 values = [float(cell) for cell in row[1:]]
             except ValueError as error:
                 raise XIMU3RecordingError(f"value is not a number ({error})", path, line) from None
-            for column, value in zip(expected_header[1:], values):
+            for column, value in zip(expected_header[1:], values, strict=True):
                 if not math.isfinite(value):
                     raise XIMU3RecordingError(f"{column} is {value}, expected a finite number", path, line)
             if timestamps and stamp <= timestamps[-1]:
