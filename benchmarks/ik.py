@@ -22,8 +22,9 @@ warm-up run on a few frames before anything is timed. Each timing is the best of
 
 import os
 
-for _variable in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_variable] = "1"
+if __name__ == "__main__":  # only when run as the benchmark: importing this module must not change the environment
+    for _variable in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_variable] = "1"
 
 import argparse  # noqa: E402
 import platform  # noqa: E402
@@ -294,6 +295,10 @@ def main(argv=None) -> int:
             f"opensim is not importable (`pip install {opensim_peer.OPENSIM_PIN}`)")
         print(f"OpenSim: not run ({reason}); the ratios against OpenSim could not be measured.")
     print(f"timing: frames/s over frames 1..T-1 after the assemble at t0, best of {arguments.repeat}")
+    if with_opensim:
+        import opensim
+
+        opensim.Logger.setLevelString("Warn")  # its per-solver [info] lines would break the table
     try:
         for name in arguments.scenarios:
             scenario = SCENARIOS[name](num_frames=arguments.frames, noise_deg=arguments.noise_deg)

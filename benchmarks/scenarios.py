@@ -6,7 +6,8 @@ scored against. It is built from our plant's forward kinematics only (NumPy, no 
 
 * :func:`panda_scenario`: the Franka Panda of example-robot-data (7 revolute joints; the finger coordinate is
   locked and its mimic twin follows it), 4 IMUs on panda_link3, panda_link5, panda_link7 and panda_hand.
-* :func:`humanoid_scenario`: the Unitree G1 (``g1_29dof_rev_1_0.urdf``: quaternion floating base + 29
+* :func:`humanoid_scenario`: the Unitree G1 (``g1_29dof_rev_1_0.urdf`` loaded with a quaternion floating base
+  on its pelvis (the URDF's own world link and floating joint are commented out) + 29
   revolute joints, nq = 36, nv = 35) with 17 IMUs on pelvis, torso, head, both thighs, shanks, feet, upper
   arms, forearms and hands, plus the robot's own two IMU links; the base turns and translates slowly.
 
@@ -79,15 +80,15 @@ def robots_dir() -> Path:
     )
 
 
-def load_plant(relative_urdf: str):
-    """A finalized MultibodyPlant holding one example-robot-data URDF as it is written (its own base joint)."""
+def load_plant(relative_urdf: str, base_joint: str | None = "fixed"):
+    """A finalized MultibodyPlant holding one example-robot-data URDF, its root attached by ``base_joint``."""
     from ros_dofkit.core.multibody import MultibodyPlant
 
     path = robots_dir() / relative_urdf
     if not path.is_file():
         raise ScenarioError(f"expected the URDF {relative_urdf} under {robots_dir()}, it is not there")
     plant = MultibodyPlant(name=Path(relative_urdf).stem)
-    plant.add_urdf(str(path))
+    plant.add_urdf(str(path), base_joint=base_joint)
     plant.finalize()
     return plant
 
@@ -241,7 +242,7 @@ def panda_scenario(num_frames=500, rate_hz=100.0, noise_deg=0.0, seed=7, plant=N
 def humanoid_scenario(num_frames=500, rate_hz=100.0, noise_deg=0.0, seed=11, plant=None) -> Scenario:
     """G1 humanoid, floating base + 29 joints, 17 IMUs; the base yaws ±0.6 rad, rolls/pitches ±0.15 rad and
     walks forward at 0.3 m/s while the joints move (0.35 rad amplitude, ~0.3 Hz)."""
-    plant = load_plant(HUMANOID_URDF) if plant is None else plant
+    plant = load_plant(HUMANOID_URDF, base_joint="floating") if plant is None else plant
     floating = plant.floating_base_joints()
     if len(floating) != 1:
         raise ScenarioError(f"expected one floating base joint in {HUMANOID_URDF}, found {len(floating)}")
