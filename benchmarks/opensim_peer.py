@@ -79,6 +79,8 @@ def import_opensim():
             f"expected the OpenSim Python package to be importable for the peer benchmark "
             f"(install it with `pip install {OPENSIM_PIN}`); import failed with: {error}"
         ) from error
+    # OpenSim logs to ./opensim.log by default; a benchmark or test must not litter the working directory.
+    opensim.Logger.removeFileSink()
     return opensim
 
 
