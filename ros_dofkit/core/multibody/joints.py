@@ -211,18 +211,16 @@ class Joint:
         return lower, upper
 
     def set_position_limits(self, lower_limits, upper_limits) -> None:
-        """Drake ``set_position_limits``; never changes the default positions."""
-        self._check_not_finalized("set_position_limits")
+        """Drake ``set_position_limits``; never changes the default positions. Allowed after finalize (the plant
+        reads limits when asked)."""
         self._position_limits = self._check_limits(lower_limits, upper_limits, self.num_positions, "position")
 
     def set_velocity_limits(self, lower_limits, upper_limits) -> None:
         """Drake ``set_velocity_limits``."""
-        self._check_not_finalized("set_velocity_limits")
         self._velocity_limits = self._check_limits(lower_limits, upper_limits, self.num_velocities, "velocity")
 
     def set_acceleration_limits(self, lower_limits, upper_limits) -> None:
         """Drake ``set_acceleration_limits``."""
-        self._check_not_finalized("set_acceleration_limits")
         self._acceleration_limits = self._check_limits(
             lower_limits, upper_limits, self.num_velocities, "acceleration"
         )
@@ -547,6 +545,14 @@ class PlanarJoint(Joint):
     ``q = (x, y, θ)``: ``X_FM(q) = (R_z(θ), [x, y, 0])``. ``v = q̇ = (ẋ, ẏ, θ̇)`` with the translational rates
     expressed in F, so ``V_FM_F = [0, 0, θ̇; ẋ, ẏ, 0]``. ``damping = [d_x, d_y, d_θ]`` (N·s/m, N·m·s), each >= 0.
     Values written to a state are neither clamped to the limits nor wrapped.
+
+    Generic pose API (SPEC §2.5, §9.3): Drake's planar joint throws for SetDefaultPose / SetPose /
+    SetSpatialVelocity. Here ``set_default_pose`` and ``set_pose`` also accept a full 4x4 ``X_FM`` and project it
+    onto the plane (x = p_x, y = p_y, θ = atan2(R₁₀, R₀₀)), raising MultibodyValueError when it leaves the plane
+    by more than PLANAR_TRANSLATION_TOLERANCE / PLANAR_TILT_TOLERANCE; ``get_pose``, ``get_default_pose`` and
+    ``get_spatial_velocity`` work; ``set_spatial_velocity`` still raises JointNotSupportedError (use
+    ``set_translational_velocity`` / ``set_angular_velocity``). Damping lives in the state
+    (``get_damping_vector(state)`` / ``set_damping_vector(state, d)``) where Drake uses a Context parameter.
     """
 
     TYPE_NAME = "planar"
