@@ -1,0 +1,26 @@
+"""Subcommands of the ``dofkit`` command, one module each.
+
+A subcommand module exposes ``register(subparsers)``, which adds its parser (with its own help) and sets
+``func`` (called with the parsed arguments; returns an exit status or None). It holds argument parsing and output,
+no math, and imports heavy modules inside ``func`` so that ``dofkit --help`` stays fast.
+To add a subcommand, write the module and list it in :data:`SUBCOMMAND_MODULES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+#: Modules of ``ros_dofkit.commands`` that ``dofkit`` offers, in the order ``dofkit --help`` lists them.
+SUBCOMMAND_MODULES: tuple[str, ...] = ("env", "import_ximu3")
+
+
+def load_subcommand_modules() -> list[ModuleType]:
+    """Import every module of :data:`SUBCOMMAND_MODULES`; raise TypeError for one without ``register``."""
+    modules = []
+    for name in SUBCOMMAND_MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        if not callable(getattr(module, "register", None)):
+            raise TypeError(f"subcommand module {module.__name__} must define register(subparsers); it does not")
+        modules.append(module)
+    return modules

@@ -1,0 +1,70 @@
+"""``dofkit env``: where ROS 2 and the numerical packages come from in this environment.
+
+Prints one line per dependency (version or location) and exits 1 when rclpy or a message package ros_dofkit needs
+is missing, so it doubles as a set-up check. Nothing is imported: packages are located with importlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import os
+import sys
+
+PYTHON_PACKAGES = ("numpy", "scipy", "numba", "rosbags", "matplotlib")
+ROS_PACKAGES = (
+    "rclpy",
+    "builtin_interfaces",
+    "std_msgs",
+    "geometry_msgs",
+    "sensor_msgs",
+    "nav_msgs",
+    "tf2_msgs",
+    "diagnostic_msgs",
+    "std_srvs",
+    "visualization_msgs",
+    "rosgraph_msgs",
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "env",
+        help="show where ROS 2 and the numerical packages come from",
+        description="List the versions of the numerical packages and the location of rclpy and of every ROS "
+        "message package ros_dofkit uses. Exit status 1 if one of the ROS packages is missing.",
+    )
+    parser.set_defaults(func=run)
+
+
+def _package_location(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or [])
+    return locations[0] if locations else spec.origin
+
+
+def run(args: argparse.Namespace) -> int:
+    print(f"python      {sys.version.split()[0]} ({sys.executable})")
+    for name in PYTHON_PACKAGES:
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "MISSING"
+        print(f"{name:<11} {version}")
+    distro = os.environ.get("ROS_DISTRO")
+    print(f"ROS_DISTRO  {distro if distro else '(not set: ROS 2 from pip wheels)'}")
+    for variable in ("ROS_DOMAIN_ID", "RMW_IMPLEMENTATION"):
+        print(f"{variable:<11} {os.environ.get(variable, '(default)')}")
+    missing = []
+    for name in ROS_PACKAGES:
+        location = _package_location(name)
+        if location is None:
+            missing.append(name)
+        print(f"{name:<19} {location or 'MISSING'}")
+    if missing:
+        print(f"missing ROS packages: {', '.join(missing)} (run ./run to set up the environment)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,46 @@
+"""Packaging of ros_dofkit as an ament_python package (colcon) and a plain pip-installable one (./run)."""
+
+import re
+from glob import glob
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+PACKAGE_NAME = "ros_dofkit"
+HERE = Path(__file__).resolve().parent
+
+
+def package_xml_version() -> str:
+    """The version in package.xml, the one place it is written."""
+    text = (HERE / "package.xml").read_text(encoding="utf-8")
+    match = re.search(r"<version>\s*([^<\s]+)\s*</version>", text)
+    if match is None:
+        raise RuntimeError("package.xml has no <version> element")
+    return match.group(1)
+
+
+setup(
+    name=PACKAGE_NAME,
+    version=package_xml_version(),
+    packages=find_packages(include=[PACKAGE_NAME, PACKAGE_NAME + ".*"]),
+    package_data={PACKAGE_NAME: ["models/*.urdf"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
+        ("share/" + PACKAGE_NAME, ["package.xml"]),
+        ("share/" + PACKAGE_NAME + "/launch", sorted(glob("launch/*.py"))),
+        ("share/" + PACKAGE_NAME + "/config", sorted(glob("config/*.yaml"))),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="ros_dofkit developers",
+    maintainer_email="ros_dofkit@example.com",
+    description="Joint-configuration estimation from encoders and IMUs, published the ROS 2 way.",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    entry_points={
+        "console_scripts": [
+            "dofkit = ros_dofkit.cli:main",
+            "dofkit_relay = ros_dofkit.nodes.relay:main",
+        ],
+    },
+)
