@@ -300,7 +300,7 @@ def parse_urdf(source) -> URDFModel:
 
 
 def _near(name, valid) -> str:
-    close = difflib.get_close_matches(str(name), sorted(valid), n=3)
+    close = difflib.get_close_matches(str(name), sorted(valid), n=3, cutoff=0.5)
     return f"; did you mean {', '.join(map(repr, close))}?" if close else ""
 
 
