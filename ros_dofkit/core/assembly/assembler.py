@@ -1,0 +1,796 @@
+"""The Assembler: finds the configuration q that best satisfies the adopted assembly conditions (Simbody's
+``SimTK::Assembler``), frame after frame.
+
+Problem. With goal conditions c (weight 0 < W_c < ∞) and error conditions (weight ∞):
+
+    minimize  F(q) = Σ_c W_c goal_c(q)     subject to  errors(q) = 0,   lo <= q_i <= hi_i (restricted q's),
+
+over the *free* coordinates (not locked). Free coordinates live in velocity space: a step dv changes q by
+``plant.integrate_positions(q, dv)``, so floating-base quaternions stay unit. Locking a quaternion component of a
+floating joint locks the joint's whole rotation (its three angular velocities); its translation coordinates can
+be locked one by one (OpenSense locks translations). Bounds apply to coordinates whose velocity is their time
+derivative (revolute, prismatic, planar, floating translation).
+
+Every goal of an OrientationSensors / Markers condition is ½·(weighted mean of squared errors), so F = ½|r|²
+with one residual row triple per contributing sensor: the solver is a damped Gauss-Newton (Levenberg-Marquardt)
+iteration on these residuals with their analytic Jacobians, the bounds handled by an active set (variables on a
+bound whose gradient pushes outward are held) plus clipping, and hard errors by the null-space form of the
+equality-constrained Gauss-Newton step. Details and the exact convergence tests: :func:`kernels.solve`.
+
+Accuracy and tolerance (SPEC 3.6): ``set_accuracy(a)``, 0 <= a < 1, 0 = default 1e-3. The solve stops when the
+error norm is within the tolerance and an accepted step had |dv|∞ <= a (radians / metres; with Gauss-Newton's
+quadratic convergence the remaining error on a consistent problem is then about a²) or reduced the goal by at
+most a² of its value. ``set_error_tolerance(t)``, t >= 0, 0 = a/10 if the accuracy was set explicitly, else 1e-4:
+the largest acceptable error norm (max-abs, or RMS after ``set_use_rms_error_norm(True)``). assemble() and track()
+skip the solve when the error norm <= t and the goal <= t² (Simbody's short-circuit).
+
+Two back ends: ``"compiled"`` (default; numba kernels over ``plant.tree``, no Python per iteration) and
+``"reference"`` (the same iteration in Python over the conditions' readable calc_errors / calc_error_jacobian
+and the plant's public kinematics). They agree to the solver tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from ros_dofkit.core import spatial
+from ros_dofkit.core.assembly import kernels
+from ros_dofkit.core.assembly.condition import AssemblyCondition, SensorSet
+from ros_dofkit.core.assembly.errors import (
+    AssembleFailed,
+    AssemblyIndexError,
+    AssemblyStateError,
+    AssemblyValueError,
+    TrackFailed,
+    near_matches,
+)
+from ros_dofkit.core.assembly.orientation_sensors import OrientationSensors
+
+DEFAULT_ACCURACY = 1e-3
+DEFAULT_ERROR_TOLERANCE = 1e-4
+DEFAULT_MAX_ITERATIONS = 1000
+# Initial λ of the damping μ = λ |gradient| (see kernels.compute_step).
+_INITIAL_LAMBDA = 1e-2
+
+_STATUS_TEXT = {
+    kernels.STATUS_CONVERGED: "converged",
+    kernels.STATUS_MAX_ITERATIONS: "the iteration limit was reached",
+    kernels.STATUS_STALLED: "no step improves the solution any more",
+}
+
+
+class Assembler:
+    """Solve for q from adopted conditions; Simbody's ``Assembler``. See the module docstring for the math.
+
+    ``plant`` is a finalized ``MultibodyPlant``; the internal q starts at ``plant.default_positions()``.
+    """
+
+    def __init__(self, plant, backend: str = "compiled"):
+        if not getattr(plant, "is_finalized", lambda: False)():
+            raise AssemblyStateError("Assembler: expected a finalized MultibodyPlant (call plant.finalize() first)")
+        if backend not in ("compiled", "reference"):
+            raise AssemblyValueError(f"backend: expected 'compiled' or 'reference', got {backend!r}")
+        self.plant = plant
+        self._backend = backend
+        self._nq = plant.num_positions()
+        self._nv = plant.num_velocities()
+        self._q = np.array(plant.default_positions(), dtype=float)
+        self._conditions: list[AssemblyCondition] = []
+        self._weights: list[float] = []
+        self._locked_q: set[int] = set()
+        self._restrictions: dict[int, tuple[float, float]] = {}
+        self._accuracy = 0.0
+        self._tolerance = 0.0
+        self._use_rms = False
+        self._max_iterations = DEFAULT_MAX_ITERATIONS
+        self._time = 0.0
+        self._initialized = False
+        self._nothing_observed = False
+        self._v_of_q, self._quaternion_q = self._coordinate_maps(plant)
+        self.reset_stats()
+        self._num_initializations = 0
+
+    @staticmethod
+    def _coordinate_maps(plant):
+        """(q index -> list of v indices it moves, set of quaternion q indices)."""
+        v_of_q: list[list[int]] = [[] for _ in range(plant.num_positions())]
+        quaternion_q: set[int] = set()
+        for j in plant.get_joint_indices():
+            joint = plant.get_joint(j)
+            qs, vs = joint.position_start, joint.velocity_start
+            if joint.num_positions == 0:
+                continue
+            if joint.type_name == "quaternion_floating":
+                for i in range(4):
+                    v_of_q[qs + i] = [vs, vs + 1, vs + 2]
+                    quaternion_q.add(qs + i)
+                for i in range(3):
+                    v_of_q[qs + 4 + i] = [vs + 3 + i]
+            else:
+                for i in range(joint.num_positions):
+                    v_of_q[qs + i] = [vs + i]
+        return v_of_q, quaternion_q
+
+    # -- conditions ----------------------------------------------------------------------------------------------
+    def adopt_assembly_goal(self, condition, weight: float = 1.0) -> int:
+        """Adopt a condition with a weight: 0 ignores it, ∞ makes it hard errors, else a goal. ``adoptAssemblyGoal``.
+
+        Returns the condition's index in this Assembler.
+        """
+        if not isinstance(condition, SensorSet):
+            raise TypeError(
+                "adopt_assembly_goal: expected an OrientationSensors or Markers condition, got "
+                f"{type(condition).__name__}"
+            )
+        weight = self._check_condition_weight(weight)
+        if any(c is condition for c in self._conditions):
+            raise AssemblyValueError(f"assembly condition {condition.name!r} is already adopted by this Assembler")
+        condition._attach(self)
+        self._conditions.append(condition)
+        self._weights.append(weight)
+        self._uninitialize()
+        return len(self._conditions) - 1
+
+    def adopt_assembly_error(self, condition) -> int:
+        """Adopt a condition as hard errors (weight ∞). Simbody: ``adoptAssemblyError``."""
+        return self.adopt_assembly_goal(condition, math.inf)
+
+    @staticmethod
+    def _check_condition_weight(weight) -> float:
+        if weight is None or isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+            raise AssemblyValueError(f"assembly condition weight: expected a real number >= 0 (or inf), got {weight!r}")
+        weight = float(weight)
+        if math.isnan(weight) or weight < 0.0:
+            raise AssemblyValueError(f"assembly condition weight: expected a real number >= 0 (or inf), got {weight}")
+        return weight
+
+    def _condition_index(self, condition) -> int:
+        if isinstance(condition, numbers.Integral) and not isinstance(condition, bool):
+            if not 0 <= int(condition) < len(self._conditions):
+                raise AssemblyIndexError(
+                    f"assembly condition index {condition} out of range [0, {len(self._conditions)})"
+                )
+            return int(condition)
+        for i, c in enumerate(self._conditions):
+            if c is condition:
+                return i
+        raise AssemblyValueError("assembly condition: not adopted by this Assembler")
+
+    def set_assembly_condition_weight(self, condition, weight: float) -> None:
+        """Change a condition's weight (condition object or index). Simbody: ``setAssemblyConditionWeight``."""
+        ix = self._condition_index(condition)
+        self._weights[ix] = self._check_condition_weight(weight)
+        self._uninitialize()
+
+    def get_assembly_condition_weight(self, condition) -> float:
+        """Simbody: ``getAssemblyConditionWeight``."""
+        return self._weights[self._condition_index(condition)]
+
+    # -- locks and bounds ----------------------------------------------------------------------------------------
+    def _check_q_index(self, q_index) -> int:
+        if isinstance(q_index, bool) or not isinstance(q_index, numbers.Integral):
+            raise AssemblyValueError(f"q index: expected an int, got {q_index!r}")
+        if not 0 <= int(q_index) < self._nq:
+            raise AssemblyIndexError(f"q index {q_index} out of range [0, {self._nq})")
+        return int(q_index)
+
+    def lock_positions(self, q_indices) -> None:
+        """Hold these q's at their current values (Simbody: ``lockQ``). A quaternion component locks the rotation."""
+        indices = [self._check_q_index(i) for i in np.atleast_1d(np.asarray(q_indices, dtype=object)).tolist()]
+        self._locked_q.update(indices)
+        self._uninitialize()
+
+    def unlock_positions(self, q_indices) -> None:
+        """Free these q's again. Simbody: ``unlockQ``."""
+        indices = [self._check_q_index(i) for i in np.atleast_1d(np.asarray(q_indices, dtype=object)).tolist()]
+        self._locked_q.difference_update(indices)
+        self._uninitialize()
+
+    def _joint(self, joint):
+        if isinstance(joint, str):
+            return self.plant.get_joint_by_name(joint)
+        if isinstance(joint, numbers.Integral) and not isinstance(joint, bool):
+            return self.plant.get_joint(int(joint))
+        if hasattr(joint, "position_start") and hasattr(joint, "num_positions"):
+            return joint
+        raise AssemblyValueError(f"joint: expected a Joint, joint index or joint name, got {joint!r}")
+
+    def lock_joint(self, joint) -> None:
+        """Lock every q of a joint (Joint, index or name). Simbody: ``lockMobilizer``."""
+        joint = self._joint(joint)
+        self.lock_positions(list(range(joint.position_start, joint.position_start + joint.num_positions)))
+
+    def unlock_joint(self, joint) -> None:
+        """Unlock every q of a joint. Simbody: ``unlockMobilizer``."""
+        joint = self._joint(joint)
+        self.unlock_positions(list(range(joint.position_start, joint.position_start + joint.num_positions)))
+
+    def _mask_to_q(self, mask, view) -> list[int]:
+        size = mask.size()
+        if size != view.num_positions():
+            raise AssemblyValueError(
+                f"DofMask of size {size} does not match the articulated view's {view.num_positions()} positions"
+            )
+        q_indices = np.asarray(view.q_indices, dtype=np.int64)
+        return [int(q_indices[i]) for i in mask.selected_to_full_index()]
+
+    def lock_dof_mask(self, mask, view) -> None:
+        """Lock the dofs a DofMask selects over ``view = plant.articulated_view()``.
+
+        To estimate exactly the dofs of a mask (and hold the rest of the articulated dofs), lock its complement.
+        """
+        self.lock_positions(self._mask_to_q(mask, view))
+
+    def unlock_dof_mask(self, mask, view) -> None:
+        """Unlock the dofs a DofMask selects over ``plant.articulated_view()``."""
+        self.unlock_positions(self._mask_to_q(mask, view))
+
+    def is_locked(self, q_index) -> bool:
+        """True if q_index is locked (directly, or as part of a locked floating rotation)."""
+        q_index = self._check_q_index(q_index)
+        return any(v in self._locked_v() for v in self._v_of_q[q_index])
+
+    def _locked_v(self) -> set[int]:
+        locked: set[int] = set()
+        for i in self._locked_q:
+            locked.update(self._v_of_q[i])
+        return locked
+
+    def restrict_q(self, q_index, lo: float, hi: float) -> None:
+        """Bound ``lo <= q <= hi`` (ignored while the q is locked). Simbody: ``restrictQ``.
+
+        lo > hi or NaN raises; (−∞, ∞) removes the bound. Quaternion components cannot be bounded.
+        """
+        q_index = self._check_q_index(q_index)
+        lo, hi = float(lo), float(hi)
+        if math.isnan(lo) or math.isnan(hi) or lo > hi:
+            raise AssemblyValueError(f"restrict_q({q_index}): expected lo <= hi, got lo={lo}, hi={hi}")
+        if q_index in self._quaternion_q:
+            raise AssemblyValueError(
+                f"restrict_q({q_index}): q {q_index} is a quaternion component of a floating joint; only coordinates "
+                "whose velocity is their time derivative can be bounded"
+            )
+        if lo == -math.inf and hi == math.inf:
+            self._restrictions.pop(q_index, None)
+        else:
+            self._restrictions[q_index] = (lo, hi)
+        self._uninitialize()
+
+    def unrestrict_q(self, q_index) -> None:
+        """Simbody: ``unrestrictQ``."""
+        self.restrict_q(q_index, -math.inf, math.inf)
+
+    def use_joint_limits(self) -> None:
+        """Restrict every coordinate with finite plant position limits to them (quaternion components excepted)."""
+        lower = np.asarray(self.plant.position_lower_limits(), dtype=float)
+        upper = np.asarray(self.plant.position_upper_limits(), dtype=float)
+        for i in range(self._nq):
+            if i in self._quaternion_q:
+                continue
+            if np.isfinite(lower[i]) or np.isfinite(upper[i]):
+                self.restrict_q(i, lower[i], upper[i])
+
+    def get_q_bounds(self, q_index) -> tuple[float, float]:
+        """(lo, hi) of a q; (−∞, ∞) when unrestricted. Simbody: ``getFreeQBounds`` by q index."""
+        return self._restrictions.get(self._check_q_index(q_index), (-math.inf, math.inf))
+
+    # -- accuracy --------------------------------------------------------------------------------------------------
+    def set_accuracy(self, accuracy: float) -> None:
+        """0 <= accuracy < 1; 0 = the default 1e-3. Simbody: ``setAccuracy``."""
+        accuracy = float(accuracy)
+        if not 0.0 <= accuracy < 1.0:
+            raise AssemblyValueError(f"set_accuracy: expected 0 <= accuracy < 1, got {accuracy}")
+        self._accuracy = accuracy
+
+    def set_error_tolerance(self, tolerance: float) -> None:
+        """tolerance >= 0; 0 = accuracy/10 if the accuracy was set, else 1e-4. Simbody: ``setErrorTolerance``."""
+        tolerance = float(tolerance)
+        if not tolerance >= 0.0 or math.isinf(tolerance):
+            raise AssemblyValueError(f"set_error_tolerance: expected a finite tolerance >= 0, got {tolerance}")
+        self._tolerance = tolerance
+
+    def get_accuracy_in_use(self) -> float:
+        """Simbody: ``getAccuracyInUse``."""
+        return self._accuracy if self._accuracy > 0.0 else DEFAULT_ACCURACY
+
+    def get_error_tolerance_in_use(self) -> float:
+        """Simbody: ``getErrorToleranceInUse``."""
+        if self._tolerance > 0.0:
+            return self._tolerance
+        return self._accuracy / 10.0 if self._accuracy > 0.0 else DEFAULT_ERROR_TOLERANCE
+
+    def set_use_rms_error_norm(self, use_rms: bool) -> None:
+        """Error norm: RMS sqrt(Σe²/n) instead of max-abs. Simbody: ``setUseRMSErrorNorm``."""
+        self._use_rms = bool(use_rms)
+
+    def set_max_iterations(self, max_iterations: int) -> None:
+        """Upper bound on solver iterations per assemble()/track() (default 1000)."""
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, numbers.Integral) or max_iterations < 1:
+            raise AssemblyValueError(f"set_max_iterations: expected an int >= 1, got {max_iterations!r}")
+        self._max_iterations = int(max_iterations)
+
+    # -- internal state --------------------------------------------------------------------------------------------
+    def get_positions(self) -> np.ndarray:
+        """Copy of the internal q (nq,). Simbody: ``getInternalState`` / ``updateFromInternalState``."""
+        return self._q.copy()
+
+    def set_positions(self, q) -> None:
+        """Set the internal q (e.g. locked encoder values or a starting guess); quaternions are normalized."""
+        q = np.asarray(q, dtype=float)
+        if q.shape != (self._nq,):
+            raise AssemblyValueError(f"set_positions: expected shape ({self._nq},), got {q.shape}")
+        if not np.all(np.isfinite(q)):
+            raise AssemblyValueError(f"set_positions: q has non-finite entries at {np.flatnonzero(~np.isfinite(q))}")
+        q = q.copy()
+        for joint in self.plant.floating_base_joints():
+            qs = joint.position_start
+            q[qs : qs + 4] = spatial.quat_normalize(q[qs : qs + 4])
+        self._q = q
+
+    def get_time(self) -> float:
+        """Time of the last track(time) with time >= 0."""
+        return self._time
+
+    def nothing_observed(self) -> bool:
+        """True when, at the last assemble()/track()/calc, no sensor contributed (all unobserved; SPEC 9.4)."""
+        return self._nothing_observed
+
+    # -- statistics ------------------------------------------------------------------------------------------------
+    def reset_stats(self) -> None:
+        """Simbody: ``resetStats`` (the initialization count is kept, as in Simbody)."""
+        self._stats = np.zeros(3, dtype=np.int64)  # residual evals, Jacobian evals, iterations
+
+    def get_num_goal_evals(self) -> int:
+        """Residual evaluations (each gives the goal and the errors). Simbody: ``getNumGoalEvals``."""
+        return int(self._stats[0])
+
+    def get_num_error_evals(self) -> int:
+        """Simbody: ``getNumErrorEvals`` (same evaluations as the goal)."""
+        return int(self._stats[0])
+
+    def get_num_goal_gradient_evals(self) -> int:
+        """Jacobian evaluations. Simbody: ``getNumGoalGradientEvals``."""
+        return int(self._stats[1])
+
+    def get_num_error_jacobian_evals(self) -> int:
+        """Simbody: ``getNumErrorJacobianEvals`` (same evaluations as the gradient)."""
+        return int(self._stats[1])
+
+    def get_num_assembly_steps(self) -> int:
+        """Solver iterations. Simbody: ``getNumAssemblySteps``."""
+        return int(self._stats[2])
+
+    def get_num_initializations(self) -> int:
+        """Simbody: ``getNumInitializations``."""
+        return self._num_initializations
+
+    # -- initialization ----------------------------------------------------------------------------------------
+    def _uninitialize(self) -> None:
+        self._initialized = False
+        for condition in self._conditions:
+            condition._uninitialize()
+
+    def is_initialized(self) -> bool:
+        return self._initialized
+
+    def _initialize(self) -> None:
+        if self._initialized:
+            return
+        plant = self.plant
+        rot = {k: [] for k in ("body", "R_BS", "row", "hard", "slot", "weight_ref", "cond")}
+        pos = {k: [] for k in ("body", "p_BS", "row", "hard", "slot", "weight_ref", "cond")}
+        m_goal = 0
+        m_err = 0
+        rot_offset = 0
+        pos_offset = 0
+        self._rot_slices = []  # (condition, first slot) for concatenating observations
+        self._pos_slices = []
+        for c_index, (condition, weight) in enumerate(zip(self._conditions, self._weights, strict=True)):
+            condition.initialize_condition(plant)
+            is_rot = isinstance(condition, OrientationSensors)
+            target = rot if is_rot else pos
+            offset = rot_offset if is_rot else pos_offset
+            if is_rot:
+                self._rot_slices.append((condition, rot_offset))
+                rot_offset += condition.get_num_observations()
+            else:
+                self._pos_slices.append((condition, pos_offset))
+                pos_offset += condition.get_num_observations()
+            if weight == 0.0:
+                continue
+            hard = math.isinf(weight)
+            for ix in condition._active:
+                target["body"].append(int(condition._body_index[ix]))
+                target["R_BS" if is_rot else "p_BS"].append(condition._stations[ix])
+                target["hard"].append(1 if hard else 0)
+                target["slot"].append(offset + condition._sensor_to_obs[ix])
+                target["weight_ref"].append((condition, int(ix)))
+                target["cond"].append(c_index)
+                if hard:
+                    target["row"].append(m_err)
+                    m_err += 3
+                else:
+                    target["row"].append(m_goal)
+                    m_goal += 3
+        self._n_rot_obs = rot_offset
+        self._n_pos_obs = pos_offset
+        self._m_goal = m_goal
+        self._m_err = m_err
+        self._rs = {
+            "body": np.array(rot["body"], dtype=np.int64),
+            "R_BS": np.array(rot["R_BS"], dtype=float).reshape(-1, 3, 3),
+            "row": np.array(rot["row"], dtype=np.int64),
+            "hard": np.array(rot["hard"], dtype=np.int64),
+            "slot": np.array(rot["slot"], dtype=np.int64),
+            "cond": np.array(rot["cond"], dtype=np.int64),
+        }
+        self._mk = {
+            "body": np.array(pos["body"], dtype=np.int64),
+            "p_BS": np.array(pos["p_BS"], dtype=float).reshape(-1, 3),
+            "row": np.array(pos["row"], dtype=np.int64),
+            "hard": np.array(pos["hard"], dtype=np.int64),
+            "slot": np.array(pos["slot"], dtype=np.int64),
+            "cond": np.array(pos["cond"], dtype=np.int64),
+        }
+        self._rs_weight_refs = rot["weight_ref"]
+        self._mk_weight_refs = pos["weight_ref"]
+        # Free velocities and their bounds.
+        locked_v = self._locked_v()
+        free_v = [v for v in range(self._nv) if v not in locked_v]
+        q_of_v = {}
+        for i in range(self._nq):
+            if i not in self._quaternion_q:
+                q_of_v[self._v_of_q[i][0]] = i
+        bound_q, lo, hi = [], [], []
+        for v in free_v:
+            i = q_of_v.get(v, -1)
+            if i >= 0 and i in self._restrictions:
+                bound_q.append(i)
+                lo.append(self._restrictions[i][0])
+                hi.append(self._restrictions[i][1])
+            else:
+                bound_q.append(-1)
+                lo.append(-math.inf)
+                hi.append(math.inf)
+        self._free_v = np.array(free_v, dtype=np.int64)
+        self._bound_q = np.array(bound_q, dtype=np.int64)
+        self._lo = np.array(lo, dtype=float)
+        self._hi = np.array(hi, dtype=float)
+        tree = plant.tree
+        self._tree = (
+            tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start,
+            tree.mimic_q, tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset,
+        )
+        self._initialized = True
+        self._num_initializations += 1
+
+    # -- per-frame packing -------------------------------------------------------------------------------------------
+    def _current_weights(self):
+        rs_w = np.array([c._weights[ix] for c, ix in self._rs_weight_refs], dtype=float)
+        mk_w = np.array([c._weights[ix] for c, ix in self._mk_weight_refs], dtype=float)
+        return rs_w, mk_w
+
+    def _cond_weights(self) -> np.ndarray:
+        return np.array([w if math.isfinite(w) else 1.0 for w in self._weights], dtype=float)
+
+    def _current_observations(self):
+        obs_rot = np.empty((self._n_rot_obs, 3, 3))
+        for condition, offset in self._rot_slices:
+            n = condition.get_num_observations()
+            obs_rot[offset : offset + n] = condition._observations
+        obs_pos = np.empty((self._n_pos_obs, 3))
+        for condition, offset in self._pos_slices:
+            n = condition.get_num_observations()
+            obs_pos[offset : offset + n] = condition._observations
+        return obs_rot, obs_pos
+
+    def _frame(self):
+        """Per-frame arrays for the kernels: observations gathered per active sensor and the row scales."""
+        obs_rot, obs_pos = self._current_observations()
+        rs_w, mk_w = self._current_weights()
+        n_rs = len(self._rs["body"])
+        n_mk = len(self._mk["body"])
+        rs_obs = np.empty((n_rs, 3, 3))
+        rs_scale = np.empty(n_rs)
+        mk_obs = np.empty((n_mk, 3))
+        mk_scale = np.empty(n_mk)
+        contributing = kernels.gather_frame(
+            self._rs["slot"], rs_w, self._rs["cond"], self._rs["hard"], obs_rot,
+            self._mk["slot"], mk_w, self._mk["cond"], self._mk["hard"], obs_pos,
+            self._cond_weights(), rs_obs, rs_scale, mk_obs, mk_scale,
+        )
+        self._nothing_observed = contributing == 0
+        return rs_obs, rs_scale, mk_obs, mk_scale
+
+    # -- evaluation --------------------------------------------------------------------------------------------------
+    def _residuals_compiled(self, q, frame, need_jacobian: bool):
+        rs_obs, rs_scale, mk_obs, mk_scale = frame
+        nb = self.plant.num_bodies()
+        X_WB = np.empty((nb, 4, 4))
+        R_WF = np.empty((nb, 3, 3))
+        p_WM = np.empty((nb, 3))
+        r_g = np.empty(self._m_goal)
+        r_c = np.empty(self._m_err)
+        J_g = np.empty((self._m_goal, self._nv))
+        J_c = np.empty((self._m_err, self._nv))
+        kernels.evaluate_residuals(
+            self._tree, np.asarray(q, dtype=float), self._rs["body"], self._rs["R_BS"], self._rs["row"],
+            self._rs["hard"], rs_obs, rs_scale, self._mk["body"], self._mk["p_BS"], self._mk["row"], self._mk["hard"],
+            mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g, J_g, r_c, J_c, need_jacobian,
+        )
+        return r_g, J_g, r_c, J_c
+
+    def _residuals_reference(self, q, need_jacobian: bool):
+        """Goal and error residuals (and Jacobians w.r.t. v) from the conditions' readable methods."""
+        r_g, J_g, r_c, J_c = [], [], [], []
+        any_contributing = False
+        for condition, weight in zip(self._conditions, self._weights, strict=True):
+            if weight == 0.0 or condition.num_errors() == 0:
+                continue
+            errors = condition.calc_errors(q)
+            jacobian = condition.calc_error_jacobian(q) if need_jacobian else np.zeros((len(errors), self._nv))
+            _, _, _, weights, obs = condition._active_observations()
+            observed = condition._is_observed(obs)
+            any_contributing |= bool(np.any(observed))
+            if math.isinf(weight):
+                r_c.append(errors)
+                J_c.append(jacobian)
+            else:
+                total = weights[observed].sum()
+                scale = math.sqrt(weight / total) if total > 0.0 else 0.0
+                r_g.append(scale * errors)
+                J_g.append(scale * jacobian)
+        self._nothing_observed = not any_contributing
+
+        def stack(rows, cols):
+            return (np.concatenate(rows) if rows else np.zeros(0),
+                    np.vstack(cols) if cols else np.zeros((0, self._nv)))
+
+        r_g, J_g = stack(r_g, J_g)
+        r_c, J_c = stack(r_c, J_c)
+        return r_g, J_g, r_c, J_c
+
+    def _error_norm(self, r_c) -> float:
+        return float(kernels.error_norm(np.ascontiguousarray(r_c, dtype=float), self._use_rms))
+
+    def calc_residuals(self, q=None, need_jacobian: bool = True):
+        """(r_goal, J_goal, r_errors, J_errors) at q (default: the internal q) with the current observations.
+
+        ``½|r_goal|²`` is the objective Σ W_c goal_c; Jacobians are w.r.t. v (all nv columns). Computed by the
+        selected back end; exposed so the two back ends can be compared.
+        """
+        self._initialize()
+        q = self._q if q is None else np.asarray(q, dtype=float)
+        if self._backend == "compiled":
+            return self._residuals_compiled(q, self._frame(), need_jacobian)
+        return self._residuals_reference(q, need_jacobian)
+
+    def calc_current_goal(self) -> float:
+        """Σ W_c goal_c at the internal q. Simbody: ``calcCurrentGoal``."""
+        r_g, _, _, _ = self.calc_residuals(need_jacobian=False)
+        return 0.5 * float(r_g @ r_g)
+
+    def calc_current_error_norm(self) -> float:
+        """Norm of the hard errors at the internal q (0 without errors). Simbody: ``calcCurrentErrorNorm``."""
+        _, _, r_c, _ = self.calc_residuals(need_jacobian=False)
+        return self._error_norm(r_c)
+
+    # -- solving -----------------------------------------------------------------------------------------------------
+    def _solve(self, q):
+        """Run the solver from q (modified in place); returns (status, goal, error norm)."""
+        accuracy = self.get_accuracy_in_use()
+        tolerance = self.get_error_tolerance_in_use()
+        if self._backend == "compiled":
+            rs_obs, rs_scale, mk_obs, mk_scale = self._frame()
+            status, F, e = kernels.solve(
+                self._tree, q, self._rs["body"], self._rs["R_BS"], self._rs["row"], self._rs["hard"], rs_obs, rs_scale,
+                self._mk["body"], self._mk["p_BS"], self._mk["row"], self._mk["hard"], mk_obs, mk_scale,
+                self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo, self._hi, accuracy,
+                tolerance, self._use_rms, self._max_iterations, _INITIAL_LAMBDA, self._stats,
+            )
+            return int(status), float(F), float(e)
+        return self._solve_reference(q, accuracy, tolerance)
+
+    def _solve_reference(self, q, accuracy, tolerance):
+        """The iteration of kernels.solve, written in Python over the conditions' reference methods."""
+        kernels.clip_to_bounds(q, self._bound_q, self._lo, self._hi)
+        r_g, J_g, r_c, J_c = self._residuals_reference(q, True)
+        self._stats[:2] += 1
+        F, e = 0.5 * float(r_g @ r_g), self._error_norm(r_c)
+        lam = _INITIAL_LAMBDA
+        for _ in range(self._max_iterations):
+            g_free = np.ascontiguousarray(J_g[:, self._free_v].T @ r_g)
+            active = np.zeros(len(self._free_v), dtype=bool)
+            kernels.select_active_bounds(q, g_free, self._bound_q, self._lo, self._hi, active)
+            if (not np.any(g_free[~active])) and e <= tolerance:
+                return kernels.STATUS_CONVERGED, F, e
+            columns = self._free_v[~active]
+            A = np.ascontiguousarray(J_g[:, columns])
+            C = np.ascontiguousarray(J_c[:, columns])
+            d = np.zeros(len(columns))
+            self._stats[2] += 1
+            if not kernels.compute_step(A, np.ascontiguousarray(r_g), C, np.ascontiguousarray(r_c), lam, d):
+                lam *= 4.0
+                if lam > kernels._LAMBDA_MAX:
+                    return kernels.STATUS_STALLED, F, e
+                continue
+            dv = np.zeros(self._nv)
+            dv[columns] = d
+            q_trial = self.plant.integrate_positions(q, dv)
+            kernels.clip_to_bounds(q_trial, self._bound_q, self._lo, self._hi)
+            r_g2, _, r_c2, _ = self._residuals_reference(q_trial, False)
+            self._stats[0] += 1
+            F_new, e_new = 0.5 * float(r_g2 @ r_g2), self._error_norm(r_c2)
+            step = float(np.max(np.abs(d))) if len(d) else 0.0
+            if kernels.accept_step(F, F_new, e, e_new, tolerance, len(r_c) > 0):
+                decrease, F_old = F - F_new, F
+                q[:] = q_trial
+                F, e = F_new, e_new
+                lam = max(lam / 3.0, kernels._LAMBDA_MIN)
+                r_g, J_g, r_c, J_c = self._residuals_reference(q, True)
+                self._stats[1] += 1
+                if e <= tolerance and (step <= accuracy or abs(decrease) <= accuracy * accuracy * F_old):
+                    return kernels.STATUS_CONVERGED, F, e
+            else:
+                if step <= accuracy and e <= tolerance:
+                    return kernels.STATUS_CONVERGED, F, e
+                lam *= 4.0
+                if lam > kernels._LAMBDA_MAX:
+                    return kernels.STATUS_STALLED, F, e
+        return kernels.STATUS_MAX_ITERATIONS, F, e
+
+    def _start(self):
+        self._initialize()
+        tolerance = self.get_error_tolerance_in_use()
+        r_g, _, r_c, _ = self.calc_residuals(need_jacobian=False)
+        self._stats[0] += 1
+        return 0.5 * float(r_g @ r_g), self._error_norm(r_c), tolerance
+
+    def assemble(self) -> float:
+        """Solve from the internal q; returns the goal Σ W_c goal_c achieved. Simbody: ``assemble()``.
+
+        Short-circuits when the errors are within tolerance and the goal <= tolerance². If the start satisfied
+        the errors but the goal got worse, the start is kept. Raises :class:`AssembleFailed` when the error norm
+        stays above the tolerance.
+        """
+        F0, e0, tolerance = self._start()
+        if e0 <= tolerance and F0 <= tolerance * tolerance:
+            return F0
+        q = self._q.copy()
+        status, F, e = self._solve(q)
+        if e > tolerance:
+            raise AssembleFailed(
+                f"assemble(): {_STATUS_TEXT[status]}; achieved error norm {e:.3g} but the required tolerance is "
+                f"{tolerance:.3g}"
+            )
+        if e0 <= tolerance and F > F0:
+            return F0  # revert: the feasible start was better
+        self._q = q
+        return F
+
+    def track(self, time: float = -1.0) -> float:
+        """Solve warm-started from the previous solution (no revert); returns the goal. Simbody: ``track(t)``.
+
+        ``time`` >= 0 is recorded as the frame time. Raises :class:`TrackFailed` when the error norm stays above
+        the tolerance (the internal q is then left at the failed attempt's result, as Simbody leaves its state).
+        """
+        if time is not None and time >= 0:
+            self._time = float(time)
+        F0, e0, tolerance = self._start()
+        if e0 <= tolerance and F0 <= tolerance * tolerance:
+            return F0
+        status, F, e = self._solve(self._q)
+        if e > tolerance:
+            raise TrackFailed(
+                f"track({time}): {_STATUS_TEXT[status]}; achieved error norm {e:.3g} but the required tolerance is "
+                f"{tolerance:.3g}"
+            )
+        return F
+
+    def track_sequence(self, times, observations, return_info: bool = False):
+        """Warm-started track() over T frames in one compiled loop; returns Q (T, nq).
+
+        ``observations``: for a single adopted sensor condition, its frames as one array, (T, n_obs, 3, 3) for
+        OrientationSensors or (T, n_obs, 3) for Markers; otherwise a dict {condition: array}. Each frame does what
+        ``move_all_observations`` + ``track(times[t])`` does (locked q's keep their current values). Afterwards
+        the internal q is the last frame's and the conditions hold the last frame's observations. With
+        ``return_info`` also returns {"goal": (T,), "error_norm": (T,), "status": (T,)}. Raises
+        :class:`TrackFailed` naming the first frame whose error norm exceeds the tolerance.
+        """
+        self._initialize()
+        times = np.asarray(times, dtype=float)
+        if times.ndim != 1:
+            raise AssemblyValueError(f"track_sequence: times must be 1-D, got shape {times.shape}")
+        T = len(times)
+        sensor_conditions = [c for c in self._conditions]
+        if not isinstance(observations, dict):
+            if len(sensor_conditions) != 1:
+                raise AssemblyValueError(
+                    f"track_sequence: {len(sensor_conditions)} conditions are adopted; pass observations as a dict "
+                    "{condition: (T, n_obs, ...) array}"
+                )
+            observations = {sensor_conditions[0]: observations}
+        obs_rot = np.full((T, self._n_rot_obs, 3, 3), np.nan)
+        obs_pos = np.full((T, self._n_pos_obs, 3), np.nan)
+        for condition, offset in self._rot_slices + self._pos_slices:
+            if condition not in observations:
+                continue
+            data = np.asarray(observations[condition], dtype=float)
+            n = condition.get_num_observations()
+            expected = (T, n) + condition._station_shape
+            if data.shape != expected:
+                raise AssemblyValueError(
+                    f"track_sequence: observations for {condition.name!r} must have shape {expected}, got {data.shape}"
+                )
+            target = obs_rot if isinstance(condition, OrientationSensors) else obs_pos
+            target[:, offset : offset + n] = data
+        for condition in observations:
+            if not any(condition is c for c in self._conditions):
+                raise AssemblyValueError(
+                    "track_sequence: observations given for a condition this Assembler did not adopt"
+                )
+        Q = np.empty((T, self._nq))
+        goal = np.empty(T)
+        err = np.empty(T)
+        status = np.empty(T, dtype=np.int64)
+        rs_w, mk_w = self._current_weights()
+        q = self._q.copy()
+        if self._backend == "compiled":
+            failed = kernels.track_frames(
+                self._tree, q, self._rs["body"], self._rs["R_BS"], self._rs["row"], self._rs["hard"],
+                self._rs["slot"], rs_w, self._rs["cond"], obs_rot, self._mk["body"], self._mk["p_BS"],
+                self._mk["row"], self._mk["hard"], self._mk["slot"], mk_w, self._mk["cond"], obs_pos,
+                self._cond_weights(), self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo,
+                self._hi, self.get_accuracy_in_use(), self.get_error_tolerance_in_use(), self._use_rms,
+                self._max_iterations, _INITIAL_LAMBDA, self._stats, Q, goal, err, status,
+            )
+            last = T - 1 if failed < 0 else int(failed)
+        else:
+            failed, last = -1, T - 1
+            for t in range(T):
+                self._set_frame_observations(obs_rot[t], obs_pos[t])
+                self._q = q
+                try:
+                    goal[t] = self.track(times[t])
+                except TrackFailed:
+                    failed, last = t, t
+                    Q[t] = self._q
+                    break
+                q = self._q
+                Q[t] = q
+                status[t] = kernels.STATUS_CONVERGED
+                err[t] = self.calc_current_error_norm()
+        if T:
+            self._set_frame_observations(obs_rot[last], obs_pos[last])
+            self._q = Q[last].copy()
+            if times[last] >= 0:
+                self._time = float(times[last])
+        if failed >= 0:
+            raise TrackFailed(
+                f"track_sequence: frame {failed} (time {times[failed]}) did not reach the error tolerance "
+                f"{self.get_error_tolerance_in_use():.3g}"
+            )
+        if return_info:
+            return Q, {"goal": goal, "error_norm": err, "status": status}
+        return Q
+
+    def _set_frame_observations(self, obs_rot, obs_pos) -> None:
+        for condition, offset in self._rot_slices:
+            condition._observations[...] = obs_rot[offset : offset + condition.get_num_observations()]
+        for condition, offset in self._pos_slices:
+            condition._observations[...] = obs_pos[offset : offset + condition.get_num_observations()]
+
+    def get_condition_names(self) -> list[str]:
+        return [c.name for c in self._conditions]
+
+    def get_condition(self, name: str):
+        """The adopted condition with this name."""
+        for c in self._conditions:
+            if c.name == name:
+                return c
+        raise AssemblyValueError(
+            f"no adopted assembly condition {name!r}; {near_matches(name, self.get_condition_names())}"
+        )

@@ -1,0 +1,820 @@
+"""Compiled (numba) kernels of the assembly solver: kinematics over ``plant.tree``, residuals, the LM loop, tracking.
+
+Everything the Assembler does per iteration runs here without Python in the loop. The readable statement of the
+same math is in ``orientation_sensors.py`` / ``markers.py`` (residuals and Jacobians through the plant's public
+kinematics) and ``solver.py`` (the iteration); tests hold the two paths together.
+
+Data layout (built by :class:`ros_dofkit.core.assembly.assembler.Assembler` at initialization):
+
+* ``tree``: tuple ``(parent, joint_type, X_PF, X_MC, axis, q_start, v_start, mimic_q, mimic_v, mimic_multiplier,
+  mimic_offset)``, the plant's ``KinematicTree`` arrays (see ``ros_dofkit.core.multibody.tree``).
+* rotation sensors (all adopted OrientationSensors concatenated, active ones only): ``rs_body[k]``,
+  ``rs_R_BS[k]``, ``rs_row[k]`` (first of their 3 rows in the goal or the error block), ``rs_hard[k]`` (1 when the
+  sensor's condition is a hard error), and per frame ``rs_obs[k]`` (R_GO, NaN = unobserved) and ``rs_scale[k]``
+  (the row scale √(W_c w / Σw_c) for goals, √w for errors, 0 when unobserved).
+* markers likewise with ``mk_p_BS[k]`` and ``mk_obs[k]`` (p_GO).
+* free velocities ``free_v[j]`` with, for a coordinate whose v equals its q̇, ``bound_q[j]`` (its q index, -1
+  otherwise) and bounds ``lo[j] <= q[bound_q[j]] <= hi[j]``.
+
+Residuals: rotation rows ``s φ`` with ``φ = log(R_GO R_GSᵀ)`` (in G) and Jacobian ``-s J_r⁻¹(φ) J_ω``; marker
+rows ``s (p_GS - p_GO)`` and Jacobian ``s J_v(S)``. The goal part ``r_g`` gives the objective ``½|r_g|²`` =
+Σ_c W_c goal_c; the error part ``r_c`` holds the hard errors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+JOINT_WELD = 0
+JOINT_REVOLUTE = 1
+JOINT_PRISMATIC = 2
+JOINT_PLANAR = 3
+JOINT_QUATERNION_FLOATING = 4
+
+# Solver status codes returned by solve().
+STATUS_CONVERGED = 0
+STATUS_MAX_ITERATIONS = 1
+STATUS_STALLED = 2  # no step decreases the merit any more (damping ran away)
+
+_SERIES_ANGLE = 1e-3
+_MU_FLOOR = 1e-10  # relative to 1 + max diag(AᵀA): keeps the damped normal matrix positive definite
+_LAMBDA_MIN = 1e-8
+_LAMBDA_MAX = 1e16
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Small dense helpers (explicit loops: no temporaries in the hot path)
+# ----------------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _compose(A, B, out):
+    """out = A @ B for rigid transforms (4x4, last row 0 0 0 1)."""
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = A[i, 0] * B[0, j] + A[i, 1] * B[1, j] + A[i, 2] * B[2, j]
+        out[i, 3] = A[i, 0] * B[0, 3] + A[i, 1] * B[1, 3] + A[i, 2] * B[2, 3] + A[i, 3]
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 1.0
+
+
+@njit(cache=True)
+def _set_rotation_about_axis(axis, angle, X):
+    """X = (exp(angle [axis]x), 0): Rodrigues' formula."""
+    c = math.cos(angle)
+    s = math.sin(angle)
+    t = 1.0 - c
+    x, y, z = axis[0], axis[1], axis[2]
+    X[0, 0] = c + x * x * t
+    X[0, 1] = x * y * t - z * s
+    X[0, 2] = x * z * t + y * s
+    X[1, 0] = y * x * t + z * s
+    X[1, 1] = c + y * y * t
+    X[1, 2] = y * z * t - x * s
+    X[2, 0] = z * x * t - y * s
+    X[2, 1] = z * y * t + x * s
+    X[2, 2] = c + z * z * t
+    X[0, 3] = 0.0
+    X[1, 3] = 0.0
+    X[2, 3] = 0.0
+
+
+@njit(cache=True)
+def _set_quaternion_rotation(w, x, y, z, X):
+    """Rotation block of X from the (normalized) quaternion (w, x, y, z)."""
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    w, x, y, z = w / n, x / n, y / n, z / n
+    X[0, 0] = 1.0 - 2.0 * (y * y + z * z)
+    X[0, 1] = 2.0 * (x * y - w * z)
+    X[0, 2] = 2.0 * (x * z + w * y)
+    X[1, 0] = 2.0 * (x * y + w * z)
+    X[1, 1] = 1.0 - 2.0 * (x * x + z * z)
+    X[1, 2] = 2.0 * (y * z - w * x)
+    X[2, 0] = 2.0 * (x * z - w * y)
+    X[2, 1] = 2.0 * (y * z + w * x)
+    X[2, 2] = 1.0 - 2.0 * (x * x + y * y)
+
+
+@njit(cache=True)
+def _rotation_log(R, out):
+    """out = rotation vector of R (angle in [0, π]) via the quaternion, angle = 2 atan2(|v|, w) (Simbody)."""
+    trace = R[0, 0] + R[1, 1] + R[2, 2]
+    # Shepperd's method: pick the largest of 4w², 4x², 4y², 4z² for a well-conditioned square root.
+    if trace >= R[0, 0] and trace >= R[1, 1] and trace >= R[2, 2]:
+        w = 0.5 * math.sqrt(max(1.0 + trace, 0.0))
+        f = 0.25 / w
+        x = (R[2, 1] - R[1, 2]) * f
+        y = (R[0, 2] - R[2, 0]) * f
+        z = (R[1, 0] - R[0, 1]) * f
+    elif R[0, 0] >= R[1, 1] and R[0, 0] >= R[2, 2]:
+        x = 0.5 * math.sqrt(max(1.0 + R[0, 0] - R[1, 1] - R[2, 2], 0.0))
+        f = 0.25 / x
+        w = (R[2, 1] - R[1, 2]) * f
+        y = (R[0, 1] + R[1, 0]) * f
+        z = (R[0, 2] + R[2, 0]) * f
+    elif R[1, 1] >= R[2, 2]:
+        y = 0.5 * math.sqrt(max(1.0 - R[0, 0] + R[1, 1] - R[2, 2], 0.0))
+        f = 0.25 / y
+        w = (R[0, 2] - R[2, 0]) * f
+        x = (R[0, 1] + R[1, 0]) * f
+        z = (R[1, 2] + R[2, 1]) * f
+    else:
+        z = 0.5 * math.sqrt(max(1.0 - R[0, 0] - R[1, 1] + R[2, 2], 0.0))
+        f = 0.25 / z
+        w = (R[1, 0] - R[0, 1]) * f
+        x = (R[0, 2] + R[2, 0]) * f
+        y = (R[1, 2] + R[2, 1]) * f
+    if w < 0.0:
+        w, x, y, z = -w, -x, -y, -z
+    s = math.sqrt(x * x + y * y + z * z)
+    if s < 1e-6:
+        scale = 2.0 / w  # θ / sin(θ/2) -> 2/w; the next term is O(θ²)·s, below double precision here
+    else:
+        scale = 2.0 * math.atan2(s, w) / s
+    out[0] = scale * x
+    out[1] = scale * y
+    out[2] = scale * z
+
+
+@njit(cache=True)
+def _inverse_right_jacobian(phi, out):
+    """out = J_r⁻¹(φ) = I + ½[φ]x + c(θ)[φ]x², c = (1 - (θ/2)cot(θ/2))/θ²."""
+    theta = math.sqrt(phi[0] * phi[0] + phi[1] * phi[1] + phi[2] * phi[2])
+    if theta < _SERIES_ANGLE:
+        c = 1.0 / 12.0 + theta * theta / 720.0
+    else:
+        half = 0.5 * theta
+        c = (1.0 - half * math.cos(half) / math.sin(half)) / (theta * theta)
+    x, y, z = phi[0], phi[1], phi[2]
+    # [φ]x² = φφᵀ - θ² I
+    out[0, 0] = 1.0 + c * (x * x - theta * theta)
+    out[0, 1] = -0.5 * z + c * x * y
+    out[0, 2] = 0.5 * y + c * x * z
+    out[1, 0] = 0.5 * z + c * y * x
+    out[1, 1] = 1.0 + c * (y * y - theta * theta)
+    out[1, 2] = -0.5 * x + c * y * z
+    out[2, 0] = -0.5 * y + c * z * x
+    out[2, 1] = 0.5 * x + c * z * y
+    out[2, 2] = 1.0 + c * (z * z - theta * theta)
+
+
+@njit(cache=True)
+def _cholesky_solve(H, b, n, out):
+    """Solve H out = b for the leading n x n block of a symmetric positive definite H (H is overwritten).
+
+    Returns False when a pivot is not positive (H not positive definite to working precision).
+    """
+    for j in range(n):
+        d = H[j, j]
+        for k in range(j):
+            d -= H[j, k] * H[j, k]
+        if not d > 0.0:
+            return False
+        d = math.sqrt(d)
+        H[j, j] = d
+        for i in range(j + 1, n):
+            s = H[i, j]
+            for k in range(j):
+                s -= H[i, k] * H[j, k]
+            H[i, j] = s / d
+    for i in range(n):
+        s = b[i]
+        for k in range(i):
+            s -= H[i, k] * out[k]
+        out[i] = s / H[i, i]
+    for i in range(n - 1, -1, -1):
+        s = out[i]
+        for k in range(i + 1, n):
+            s -= H[k, i] * out[k]
+        out[i] = s / H[i, i]
+    return True
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Kinematics over the flat tree
+# ----------------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def forward_kinematics(tree, q, X_WB, R_WF, p_WM):
+    """Fill X_WB (nb,4,4), R_WF (nb,3,3) and p_WM (nb,3) for configuration q (see tree.tree_kinematics)."""
+    parent, joint_type, X_PF, X_MC, axis, q_start = tree[0], tree[1], tree[2], tree[3], tree[4], tree[5]
+    mimic_q, mimic_multiplier, mimic_offset = tree[7], tree[9], tree[10]
+    nb = parent.shape[0]
+    X_WF = np.empty((4, 4))
+    X_FM = np.zeros((4, 4))
+    X_WM = np.empty((4, 4))
+    for i in range(4):
+        for j in range(4):
+            X_WB[0, i, j] = 1.0 if i == j else 0.0
+    for i in range(3):
+        p_WM[0, i] = 0.0
+        for j in range(3):
+            R_WF[0, i, j] = 1.0 if i == j else 0.0
+    for b in range(1, nb):
+        _compose(X_WB[parent[b]], X_PF[b], X_WF)
+        for i in range(3):
+            for j in range(3):
+                R_WF[b, i, j] = X_WF[i, j]
+        kind = joint_type[b]
+        if kind == JOINT_WELD:
+            for i in range(4):
+                for j in range(4):
+                    X_WM[i, j] = X_WF[i, j]
+        else:
+            for i in range(4):
+                for j in range(4):
+                    X_FM[i, j] = 1.0 if i == j else 0.0
+            if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
+                if mimic_q[b] >= 0:
+                    s = mimic_multiplier[b] * q[mimic_q[b]] + mimic_offset[b]
+                else:
+                    s = q[q_start[b]]
+                if kind == JOINT_REVOLUTE:
+                    _set_rotation_about_axis(axis[b], s, X_FM)
+                else:
+                    X_FM[0, 3] = s * axis[b, 0]
+                    X_FM[1, 3] = s * axis[b, 1]
+                    X_FM[2, 3] = s * axis[b, 2]
+            elif kind == JOINT_PLANAR:
+                k = q_start[b]
+                c = math.cos(q[k + 2])
+                n = math.sin(q[k + 2])
+                X_FM[0, 0] = c
+                X_FM[0, 1] = -n
+                X_FM[1, 0] = n
+                X_FM[1, 1] = c
+                X_FM[0, 3] = q[k]
+                X_FM[1, 3] = q[k + 1]
+            else:
+                k = q_start[b]
+                _set_quaternion_rotation(q[k], q[k + 1], q[k + 2], q[k + 3], X_FM)
+                X_FM[0, 3] = q[k + 4]
+                X_FM[1, 3] = q[k + 5]
+                X_FM[2, 3] = q[k + 6]
+            _compose(X_WF, X_FM, X_WM)
+        for i in range(3):
+            p_WM[b, i] = X_WM[i, 3]
+        _compose(X_WM, X_MC[b], X_WB[b])
+
+
+@njit(cache=True)
+def point_jacobian(tree, R_WF, p_WM, body, p_WQ, linear, J):
+    """J (6, nv) = [J_ω; J_v(Q)] of point Q (p_WQ in W) fixed on ``body``; the linear rows only if ``linear``."""
+    parent, joint_type, axis, v_start, mimic_v, mimic_multiplier = tree[0], tree[1], tree[4], tree[6], tree[8], tree[9]
+    J[:, :] = 0.0
+    k = body
+    a = np.empty(3)
+    r = np.empty(3)
+    while k > 0:
+        kind = joint_type[k]
+        if kind != JOINT_WELD:
+            for i in range(3):
+                r[i] = p_WQ[i] - p_WM[k, i]
+            if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
+                if mimic_v[k] >= 0:
+                    column = mimic_v[k]
+                    scale = mimic_multiplier[k]
+                else:
+                    column = v_start[k]
+                    scale = 1.0
+                for i in range(3):
+                    a[i] = scale * (R_WF[k, i, 0] * axis[k, 0] + R_WF[k, i, 1] * axis[k, 1]
+                                    + R_WF[k, i, 2] * axis[k, 2])
+                if kind == JOINT_REVOLUTE:
+                    J[0, column] += a[0]
+                    J[1, column] += a[1]
+                    J[2, column] += a[2]
+                    if linear:
+                        J[3, column] += a[1] * r[2] - a[2] * r[1]
+                        J[4, column] += a[2] * r[0] - a[0] * r[2]
+                        J[5, column] += a[0] * r[1] - a[1] * r[0]
+                elif linear:
+                    J[3, column] += a[0]
+                    J[4, column] += a[1]
+                    J[5, column] += a[2]
+            elif kind == JOINT_PLANAR:
+                v0 = v_start[k]
+                for i in range(3):
+                    J[i, v0 + 2] = R_WF[k, i, 2]
+                if linear:
+                    for i in range(3):
+                        J[3 + i, v0] = R_WF[k, i, 0]
+                        J[3 + i, v0 + 1] = R_WF[k, i, 1]
+                    J[3, v0 + 2] = R_WF[k, 1, 2] * r[2] - R_WF[k, 2, 2] * r[1]
+                    J[4, v0 + 2] = R_WF[k, 2, 2] * r[0] - R_WF[k, 0, 2] * r[2]
+                    J[5, v0 + 2] = R_WF[k, 0, 2] * r[1] - R_WF[k, 1, 2] * r[0]
+            else:
+                v0 = v_start[k]
+                for c in range(3):
+                    for i in range(3):
+                        J[i, v0 + c] = R_WF[k, i, c]
+                    if linear:
+                        J[3, v0 + c] = R_WF[k, 1, c] * r[2] - R_WF[k, 2, c] * r[1]
+                        J[4, v0 + c] = R_WF[k, 2, c] * r[0] - R_WF[k, 0, c] * r[2]
+                        J[5, v0 + c] = R_WF[k, 0, c] * r[1] - R_WF[k, 1, c] * r[0]
+                        for i in range(3):
+                            J[3 + i, v0 + 3 + c] = R_WF[k, i, c]
+        k = parent[k]
+
+
+@njit(cache=True)
+def integrate_positions(tree, q, dv, out):
+    """out = q ⊕ dv: additive for 1-dof and planar joints; floating: quat <- exp(dv_ω) ⊗ quat, p += dv_v."""
+    joint_type, q_start, v_start = tree[1], tree[5], tree[6]
+    for i in range(q.shape[0]):
+        out[i] = q[i]
+    for b in range(1, joint_type.shape[0]):
+        kind = joint_type[b]
+        qs = q_start[b]
+        vs = v_start[b]
+        if qs < 0:
+            continue
+        if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
+            out[qs] = q[qs] + dv[vs]
+        elif kind == JOINT_PLANAR:
+            for i in range(3):
+                out[qs + i] = q[qs + i] + dv[vs + i]
+        elif kind == JOINT_QUATERNION_FLOATING:
+            wx, wy, wz = dv[vs], dv[vs + 1], dv[vs + 2]
+            theta = math.sqrt(wx * wx + wy * wy + wz * wz)
+            if theta < 1e-6:
+                sc = 0.5 - theta * theta / 48.0
+            else:
+                sc = math.sin(0.5 * theta) / theta
+            dw, dx, dy, dz = math.cos(0.5 * theta), sc * wx, sc * wy, sc * wz
+            w, x, y, z = q[qs], q[qs + 1], q[qs + 2], q[qs + 3]
+            nw = dw * w - dx * x - dy * y - dz * z
+            nx = dw * x + dx * w + dy * z - dz * y
+            ny = dw * y - dx * z + dy * w + dz * x
+            nz = dw * z + dx * y - dy * x + dz * w
+            n = math.sqrt(nw * nw + nx * nx + ny * ny + nz * nz)
+            out[qs] = nw / n
+            out[qs + 1] = nx / n
+            out[qs + 2] = ny / n
+            out[qs + 3] = nz / n
+            for i in range(3):
+                out[qs + 4 + i] = q[qs + 4 + i] + dv[vs + 3 + i]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Residuals
+# ----------------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
+                       mk_body, mk_p_BS, mk_row, mk_hard, mk_obs, mk_scale,
+                       X_WB, R_WF, p_WM, r_g, J_g, r_c, J_c, need_jacobian):
+    """Fill the goal residuals r_g (and J_g = ∂r_g/∂v) and error residuals r_c (J_c) at q. Rows of an unobserved
+    sensor (scale 0) are zero. Jacobians are only written when ``need_jacobian``."""
+    nv = J_g.shape[1]
+    forward_kinematics(tree, q, X_WB, R_WF, p_WM)
+    r_g[:] = 0.0
+    r_c[:] = 0.0
+    if need_jacobian:
+        J_g[:, :] = 0.0
+        J_c[:, :] = 0.0
+    R_GS = np.empty((3, 3))
+    E = np.empty((3, 3))
+    phi = np.empty(3)
+    Jr = np.empty((3, 3))
+    J6 = np.empty((6, nv))
+    p = np.empty(3)
+    for k in range(rs_body.shape[0]):
+        s = rs_scale[k]
+        if s == 0.0:
+            continue
+        b = rs_body[k]
+        for i in range(3):
+            for j in range(3):
+                R_GS[i, j] = X_WB[b, i, 0] * rs_R_BS[k, 0, j] + X_WB[b, i, 1] * rs_R_BS[k, 1, j] + \
+                    X_WB[b, i, 2] * rs_R_BS[k, 2, j]
+        # E = R_GO R_GSᵀ; φ = log(E) in G
+        for i in range(3):
+            for j in range(3):
+                E[i, j] = rs_obs[k, i, 0] * R_GS[j, 0] + rs_obs[k, i, 1] * R_GS[j, 1] + rs_obs[k, i, 2] * R_GS[j, 2]
+        _rotation_log(E, phi)
+        row = rs_row[k]
+        if rs_hard[k]:
+            r, Jm = r_c, J_c
+        else:
+            r, Jm = r_g, J_g
+        for i in range(3):
+            r[row + i] = s * phi[i]
+        if need_jacobian:
+            _inverse_right_jacobian(phi, Jr)
+            point_jacobian(tree, R_WF, p_WM, b, p, False, J6)
+            for i in range(3):
+                for c in range(nv):
+                    Jm[row + i, c] = -s * (Jr[i, 0] * J6[0, c] + Jr[i, 1] * J6[1, c] + Jr[i, 2] * J6[2, c])
+    for k in range(mk_body.shape[0]):
+        s = mk_scale[k]
+        if s == 0.0:
+            continue
+        b = mk_body[k]
+        for i in range(3):
+            p[i] = X_WB[b, i, 0] * mk_p_BS[k, 0] + X_WB[b, i, 1] * mk_p_BS[k, 1] + X_WB[b, i, 2] * mk_p_BS[k, 2] + \
+                X_WB[b, i, 3]
+        row = mk_row[k]
+        if mk_hard[k]:
+            r, Jm = r_c, J_c
+        else:
+            r, Jm = r_g, J_g
+        for i in range(3):
+            r[row + i] = s * (p[i] - mk_obs[k, i])
+        if need_jacobian:
+            point_jacobian(tree, R_WF, p_WM, b, p, True, J6)
+            for i in range(3):
+                for c in range(nv):
+                    Jm[row + i, c] = s * J6[3 + i, c]
+
+
+@njit(cache=True)
+def error_norm(r_c, use_rms):
+    """Max-abs norm of the hard errors (RMS sqrt(Σe²/n) if use_rms); 0 when there are none."""
+    n = r_c.shape[0]
+    if n == 0:
+        return 0.0
+    if use_rms:
+        s = 0.0
+        for i in range(n):
+            s += r_c[i] * r_c[i]
+        return math.sqrt(s / n)
+    m = 0.0
+    for i in range(n):
+        m = max(m, abs(r_c[i]))
+    return m
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The step (shared by the compiled and the reference solver)
+# ----------------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def compute_step(A, r_g, C, r_c, lam, d):
+    """Damped Gauss-Newton step d on the columns of A (goal Jacobian) and C (error Jacobian); returns False on failure.
+
+    Without errors (C has no rows): ``(AᵀA + μI) d = -Aᵀ r_g`` with ``μ = λ |Aᵀ r_g| + μ_floor`` (Levenberg-
+    Marquardt with the damping proportional to the gradient norm, which keeps quadratic convergence on
+    zero-residual problems). With errors: the null-space form of the equality-constrained Gauss-Newton step
+    (the KKT solution when C has full row rank): ``d_c = -C⁺_μ r_c`` (damped pseudo-inverse from the SVD of C),
+    then the goal is minimized over the null space Z of C: ``d = d_c + Z y``,
+    ``(ZᵀAᵀAZ + μI) y = -ZᵀAᵀ(r_g + A d_c)``.
+    """
+    m, n = A.shape
+    mc = C.shape[0]
+    if n == 0:
+        return True
+    if mc == 0:
+        H = np.empty((n, n))
+        g = np.empty(n)
+        diag_max = 0.0
+        for i in range(n):
+            s = 0.0
+            for k in range(m):
+                s += A[k, i] * r_g[k]
+            g[i] = -s
+            for j in range(i + 1):
+                s = 0.0
+                for k in range(m):
+                    s += A[k, i] * A[k, j]
+                H[i, j] = s
+                H[j, i] = s
+            diag_max = max(diag_max, H[i, i])
+        gnorm = 0.0
+        for i in range(n):
+            gnorm += g[i] * g[i]
+        mu = lam * math.sqrt(gnorm) + _MU_FLOOR * (1.0 + diag_max)
+        for i in range(n):
+            H[i, i] += mu
+        return _cholesky_solve(H, g, n, d)
+    # Hard errors present: SVD of C (mc x n).
+    U, sv, Vt = np.linalg.svd(C)
+    ns = sv.shape[0]
+    smax = sv[0] if ns > 0 else 0.0
+    rank = 0
+    for i in range(ns):
+        if sv[i] > 1e-12 * max(smax, 1.0):
+            rank += 1
+    cg = 0.0  # |Cᵀ r_c| for the damping of the error step
+    for j in range(n):
+        s = 0.0
+        for k in range(mc):
+            s += C[k, j] * r_c[k]
+        cg += s * s
+    mu_c = lam * math.sqrt(cg)
+    d[:n] = 0.0
+    for i in range(rank):
+        s = 0.0
+        for k in range(mc):
+            s += U[k, i] * r_c[k]
+        f = -s * sv[i] / (sv[i] * sv[i] + mu_c)
+        for j in range(n):
+            d[j] += f * Vt[i, j]
+    nz = n - rank
+    if m == 0 or nz == 0:
+        return True
+    # Goal in the null space of C.
+    B = np.zeros((m, nz))
+    for k in range(m):
+        for z in range(nz):
+            s = 0.0
+            for j in range(n):
+                s += A[k, j] * Vt[rank + z, j]
+            B[k, z] = s
+    rr = np.empty(m)
+    for k in range(m):
+        s = r_g[k]
+        for j in range(n):
+            s += A[k, j] * d[j]
+        rr[k] = s
+    H = np.empty((nz, nz))
+    g = np.empty(nz)
+    diag_max = 0.0
+    for i in range(nz):
+        s = 0.0
+        for k in range(m):
+            s += B[k, i] * rr[k]
+        g[i] = -s
+        for j in range(i + 1):
+            s = 0.0
+            for k in range(m):
+                s += B[k, i] * B[k, j]
+            H[i, j] = s
+            H[j, i] = s
+        diag_max = max(diag_max, H[i, i])
+    gnorm = 0.0
+    for i in range(nz):
+        gnorm += g[i] * g[i]
+    mu = lam * math.sqrt(gnorm) + _MU_FLOOR * (1.0 + diag_max)
+    for i in range(nz):
+        H[i, i] += mu
+    y = np.empty(nz)
+    if not _cholesky_solve(H, g, nz, y):
+        return False
+    for j in range(n):
+        s = 0.0
+        for z in range(nz):
+            s += Vt[rank + z, j] * y[z]
+        d[j] += s
+    return True
+
+
+@njit(cache=True)
+def select_active_bounds(q, g_free, bound_q, lo, hi, active):
+    """Mark free variables sitting on a bound with the goal gradient pushing outward (they are held this step)."""
+    for j in range(bound_q.shape[0]):
+        active[j] = False
+        k = bound_q[j]
+        if k < 0:
+            continue
+        if q[k] <= lo[j] + 1e-12 * (1.0 + abs(lo[j])) and g_free[j] > 0.0:
+            active[j] = True
+        elif q[k] >= hi[j] - 1e-12 * (1.0 + abs(hi[j])) and g_free[j] < 0.0:
+            active[j] = True
+
+
+@njit(cache=True)
+def clip_to_bounds(q, bound_q, lo, hi):
+    for j in range(bound_q.shape[0]):
+        k = bound_q[j]
+        if k >= 0:
+            if q[k] < lo[j]:
+                q[k] = lo[j]
+            elif q[k] > hi[j]:
+                q[k] = hi[j]
+
+
+@njit(cache=True)
+def accept_step(F, F_new, e, e_new, tolerance, has_errors):
+    """Acceptance rule: goals only, the goal must decrease; with hard errors (filter rule) the error norm must not
+    grow beyond max(e, tolerance/2) and either the goal decreases or the error norm decreases."""
+    if not has_errors:
+        return F_new < F
+    if e_new > max(e, 0.5 * tolerance):
+        return False
+    return F_new < F or e_new < (1.0 - 1e-4) * e
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The solver loop
+# ----------------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
+          mk_body, mk_p_BS, mk_row, mk_hard, mk_obs, mk_scale,
+          m_goal, m_err, nv_full, free_v, bound_q, lo, hi, accuracy, tolerance, use_rms, max_iterations, lam0,
+          stats):
+    """Minimize ½|r_g|² subject to r_c = 0 over the free velocities, starting from (and overwriting) q.
+
+    Iteration: evaluate residuals and Jacobians; hold variables on an outward-pushed bound; damped step
+    (:func:`compute_step`); trial q' = clip(q ⊕ d); accept or reject (:func:`accept_step`) with λ divided by 3 on
+    acceptance (down to 1e-8) and multiplied by 4 on rejection. Converged, after an accepted step, when the error
+    norm is within ``tolerance`` and either |d|∞ <= accuracy or the goal decreased by at most accuracy² of its
+    value; also when the projected gradient and the errors vanish, or when a rejected step already has
+    |d|∞ <= accuracy with the errors within tolerance. Stops as stalled when λ exceeds 1e16 and after
+    ``max_iterations`` accepted-or-rejected steps.
+
+    ``stats`` (int64[3]) is incremented: [residual evaluations, Jacobian evaluations, iterations].
+    Returns (status, goal F = ½|r_g|², error norm).
+    """
+    nq = q.shape[0]
+    nv = free_v.shape[0]  # number of free velocities
+    nb = tree[0].shape[0]
+    X_WB = np.empty((nb, 4, 4))
+    R_WF = np.empty((nb, 3, 3))
+    p_WM = np.empty((nb, 3))
+    r_g = np.empty(m_goal)
+    J_g = np.empty((m_goal, nv_full))
+    r_c = np.empty(m_err)
+    J_c = np.empty((m_err, nv_full))
+    r_g2 = np.empty(m_goal)
+    r_c2 = np.empty(m_err)
+    q_trial = np.empty(nq)
+    dv = np.zeros(nv_full)
+    g_free = np.empty(nv)
+    active = np.zeros(nv, dtype=np.bool_)
+    clip_to_bounds(q, bound_q, lo, hi)
+    evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS, mk_row,
+                       mk_hard, mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g, J_g, r_c, J_c, True)
+    stats[0] += 1
+    stats[1] += 1
+    F = 0.5 * np.dot(r_g, r_g)
+    e = error_norm(r_c, use_rms)
+    lam = lam0
+    status = STATUS_MAX_ITERATIONS
+    iterations = 0
+    while iterations < max_iterations:
+        # Projected gradient and the free set of this step.
+        gmax = 0.0
+        for j in range(nv):
+            c = free_v[j]
+            s = 0.0
+            for k in range(m_goal):
+                s += J_g[k, c] * r_g[k]
+            g_free[j] = s
+        select_active_bounds(q, g_free, bound_q, lo, hi, active)
+        n_step = 0
+        for j in range(nv):
+            if not active[j]:
+                gmax = max(gmax, abs(g_free[j]))
+                n_step += 1
+        if gmax == 0.0 and e <= tolerance:
+            status = STATUS_CONVERGED
+            break
+        A = np.empty((m_goal, n_step))
+        C = np.empty((m_err, n_step))
+        col = 0
+        for j in range(nv):
+            if active[j]:
+                continue
+            c = free_v[j]
+            for k in range(m_goal):
+                A[k, col] = J_g[k, c]
+            for k in range(m_err):
+                C[k, col] = J_c[k, c]
+            col += 1
+        d = np.zeros(n_step)
+        iterations += 1
+        stats[2] += 1
+        ok = compute_step(A, r_g, C, r_c, lam, d)
+        if not ok:
+            lam *= 4.0
+            if lam > _LAMBDA_MAX:
+                status = STATUS_STALLED
+                break
+            continue
+        dv[:] = 0.0
+        col = 0
+        for j in range(nv):
+            if active[j]:
+                continue
+            dv[free_v[j]] = d[col]
+            col += 1
+        integrate_positions(tree, q, dv, q_trial)
+        clip_to_bounds(q_trial, bound_q, lo, hi)
+        evaluate_residuals(tree, q_trial, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS,
+                           mk_row, mk_hard, mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g2, J_g, r_c2, J_c, False)
+        stats[0] += 1
+        F_new = 0.5 * np.dot(r_g2, r_g2)
+        e_new = error_norm(r_c2, use_rms)
+        step = 0.0
+        for j in range(n_step):
+            step = max(step, abs(d[j]))
+        if accept_step(F, F_new, e, e_new, tolerance, m_err > 0):
+            decrease = F - F_new
+            q[:] = q_trial
+            F_old = F
+            F = F_new
+            e = e_new
+            lam = max(lam / 3.0, _LAMBDA_MIN)
+            evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS,
+                               mk_row, mk_hard, mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g, J_g, r_c, J_c, True)
+            stats[1] += 1
+            if e <= tolerance and (step <= accuracy or abs(decrease) <= accuracy * accuracy * F_old):
+                status = STATUS_CONVERGED
+                break
+        else:
+            if step <= accuracy and e <= tolerance:
+                # Even the full step is below the accuracy and does not help (rounding at the optimum): done.
+                status = STATUS_CONVERGED
+                break
+            lam *= 4.0
+            if lam > _LAMBDA_MAX:
+                status = STATUS_STALLED
+                break
+    return status, F, e
+
+
+@njit(cache=True)
+def gather_frame(rs_obs_slot, rs_weight, rs_cond, rs_hard, obs_rot, mk_obs_slot, mk_weight, mk_cond, mk_hard,
+                 obs_pos, cond_weight, rs_obs, rs_scale, mk_obs, mk_scale):
+    """Per-frame setup: copy each active sensor's observation and compute its row scale.
+
+    Goal rows get √(W_c w / Σ_c w) where Σ_c w sums the weights of the condition's sensors observed this frame;
+    error rows get √w; unobserved sensors get 0. Returns the number of contributing sensors.
+    """
+    n_cond = cond_weight.shape[0]
+    total = np.zeros(n_cond)
+    contributing = 0
+    for k in range(rs_obs_slot.shape[0]):
+        ok = True
+        for i in range(3):
+            for j in range(3):
+                v = obs_rot[rs_obs_slot[k], i, j]
+                rs_obs[k, i, j] = v
+                if not math.isfinite(v):
+                    ok = False
+        rs_scale[k] = 1.0 if ok else 0.0
+        if ok:
+            total[rs_cond[k]] += rs_weight[k]
+            contributing += 1
+    for k in range(mk_obs_slot.shape[0]):
+        ok = True
+        for i in range(3):
+            v = obs_pos[mk_obs_slot[k], i]
+            mk_obs[k, i] = v
+            if not math.isfinite(v):
+                ok = False
+        mk_scale[k] = 1.0 if ok else 0.0
+        if ok:
+            total[mk_cond[k]] += mk_weight[k]
+            contributing += 1
+    for k in range(rs_obs_slot.shape[0]):
+        if rs_scale[k] != 0.0:
+            if rs_hard[k]:
+                rs_scale[k] = math.sqrt(rs_weight[k])
+            else:
+                rs_scale[k] = math.sqrt(cond_weight[rs_cond[k]] * rs_weight[k] / total[rs_cond[k]])
+    for k in range(mk_obs_slot.shape[0]):
+        if mk_scale[k] != 0.0:
+            if mk_hard[k]:
+                mk_scale[k] = math.sqrt(mk_weight[k])
+            else:
+                mk_scale[k] = math.sqrt(cond_weight[mk_cond[k]] * mk_weight[k] / total[mk_cond[k]])
+    return contributing
+
+
+@njit(cache=True)
+def track_frames(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs_slot, rs_weight, rs_cond, obs_rot_seq,
+                 mk_body, mk_p_BS, mk_row, mk_hard, mk_obs_slot, mk_weight, mk_cond, obs_pos_seq, cond_weight,
+                 m_goal, m_err, nv_full, free_v, bound_q, lo, hi, accuracy, tolerance, use_rms, max_iterations, lam0,
+                 stats, Q_out, goal_out, err_out, status_out):
+    """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve).
+
+    obs_rot_seq (T, n_rot_obs, 3, 3) and obs_pos_seq (T, n_pos_obs, 3) hold all observation slots per frame.
+    q is the start and ends as the last frame's solution. Returns the index of the first frame whose error norm
+    exceeds the tolerance (tracking stops there), or -1.
+    """
+    T = Q_out.shape[0]
+    n_rs = rs_body.shape[0]
+    n_mk = mk_body.shape[0]
+    rs_obs = np.empty((n_rs, 3, 3))
+    rs_scale = np.empty(n_rs)
+    mk_obs = np.empty((n_mk, 3))
+    mk_scale = np.empty(n_mk)
+    nb = tree[0].shape[0]
+    X_WB = np.empty((nb, 4, 4))
+    R_WF = np.empty((nb, 3, 3))
+    p_WM = np.empty((nb, 3))
+    r_g = np.empty(m_goal)
+    r_c = np.empty(m_err)
+    J_dummy = np.empty((0, 0))
+    for t in range(T):
+        gather_frame(rs_obs_slot, rs_weight, rs_cond, rs_hard, obs_rot_seq[t], mk_obs_slot, mk_weight, mk_cond,
+                     mk_hard, obs_pos_seq[t], cond_weight, rs_obs, rs_scale, mk_obs, mk_scale)
+        evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS, mk_row,
+                           mk_hard, mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g, J_dummy, r_c, J_dummy, False)
+        stats[0] += 1
+        F = 0.5 * np.dot(r_g, r_g)
+        e = error_norm(r_c, use_rms)
+        status = STATUS_CONVERGED
+        if not (e <= tolerance and F <= tolerance * tolerance):
+            status, F, e = solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS,
+                                 mk_row, mk_hard, mk_obs, mk_scale, m_goal, m_err, nv_full, free_v, bound_q, lo, hi,
+                                 accuracy, tolerance, use_rms, max_iterations, lam0, stats)
+        Q_out[t, :] = q
+        goal_out[t] = F
+        err_out[t] = e
+        status_out[t] = status
+        if e > tolerance:
+            return t
+    return -1
