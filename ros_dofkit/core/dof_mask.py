@@ -627,6 +627,13 @@ def _plant_name(plant) -> str:
     return str(name) if name is not None else type(plant).__name__
 
 
+def _instance_label(plant, joint) -> str:
+    try:
+        return f", model instance {plant.get_model_instance_name(joint.model_instance)!r}"
+    except (AttributeError, LookupError, TypeError, ValueError):
+        return ""  # a duck-typed plant without instance names: the joint name alone must do
+
+
 def _check_plant_compatible(plant) -> None:
     """Drake's DofMask compatibility check, on the whole plant: v_i = q̇_i for every i."""
     if plant.is_velocity_equal_to_qdot():
@@ -635,7 +642,10 @@ def _check_plant_compatible(plant) -> None:
     for joint_index in plant.get_joint_indices():
         joint = plant.get_joint(joint_index)
         if not joint.is_velocity_equal_to_qdot():
-            offending.append(f"{joint.name!r} ({joint.type_name}, {joint.num_positions} q / {joint.num_velocities} v)")
+            offending.append(
+                f"{joint.name!r} ({joint.type_name}, {joint.num_positions} q / {joint.num_velocities} v"
+                f"{_instance_label(plant, joint)})"
+            )
     joints = ", ".join(offending) if offending else "(no single joint; nq != nv)"
     raise IncompatiblePlantError(
         f"DofMask requires the plant's i-th velocity to be the time derivative of its i-th position for all i, "
