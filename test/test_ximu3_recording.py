@@ -84,7 +84,7 @@ def test_rows_merge_by_timestamp_not_by_row_number():
     np.testing.assert_array_equal(thigh.timestamp_us, [1_000_000, 1_020_000, 1_040_000, 1_060_000, 1_080_000])
     np.testing.assert_array_equal(thigh.has_orientation, [True, True, True, True, False])
     np.testing.assert_array_equal(thigh.has_inertial, [True, True, False, True, True])
-    np.testing.assert_allclose(thigh.time, thigh.timestamp_us * 1e-6)
+    np.testing.assert_array_equal(thigh.time, thigh.timestamp_us / 1e6)
     # Row 3 of Inertial.csv (1.0603 s) belongs to the 1.06 s quaternion, not to row 3 of Quaternion.csv (1.04 s).
     np.testing.assert_allclose(thigh.angular_velocity[3], [0.0, -np.pi / 4, 0.0])
     np.testing.assert_allclose(thigh.linear_acceleration[3], [0.5 * STANDARD_GRAVITY, 0.0, 0.0])

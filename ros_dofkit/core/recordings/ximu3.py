@@ -146,8 +146,8 @@ class XIMU3Device:
 
     @property
     def time(self) -> np.ndarray:
-        """Device time in seconds (float64), ``timestamp_us * 1e-6``."""
-        return self.timestamp_us * 1e-6
+        """Device time in seconds (float64): ``timestamp_us / 1e6``, correctly rounded (== float("917.428272"))."""
+        return self.timestamp_us / 1e6
 
     @property
     def has_orientation(self) -> np.ndarray:
