@@ -4,8 +4,12 @@ Plant: a floating Solo-12 and a fixed Panda (example-robot-data) plus a small pl
 <transmission> order (wrist, lift, shoulder) differs from its joint (q) order (lift, shoulder, wrist).
 """
 
+from functools import cache
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robot_models import urdf_path
 from ros_dofkit.core.multibody import MultibodyPlant, QuaternionFloatingJoint
@@ -51,19 +55,24 @@ CART_URDF = f"""<robot name="cart">
 CART_NAMES = ["chassis_x", "chassis_y", "chassis_qz", "lift_joint", "shoulder", "wrist_joint", "finger_joint"]
 
 
-@pytest.fixture(scope="module")
-def plant():
+@cache
+def _module_plant_and_translator():
     plant = MultibodyPlant()
     plant.add_urdf(str(urdf_path("solo12")), base_joint="floating")
     plant.add_urdf(str(urdf_path("panda")), base_joint="fixed")
     plant.add_urdf(CART_URDF, base_joint="planar")
     plant.finalize()
-    return plant
+    return plant, JointStateTranslator(plant)
 
 
 @pytest.fixture(scope="module")
-def translator(plant):
-    return JointStateTranslator(plant)
+def plant():
+    return _module_plant_and_translator()[0]
+
+
+@pytest.fixture(scope="module")
+def translator():
+    return _module_plant_and_translator()[1]
 
 
 def random_q_v(plant, rng):
@@ -371,3 +380,48 @@ def test_constructor_checks():
     chain.finalize()
     with pytest.raises(UnsupportedModelError, match="2 quaternion floating joints"):
         JointStateTranslator(chain)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_decode_matches_a_dictionary_model_of_the_rules(data):
+    """Random partial, shuffled, over-complete messages with NaN entries, against a per-name dictionary model."""
+    plant, translator = _module_plant_and_translator()
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    names = list(translator.names)
+    chosen = data.draw(st.lists(st.sampled_from(names), unique=True, max_size=len(names)))
+    unknown = data.draw(st.lists(st.sampled_from(["ghost", "tail", "FL_HAA_x", "panda"]), unique=True))
+    message_names = chosen + unknown
+    order = rng.permutation(len(message_names))
+    message_names = [message_names[i] for i in order]
+    n = len(message_names)
+    position = rng.normal(size=n) if data.draw(st.booleans()) else np.zeros(0)
+    velocity = rng.normal(size=n) if data.draw(st.booleans()) else np.zeros(0)
+    for array in (position, velocity):
+        if array.size:
+            array[rng.random(n) < 0.2] = np.nan
+    message = JointStateArrays(message_names, position, velocity)
+    q0, v0 = random_q_v(plant, rng)
+
+    expected_q, expected_v = q0.copy(), v0.copy()
+    q_of = dict(zip(translator.names, translator.q_indices, strict=True))
+    v_of = dict(zip(translator.names, translator.v_indices, strict=True))
+    for i, name in enumerate(message_names):
+        if name not in q_of:
+            continue
+        if position.size and not np.isnan(position[i]):
+            expected_q[q_of[name]] = position[i]
+        if velocity.size and not np.isnan(velocity[i]):
+            expected_v[v_of[name]] = velocity[i]
+    q, v = translator.decode_kinematics(message, q0, v0)
+    np.testing.assert_array_equal(q, expected_q)
+    np.testing.assert_array_equal(v, expected_v)
+    # encoding the decoded state back into the same message reproduces every known, given entry
+    encoded = translator.encode_kinematics(q, v, message)
+    for i, name in enumerate(message_names):
+        if name in q_of:
+            assert encoded.position[i] == q[q_of[name]] and encoded.velocity[i] == v[v_of[name]]
+        else:  # unknown names keep their values; an empty (not given) array was filled with NaN
+            for encoded_array, original in ((encoded.position, position), (encoded.velocity, velocity)):
+                expected = original[i] if original.size else np.nan
+                assert np.array_equal(encoded_array[i], expected, equal_nan=True)

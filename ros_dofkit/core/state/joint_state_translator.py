@@ -220,6 +220,7 @@ class JointStateTranslator:
         self.v_indices = np.asarray(v_index, dtype=np.int64)[order]
         self._slot = {name: i for i, name in enumerate(self.names)}
         self._actuator_of = self._map_actuators(plant, set(indices), position_names)
+        self._match_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
     @staticmethod
     def _map_actuators(plant, selected: set[int], position_names) -> dict[str, int]:
@@ -271,15 +272,29 @@ class JointStateTranslator:
         zeros = np.zeros(len(self.names))
         return JointStateArrays(self.names, zeros, zeros, zeros)
 
+    def _match(self, names: tuple[str, ...], table: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """(message entry indices, table values) of the names in ``table``; cached per name list."""
+        key = (names, id(table))
+        hit = self._match_cache.get(key)
+        if hit is None:
+            pairs = [(i, table[n]) for i, n in enumerate(names) if n in table]
+            hit = tuple(np.array(column, dtype=np.int64).reshape(-1) for column in zip(*pairs, strict=True)) or (
+                np.zeros(0, dtype=np.int64),
+                np.zeros(0, dtype=np.int64),
+            )
+            for column in hit:
+                column.flags.writeable = False
+            # Publishers repeat one name list; a few entries cover them. Clear rather than evict: cheap, bounded.
+            if len(self._match_cache) >= 32:
+                self._match_cache.clear()
+            self._match_cache[key] = hit
+        return hit
+
     def _known(self, message: JointStateArrays) -> tuple[np.ndarray, np.ndarray]:
         """(message entry indices, translator slots) of the names this translator knows."""
         if not isinstance(message, JointStateArrays):
             raise TypeError(f"expected a JointStateArrays, got {type(message).__name__}")
-        pairs = [(i, self._slot[n]) for i, n in enumerate(message.name) if n in self._slot]
-        if not pairs:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        entries, slots = np.array(pairs, dtype=np.int64).T
-        return entries, slots
+        return self._match(message.name, self._slot)
 
     @staticmethod
     def _filled(array: np.ndarray, size: int) -> np.ndarray:
@@ -325,11 +340,8 @@ class JointStateTranslator:
         return q, v
 
     def _actuated(self, message: JointStateArrays) -> tuple[np.ndarray, np.ndarray]:
-        pairs = [(i, self._actuator_of[n]) for i, n in enumerate(message.name) if n in self._actuator_of]
-        if not pairs:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        entries, actuators = np.array(pairs, dtype=np.int64).T
-        return entries, actuators
+        """(message entry indices, actuator indices) of the actuated names in the message."""
+        return self._match(message.name, self._actuator_of)
 
     def encode_effort(self, tau, message: JointStateArrays | None = None) -> JointStateArrays:
         """Drake ``EncodeMessageTorque``: ``effort[i] = tau[actuator of name i]`` for actuated names.
