@@ -214,3 +214,8 @@ def test_plant_must_be_finalized():
         PlantStateConverter(plant)
     with pytest.raises(RuntimeError):
         product_space_for_plant(plant)
+
+
+def test_a_single_model_instance_may_be_passed_alone(quadruped_and_arm):
+    plant, _, panda = quadruped_and_arm
+    assert PlantStateConverter(plant, "panda").space == PlantStateConverter(plant, [panda]).space

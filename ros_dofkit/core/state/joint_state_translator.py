@@ -211,8 +211,8 @@ class JointStateTranslator:
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise UnsupportedModelError(
-                f"coordinate names {repeated} occur in more than one selected model instance; a JointState cannot "
-                "tell them apart (use one translator per model instance)"
+                f"coordinate names {repeated} occur more than once among the selected model instances; a JointState "
+                "cannot tell them apart (for copies of one robot, use one translator per model instance)"
             )
         order = np.argsort(q_index, kind="stable")
         self.names: tuple[str, ...] = tuple(names[i] for i in order)

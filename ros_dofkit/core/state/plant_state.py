@@ -151,8 +151,8 @@ def product_space_for_plant(plant, model_instances=None) -> ProductSpace:
 class PlantStateConverter:
     """Plant ``(q, v)`` <-> ``ProductSpace`` state ``x`` (dair_pll ``DrakeStateConverter``).
 
-    ``model_instances``: indices or names, in the order of the product's factors; default all model
-    instances in index order (the world instance contributes ``FixedBaseSpace(0)``, as upstream). ``space``:
+    ``model_instances``: indices or names (or a single one), in the order of the product's factors; default all
+    model instances in index order (the world instance contributes ``FixedBaseSpace(0)``, as upstream). ``space``:
     optional ``ProductSpace`` to check against (it must have one factor per model instance, each equal to the
     space the plant implies); default the implied one.
     """
@@ -163,7 +163,7 @@ class PlantStateConverter:
         if model_instances is None:
             model_instances = range(plant.num_model_instances())
         elif isinstance(model_instances, (str, int, np.integer)):
-            raise TypeError(f"model_instances must be a sequence of indices or names, got {model_instances!r}")
+            model_instances = [model_instances]
         indices = [resolve_model_instance(plant, mi) for mi in model_instances]
         repeated = sorted({plant.get_model_instance_name(i) for i in indices if indices.count(i) > 1})
         if repeated:
