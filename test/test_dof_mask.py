@@ -9,7 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ros_dofkit.core.dof_mask import (
@@ -22,6 +22,9 @@ from ros_dofkit.core.dof_mask import (
 )
 
 SEED_MASK = [True, True, False, False, True]
+
+# The machine is shared and loaded: the properties are cheap, but a wall-clock deadline would make them flaky.
+no_deadline = settings(deadline=None)
 
 bool_lists = st.lists(st.booleans(), max_size=40)
 
@@ -168,6 +171,7 @@ def test_mask_is_immutable():
     assert list(mask) == SEED_MASK
 
 
+@no_deadline
 @given(bool_lists)
 def test_size_count_len_iter_getitem_agree_with_the_list(bits):
     mask = DofMask(bits)
@@ -252,6 +256,7 @@ def test_equality_with_non_bool_sequences_is_not_implemented(other):
     assert (mask != other) is True
 
 
+@no_deadline
 @given(bool_lists, bool_lists)
 def test_equality_and_hash_agree_with_tuples(a, b):
     mask_a, mask_b = DofMask(a), DofMask(b)
@@ -290,6 +295,7 @@ def test_repr_is_explicit():
     assert repr(DofMask()) == "DofMask([])"
 
 
+@no_deadline
 @given(bool_lists)
 def test_repr_evaluates_back_and_pickle_round_trips(bits):
     mask = DofMask(bits)
@@ -350,6 +356,7 @@ def test_set_operators_raise_on_size_mismatch_and_wrong_types():
         a.union([1, 1, 1, 1])
 
 
+@no_deadline
 @given(same_size_lists(3))
 def test_set_algebra_laws(lists):
     a, b, c = (DofMask(bits) for bits in lists)
@@ -448,6 +455,7 @@ def test_get_from_array_ragged_input_is_a_type_error():
         DofMask([True, True]).get_from_array([[1.0, 2.0], [3.0]])
 
 
+@no_deadline
 @given(mask_and_array(batch_shape=None))
 def test_get_from_array_matches_fancy_indexing_by_selected_to_full_index(mask_and_full):
     bits, full = mask_and_full
@@ -486,6 +494,7 @@ def test_get_columns_from_matrix_preconditions():
         mask.get_columns_from_matrix(np.zeros((3, 5)), [[0.0] * 3] * 3)
 
 
+@no_deadline
 @given(mask_and_array(), st.integers(min_value=1, max_value=4))
 def test_restricted_jacobian_times_selected_rates_equals_full_product(mask_and_full, rows):
     # J[:, selected] @ v_selected == J @ v_full when the unselected rates are zero.
@@ -573,6 +582,7 @@ def test_set_in_copy_is_the_returning_form():
         mask.set_in_copy(np.zeros((3, 3)), np.zeros((2, 5)))
 
 
+@no_deadline
 @given(mask_and_array(batch_shape=None), st.data())
 def test_gather_scatter_round_trips(mask_and_full, data):
     bits, full = mask_and_full
@@ -630,6 +640,7 @@ def test_full_to_selected_index(bits, full_to_selected):
     assert all(index is None or type(index) is int for index in result)
 
 
+@no_deadline
 @given(bool_lists)
 def test_index_maps_are_inverse(bits):
     mask = DofMask(bits)
