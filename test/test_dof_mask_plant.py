@@ -312,3 +312,12 @@ def test_plant_without_dofs_gives_the_empty_mask():
     empty.finalize()
     assert DofMask.make_from_model(empty, "world") == []
     assert DofMask().get_joints(empty) == []
+
+
+def test_unfinalized_plant_raises_the_plants_state_error():
+    plant = MultibodyPlant(name="under_construction")
+    plant.add_urdf(str(panda_urdf()), model_name="panda")
+    with pytest.raises(RuntimeError, match="finalize"):
+        DofMask.make_from_model(plant, "panda")
+    with pytest.raises(RuntimeError, match="finalize"):
+        DofMask(size=8, value=True).get_joints(plant)
