@@ -15,7 +15,8 @@ from ros_dofkit.core.estimator.velocity import (
 
 
 def _robots_dir() -> Path:
-    return Path(sysconfig.get_paths(vars={"base": sys.prefix})["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+    site_packages = Path(sysconfig.get_paths(vars={"base": sys.prefix})["purelib"])
+    return site_packages / "cmeel.prefix/share/example-robot-data/robots"
 
 
 def test_full_rank_recovers_true_velocity():

@@ -178,7 +178,7 @@ class EstimatorConfig:
     future_tolerance_s: float = 0.05
     stamp_jump_reset_s: float = 1.0
     accuracy: float = 1e-4
-    velocity_regularization: float = 1e-6
+    velocity_regularization: float = 1e-8
     R_WG: object = field(default_factory=lambda: np.eye(3))
     heading_reference: str | None = None
     heading_axis: str = "x"

@@ -21,7 +21,7 @@ import numpy as np
 from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE, quat_to_matrix
 
 
-class RejectReason(str, enum.Enum):
+class RejectReason(enum.StrEnum):
     """Why (part of) an input was dropped; the value is the diagnostics key."""
 
     EMPTY = "empty_message"
@@ -161,9 +161,9 @@ def parse_joint_state(names, positions, velocities, stamp, name_to_index: dict):
     if duplicates:
         return rejected(RejectReason.DUPLICATE_NAME, f"names given more than once: {duplicates}"), None
     if not np.all(np.isfinite(positions)) or (velocities is not None and not np.all(np.isfinite(velocities))):
-        bad = [n for n, p in zip(names, positions) if not np.isfinite(p)]
+        bad = [n for n, p in zip(names, positions, strict=True) if not np.isfinite(p)]
         if velocities is not None:
-            bad += [f"{n} (velocity)" for n, v in zip(names, velocities) if not np.isfinite(v)]
+            bad += [f"{n} (velocity)" for n, v in zip(names, velocities, strict=True) if not np.isfinite(v)]
         return rejected(RejectReason.NON_FINITE, f"non-finite values for {bad}"), None
     known = [i for i, n in enumerate(names) if n in name_to_index]
     unknown = tuple(n for n in names if n not in name_to_index)

@@ -1,0 +1,48 @@
+"""Launch ros_dofkit's joint_state_filter: republish a JointState topic restricted to a DofMask.
+
+Arguments: input (topic), output (topic), model_names / joint_names (comma-separated; one of them), urdf
+(comma-separated URDF files, relative to the package's models directory) or robot_description, namespace,
+use_sim_time.
+"""
+
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from launch import LaunchDescription
+
+
+def _split(text):
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _make_node(context):
+    def value(name):
+        return LaunchConfiguration(name).perform(context)
+
+    parameters = {
+        "input_topic": value("input"),
+        "output_topic": value("output"),
+        "use_sim_time": value("use_sim_time").lower() in ("true", "1", "yes"),
+    }
+    for key, argument in (("model_names", "model_names"), ("joint_names", "joint_names"), ("urdf_files", "urdf")):
+        if _split(value(argument)):
+            parameters[key] = _split(value(argument))
+    if value("robot_description"):
+        parameters["robot_description"] = value("robot_description")
+    return [Node(package="ros_dofkit", executable="joint_state_filter", name="joint_state_filter",
+                 namespace=value("namespace"), parameters=[parameters], output="screen")]
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument("input", default_value="joint_states", description="JointState topic to filter"),
+        DeclareLaunchArgument("output", default_value="joint_states_filtered", description="filtered topic"),
+        DeclareLaunchArgument("model_names", default_value="", description="keep these model instances' joints"),
+        DeclareLaunchArgument("joint_names", default_value="", description="keep these joints"),
+        DeclareLaunchArgument("urdf", default_value="", description="URDF files, one model instance each"),
+        DeclareLaunchArgument("robot_description", default_value="", description="URDF XML (one instance)"),
+        DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
+        DeclareLaunchArgument("use_sim_time", default_value="false", description="use /clock (bag replay)"),
+        OpaqueFunction(function=_make_node),
+    ])

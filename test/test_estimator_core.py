@@ -1,0 +1,396 @@
+"""Tests of the estimator cycle (ros_dofkit.core.estimator.estimator.Estimator) on the shipped robots with
+synthetic sensor streams generated from known trajectories: tracking accuracy, measured vs estimated dofs, gyro
+velocities, floating and planar bases, stale sensors, reliability rules (drop + count), clock jumps."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ros_dofkit.core.estimator import CALIBRATE, EstimatorConfig, EstimatorConfigError, ImuConfig, UnknownNameError
+from ros_dofkit.core.estimator.estimator import Estimator, rotation_angle_between
+from ros_dofkit.core.estimator.inputs import RejectReason
+from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
+from ros_dofkit.core.spatial import matrix_to_quat, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
+
+ARM_IMUS = (
+    ImuConfig("upper_arm", "arm_link3"),
+    ImuConfig("forearm", "arm_link5", mounting=rotation_x(0.5)),
+    ImuConfig("wrist", "arm_link6", mounting=rotation_y(-0.4) @ rotation_z(1.0)),
+    ImuConfig("hand", "arm_link7"),
+)
+ARM_ESTIMATED = ("arm_joint3", "arm_joint4", "arm_joint5", "arm_joint6", "arm_joint7")
+DT = 0.002
+
+
+@pytest.fixture(scope="module")
+def arm_plant():
+    return build_plant([ModelSpec("arm7.urdf", "arm")])
+
+
+def arm_trajectory(t):
+    """A smooth arm motion inside the joint limits: q(t), qd(t)."""
+    q0 = np.array([0.1, -0.8, 0.2, -1.5, 0.1, 1.2, 0.3])  # away from the q2 = 0 singularity (axes 1, 3 aligned)
+    phase = 2 * np.pi * 0.7 * t + np.arange(7)
+    return q0 + 0.3 * np.sin(phase), 0.3 * 2 * np.pi * 0.7 * np.cos(phase)
+
+
+def sensor_readings(plant, imus, q, v):
+    """Exact IMU readings for the plant at (q, v): {name: (quaternion wxyz of R_GS, w_S)}."""
+    X_WB = plant.calc_body_poses(q)
+    readings = {}
+    for imu in imus:
+        body = plant.get_body_by_name(imu.body)
+        R_WS = X_WB[body.index, :3, :3] @ np.asarray(imu.mounting)
+        w_W = plant.calc_angular_jacobian(q, body) @ v
+        readings[imu.name] = (matrix_to_quat(R_WS), R_WS.T @ w_W)
+    return readings
+
+
+def feed(estimator, plant, imus, q, v, t, encoder_names, encoder_indices, skip=()):
+    estimator.add_joint_state(encoder_names, q[encoder_indices], v[encoder_indices], stamp=t)
+    for name, (quaternion, gyro) in sensor_readings(plant, imus, q, v).items():
+        if name not in skip:
+            assert estimator.add_imu(name, t, quaternion, gyro).ok
+    return estimator
+
+
+@pytest.fixture(scope="module")
+def arm_run(arm_plant):
+    """Run the arm estimator over 0.4 s of motion; return the results and the truth."""
+    config = EstimatorConfig(imus=ARM_IMUS, estimated_joints={"arm": ARM_ESTIMATED})
+    estimator = Estimator(arm_plant, config)
+    results, truth = [], []
+    for k in range(200):
+        t = k * DT
+        q, v = arm_trajectory(t)
+        feed(estimator, arm_plant, ARM_IMUS, q, v, t, ["arm_joint1", "arm_joint2"], [0, 1])
+        assert estimator.ready()
+        results.append(estimator.step())
+        truth.append((q, v))
+    return estimator, results, truth
+
+
+def test_arm_tracks_truth(arm_run):
+    _, results, truth = arm_run
+    for result, (q, _) in zip(results, truth, strict=True):
+        assert result.solved and result.failure == ""
+        np.testing.assert_allclose(result.q, q, atol=1e-6)
+        assert max(result.sensor_errors_deg.values()) < 1e-4
+    assert results[0].tracking_reset and not results[1].tracking_reset
+    assert [r.cycle for r in results[:3]] == [1, 2, 3]
+    assert results[5].stamp == pytest.approx(5 * DT)
+
+
+def test_arm_measured_joints_are_the_encoder_values(arm_run):
+    _, results, truth = arm_run
+    for result, (q, _) in zip(results, truth, strict=True):
+        assert result.q[0] == q[0] and result.q[1] == q[1]
+
+
+def test_arm_velocities_from_gyros_and_encoders(arm_run):
+    _, results, truth = arm_run
+    for result, (_, v) in zip(results[1:], truth[1:], strict=True):
+        np.testing.assert_allclose(result.v, v, atol=1e-5)
+        np.testing.assert_array_equal(result.velocity_from_gyro, [False, False, True, True, True, True, True])
+
+
+def test_arm_result_is_immutable(arm_run):
+    _, results, _ = arm_run
+    result = results[-1]
+    for array in (result.q, result.v, result.X_WB, result.velocity_from_gyro):
+        assert not array.flags.writeable
+    with pytest.raises(AttributeError):
+        result.q = np.zeros(7)
+    assert result.position_names == tuple(f"arm_joint{i}" for i in range(1, 8))
+
+
+def test_arm_masks(arm_run):
+    estimator, _, _ = arm_run
+    assert list(estimator.instance_masks) == ["arm"]
+    assert estimator.instance_masks["arm"] == [True] * 7
+    assert estimator.estimated_mask == [False, False, True, True, True, True, True]
+
+
+def test_velocity_falls_back_to_finite_differences_without_encoder_velocity(arm_plant):
+    config = EstimatorConfig(imus=ARM_IMUS, estimated_joints={"arm": ARM_ESTIMATED})
+    estimator = Estimator(arm_plant, config)
+    results = []
+    for k in range(3):
+        t = k * DT
+        q, v = arm_trajectory(t)
+        estimator.add_joint_state(["arm_joint1", "arm_joint2"], q[:2], None, stamp=t)
+        for name, (quaternion, _) in sensor_readings(arm_plant, ARM_IMUS, q, v).items():
+            estimator.add_imu(name, t, quaternion, None, angular_velocity_present=False)
+        results.append(estimator.step())
+    np.testing.assert_array_equal(results[0].v, 0.0)  # first cycle: nothing to difference against
+    expected = (results[2].q - results[1].q) / DT
+    np.testing.assert_allclose(results[2].v, expected, rtol=1e-9, atol=1e-9)
+    assert not results[2].velocity_from_gyro.any()
+
+
+def test_arm_from_pinocchio_panda_truth(arm_plant):
+    """IMU orientations computed by Pinocchio on example-robot-data's Panda drive the estimator on arm7.urdf (which
+    is written from the Panda's published DH table): the estimate equals the Panda's joint angles."""
+    pin = pytest.importorskip("pinocchio")
+    from robot_models import urdf_path
+
+    model = pin.buildModelFromUrdf(str(urdf_path("panda")))
+    data = model.createData()
+    links = {"upper_arm": "panda_link3", "forearm": "panda_link5", "wrist": "panda_link6", "hand": "panda_link7"}
+    config = EstimatorConfig(imus=ARM_IMUS, estimated_joints={"arm": "all"})
+    estimator = Estimator(arm_plant, config)
+    for k in range(20):
+        q, _ = arm_trajectory(k * 0.01)
+        pin.framesForwardKinematics(model, data, np.concatenate([q, [0.0, 0.0]]))
+        for imu in ARM_IMUS:
+            R_WS = data.oMf[model.getFrameId(links[imu.name])].rotation @ imu.mounting
+            estimator.add_imu(imu.name, k * 0.01, matrix_to_quat(R_WS))
+        result = estimator.step()
+        np.testing.assert_allclose(result.q, q, atol=1e-6)
+
+
+def test_mobile_manipulator_planar_base_and_instances():
+    plant = build_plant([ModelSpec("mobile_base.urdf", "base", "planar"),
+                         ModelSpec("arm7.urdf", "arm", "fixed", "arm_mount")])
+    imus = (ImuConfig("base", "base_imu_link", model_instance="base"),
+            ImuConfig("forearm", "arm_link5", model_instance="arm"),
+            ImuConfig("hand", "arm_link7", model_instance="arm", mounting=rotation_x(0.3)))
+    config = EstimatorConfig(imus=imus, estimated_joints={
+        "base": ["base_link_qz"], "arm": ["arm_joint4", "arm_joint5", "arm_joint6", "arm_joint7"]})
+    estimator = Estimator(plant, config)
+    names = list(plant.position_names())
+    assert estimator.instance_masks["base"] == [True] * 5 + [False] * 7
+    assert estimator.instance_masks["arm"] == [False] * 5 + [True] * 7
+    assert estimator.estimated_mask == [False, False, True, False, False, False, False, False] + [True] * 4
+    measured = [i for i, m in enumerate(estimator.estimated_mask) if not m]
+    for k in range(30):
+        t = k * DT
+        q_arm, v_arm = arm_trajectory(t)
+        q = np.concatenate([[1.0 + 0.2 * t, -0.5, 0.3 + 0.5 * t, 2.0 * t, -1.0 * t], q_arm])
+        v = np.concatenate([[0.2, 0.0, 0.5, 2.0, -1.0], v_arm])
+        estimator.add_joint_state([names[i] for i in measured], q[measured], v[measured], stamp=t)
+        for name, (quaternion, gyro) in sensor_readings(plant, imus, q, v).items():
+            estimator.add_imu(name, t, quaternion, gyro)
+        result = estimator.step()
+        np.testing.assert_allclose(result.q, q, atol=1e-6)
+        if k:
+            np.testing.assert_allclose(result.v, v, atol=1e-5)
+
+
+def test_floating_base_orientation_estimated_translation_held():
+    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+    imus = (ImuConfig("trunk", "trunk_imu_link", mounting=rotation_z(np.pi / 2)),)
+    estimator = Estimator(plant, EstimatorConfig(imus=imus, estimated_joints={"quadruped": "none"}))
+    joint_names = list(plant.position_names())[7:]
+    default = plant.default_positions()
+    for k in range(30):
+        t = k * DT
+        w_W = np.array([0.3, -0.2, 0.8])
+        R_WB = rotvec_to_matrix(w_W * t) @ rotation_x(0.1)
+        legs = 0.2 * np.sin(t + np.arange(12)) - 0.5 * np.isin(np.arange(12), [2, 5, 8, 11])
+        q = np.concatenate([matrix_to_quat(R_WB), default[4:7], legs])
+        v = np.concatenate([w_W, np.zeros(3), 0.2 * np.cos(t + np.arange(12))])
+        estimator.add_joint_state(joint_names, legs, v[6:], stamp=t)
+        (quaternion, gyro), = sensor_readings(plant, imus, q, v).values()
+        estimator.add_imu("trunk", t, quaternion, gyro)
+        result = estimator.step()
+        R_est = plant.calc_body_poses(result.q)[plant.get_body_by_name("trunk").index, :3, :3]
+        assert rotation_angle_between(R_est, R_WB) < 1e-6
+        np.testing.assert_array_equal(result.q[4:7], default[4:7])
+        np.testing.assert_array_equal(result.q[7:], legs)
+        np.testing.assert_allclose(result.v[:3], w_W, atol=1e-7)
+        assert result.velocity_from_gyro[:3].all() and not result.velocity_from_gyro[3:].any()
+
+
+def test_stale_sensor_is_reported_tracking_continues_and_resumes(arm_plant):
+    config = EstimatorConfig(imus=ARM_IMUS, estimated_joints={"arm": ["arm_joint6", "arm_joint7"]},
+                             stale_timeout_s=0.02)
+    estimator = Estimator(arm_plant, config)
+    encoders = ["arm_joint1", "arm_joint2", "arm_joint3", "arm_joint4", "arm_joint5"]
+    stale_cycles, outputs_while_silent = 0, 0
+    for k in range(60):
+        t = k * DT
+        q, v = arm_trajectory(t)
+        silent = 15 <= k < 40
+        feed(estimator, arm_plant, ARM_IMUS, q, v, t, encoders, [0, 1, 2, 3, 4], skip=("wrist",) if silent else ())
+        if not silent or t - 14 * DT > 0.02 + 1e-9:
+            assert estimator.ready()  # a stale sensor never blocks the cycle
+        if not estimator.ready():
+            continue  # waiting for the late sensor, at most one sample period
+        result = estimator.step()
+        outputs_while_silent += silent
+        if silent and t - 14 * DT > 0.02 + 1e-9:
+            assert result.stale_sensors == ("wrist",)
+            assert math.isnan(result.sensor_errors_deg["wrist"])
+            assert "wrist" not in result.observed_sensors
+            stale_cycles += 1
+        if k >= 40:
+            assert result.stale_sensors == ()
+            assert result.sensor_errors_deg["wrist"] < 1e-4
+        late_but_live = silent and not result.stale_sensors
+        # A late sensor's last sample counts until it is stale (it lags the motion by < stale_timeout); once
+        # stale it is dropped and the hand IMU alone observes joints 6-7 exactly.
+        np.testing.assert_allclose(result.q, q, atol=1e-2 if late_but_live else 1e-6)
+    assert stale_cycles == 15  # k = 25..39: the last wrist sample (k = 14) is older than 0.02 s
+    assert outputs_while_silent >= 15 + 5  # late phase: every other cycle still produces output
+
+
+def test_ready_waits_for_every_live_sensor(arm_plant):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    q, v = arm_trajectory(0.0)
+    readings = sensor_readings(arm_plant, ARM_IMUS, q, v)
+    assert not estimator.ready()
+    for name in ["upper_arm", "forearm", "wrist", "hand"]:
+        estimator.add_imu(name, 0.0, *readings[name])
+    assert estimator.ready()
+    estimator.step()
+    assert not estimator.ready()
+    estimator.add_imu("hand", DT, *readings["hand"])
+    assert not estimator.ready()
+    estimator.add_imu("hand", 2 * DT, *readings["hand"])
+    assert estimator.statistics()["overwritten_samples"] == 1
+
+
+def test_bad_inputs_are_dropped_counted_and_change_nothing(arm_plant):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS, estimated_joints={"arm": ARM_ESTIMATED}))
+    q, v = arm_trajectory(0.0)
+    feed(estimator, arm_plant, ARM_IMUS, q, v, 1.0, ["arm_joint1", "arm_joint2"], [0, 1])
+    good = estimator.step()
+    bad_calls = [
+        (RejectReason.MISMATCHED_ARRAYS, lambda: estimator.add_joint_state(["arm_joint1"], [0.1, 0.2], stamp=1.1)),
+        (RejectReason.NON_FINITE, lambda: estimator.add_joint_state(["arm_joint1"], [np.nan], stamp=1.1)),
+        (RejectReason.DUPLICATE_NAME, lambda: estimator.add_joint_state(["arm_joint1"] * 2, [0, 0], stamp=1.1)),
+        (RejectReason.UNKNOWN_NAME, lambda: estimator.add_joint_state(["finger"], [0.0], stamp=1.1)),
+        (RejectReason.EMPTY, lambda: estimator.add_joint_state([], [], stamp=1.1)),
+        (RejectReason.OUT_OF_ORDER, lambda: estimator.add_joint_state(["arm_joint1"], [0.5], stamp=0.9)),
+        (RejectReason.FUTURE_STAMP, lambda: estimator.add_joint_state(["arm_joint1"], [0.5], stamp=9.0, now=1.1)),
+        (RejectReason.STALE_STAMP, lambda: estimator.add_joint_state(["arm_joint1"], [0.5], stamp=1.0, now=1.5)),
+        (RejectReason.ZERO_QUATERNION, lambda: estimator.add_imu("hand", 1.1, [0, 0, 0, 0])),
+        (RejectReason.NON_UNIT_QUATERNION, lambda: estimator.add_imu("hand", 1.1, [0.5, 0, 0, 0])),
+        (RejectReason.NON_FINITE, lambda: estimator.add_imu("hand", 1.1, [np.inf, 0, 0, 0])),
+        (RejectReason.NON_FINITE, lambda: estimator.add_imu("hand", float("nan"), [1, 0, 0, 0])),
+        (RejectReason.OUT_OF_ORDER, lambda: estimator.add_imu("hand", 0.95, [1, 0, 0, 0])),
+        (RejectReason.UNKNOWN_SENSOR, lambda: estimator.add_imu("elbow", 1.1, [1, 0, 0, 0])),
+        (RejectReason.ORIENTATION_ABSENT, lambda: estimator.add_imu("hand", 1.1, None, None, False, False)),
+    ]
+    before = estimator.reject_counts()
+    for reason, call in bad_calls:
+        status = call()
+        assert not status.accepted and status.reason is reason, (reason, status)
+        assert status.detail
+    after = estimator.reject_counts()
+    expected = {r.value: sum(1 for reason, _ in bad_calls if reason is r) for r in RejectReason}
+    assert {k: after[k] - before[k] for k in after} == expected
+    assert not estimator.ready()  # nothing of the bad input counts as new data
+    again = estimator.step()
+    np.testing.assert_array_equal(again.q, good.q)
+    assert ("hand", "zero_quaternion") in estimator.reject_counts_by_source()
+
+
+def test_partial_joint_states_merge_and_unknown_names_are_ignored(arm_plant):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=(), estimated_joints={"arm": "none"}))
+    estimator.add_joint_state(["arm_joint1", "arm_joint2"], [0.1, 0.2], stamp=0.0)
+    status = estimator.add_joint_state(["gripper", "arm_joint7"], [9.0, 0.7], stamp=0.0)
+    assert status.accepted and status.reason is RejectReason.UNKNOWN_NAME
+    result = estimator.step()
+    np.testing.assert_array_equal(result.q, [0.1, 0.2, 0, 0, 0, 0, 0.7])
+    assert result.missing_encoders == ("arm_joint3", "arm_joint4", "arm_joint5", "arm_joint6")
+    assert not result.solved and "no IMU" in result.failure
+
+
+def test_orientation_absent_keeps_gyro(arm_plant):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    q, v = arm_trajectory(0.0)
+    readings = sensor_readings(arm_plant, ARM_IMUS, q, v)
+    for name, (quaternion, gyro) in readings.items():
+        status = estimator.add_imu(name, 0.0, quaternion, gyro, orientation_present=(name != "hand"))
+        assert status.accepted
+    result = estimator.step()
+    assert "hand" not in result.observed_sensors and math.isnan(result.sensor_errors_deg["hand"])
+    assert estimator.reject_counts()["orientation_absent"] == 1
+
+
+def test_clock_jump_back_resets_tracking(arm_plant):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    q, v = arm_trajectory(0.0)
+    readings = sensor_readings(arm_plant, ARM_IMUS, q, v)
+    for t, now in ((5.0, 5.0), (5.002, 5.002)):
+        for name, reading in readings.items():
+            estimator.add_imu(name, t, *reading, now=now)
+        estimator.step()
+    for name, reading in readings.items():  # the bag loops: clock and stamps start again
+        assert estimator.add_imu(name, 0.0, *reading, now=0.0).ok
+    result = estimator.step()
+    assert result.tracking_reset and estimator.statistics()["resets"] == 1
+    assert estimator.reject_counts()["clock_jump_back"] == 1
+    np.testing.assert_allclose(result.q, q, atol=1e-6)
+    np.testing.assert_allclose(result.v, v, atol=1e-6)  # gyros, not a finite difference across the jump
+
+
+def test_offline_stamp_jump_resets_but_small_step_back_is_out_of_order(arm_plant):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS, stamp_jump_reset_s=1.0))
+    q, v = arm_trajectory(0.0)
+    quaternion, gyro = sensor_readings(arm_plant, ARM_IMUS, q, v)["hand"]
+    assert estimator.add_imu("hand", 10.0, quaternion, gyro).ok
+    assert estimator.add_imu("hand", 9.5, quaternion, gyro).reason is RejectReason.OUT_OF_ORDER
+    assert estimator.add_imu("hand", 2.0, quaternion, gyro).ok
+    assert estimator.statistics()["resets"] == 1
+
+
+def test_uncalibrated_sensor_is_reported_and_not_used(arm_plant):
+    imus = (*ARM_IMUS[:3], ImuConfig("hand", "arm_link7", mounting=CALIBRATE))
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=imus))
+    q, v = arm_trajectory(0.0)
+    for name, reading in sensor_readings(arm_plant, ARM_IMUS, q, v).items():
+        estimator.add_imu(name, 0.0, *reading)
+    result = estimator.step()
+    assert result.uncalibrated_sensors == ("hand",)
+    assert estimator.mounting("hand") is None
+    assert result.observed_sensors == ("upper_arm", "forearm", "wrist")
+
+
+@pytest.mark.parametrize(
+    "config, error, fragment",
+    [
+        (EstimatorConfig(imus=(ImuConfig("a", "arm_lnk3"),)), UnknownNameError, "did you mean 'arm_link3'"),
+        (EstimatorConfig(estimated_joints={"armm": "all"}), UnknownNameError, "did you mean 'arm'"),
+        (EstimatorConfig(estimated_joints={"arm": ["arm_joint9"]}), UnknownNameError, "arm_joint1"),
+        (EstimatorConfig(imus=(ImuConfig("a", "arm_link3", model_instance="base"),)), UnknownNameError, "'arm'"),
+    ],
+)
+def test_config_checked_against_the_robot(arm_plant, config, error, fragment):
+    with pytest.raises(error) as info:
+        Estimator(arm_plant, config)
+    assert fragment in str(info.value)
+
+
+def test_floating_joint_cannot_be_listed_and_plant_must_be_finalized():
+    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+    with pytest.raises(EstimatorConfigError, match="floating"):
+        Estimator(plant, EstimatorConfig(estimated_joints={"quadruped": ["trunk"]}))
+    from ros_dofkit.core.multibody import MultibodyPlant
+
+    with pytest.raises(EstimatorConfigError, match="finalized"):
+        Estimator(MultibodyPlant(), EstimatorConfig())
+    with pytest.raises(TypeError):
+        Estimator(plant, {"imus": []})
+
+
+def test_step_without_any_input_needs_a_stamp(arm_plant):
+    from ros_dofkit.core.estimator.estimator import EstimatorStateError
+
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    with pytest.raises(EstimatorStateError):
+        estimator.step()
+    result = estimator.step(0.5)
+    assert result.stale_sensors == ("upper_arm", "forearm", "wrist", "hand")
+
+
+def test_rotation_angle_between_matches_rotvec_norm():
+    rng = np.random.default_rng(4)
+    for angle in [0.0, 1e-9, 1e-4, 0.5, 3.0, np.pi - 1e-7]:
+        axis = rng.normal(size=3)
+        axis /= np.linalg.norm(axis)
+        R_A = rotvec_to_matrix(rng.normal(size=3))
+        assert rotation_angle_between(R_A, R_A @ rotvec_to_matrix(angle * axis)) == pytest.approx(angle, abs=1e-12)
