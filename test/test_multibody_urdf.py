@@ -159,6 +159,8 @@ def test_limits_damping_and_actuators_come_from_the_urdf(arm):
     assert arm.velocity_upper_limits()[vnames.index("turn")] == 2.0
     assert arm.velocity_lower_limits()[vnames.index("elbow")] == -2.5
     assert np.all(np.isinf(arm.acceleration_upper_limits()))
+    efforts = dict(zip(vnames, arm.effort_limits(), strict=True))
+    assert (efforts["turn"], efforts["elbow"], efforts["extend"], efforts["base_wx"]) == (50.0, 30.0, 100.0, math.inf)
     assert arm.get_joint_by_name("shoulder_pitch").damping.tolist() == [0.2]
     np.testing.assert_array_equal(arm.get_joint_by_name("sled_plane").damping, [0.5, 0.5, 0.5])
     assert arm.num_actuators() == 2

@@ -100,6 +100,7 @@ class Joint:
         self._position_limits = (np.full(nq, -np.inf), np.full(nq, np.inf))
         self._velocity_limits = (np.full(nv, -np.inf), np.full(nv, np.inf))
         self._acceleration_limits = (np.full(nv, -np.inf), np.full(nv, np.inf))
+        self._effort_limits = np.full(nv, np.inf)
         self._damping = self._check_damping(np.zeros(nv) if damping is None else damping)
 
     # ----- structure -------------------------------------------------------------------------------------
@@ -225,6 +226,16 @@ class Joint:
             lower_limits, upper_limits, self.num_velocities, "acceleration"
         )
 
+    def set_effort_limits(self, effort_limits) -> None:
+        """Magnitude of the generalized force per velocity (N or N·m; URDF ``<limit effort>``), each > 0 or inf.
+        Drake keeps this on the JointActuator; it is kept on the joint too so unactuated URDF joints keep it.
+        """
+        limits = _vector(effort_limits, self.num_velocities, f"joint {self.name!r} effort limits")
+        if np.any(limits <= 0.0):
+            raise MultibodyValueError(f"joint {self.name!r}: effort limits must be > 0, got {limits.tolist()}")
+        self._effort_limits = limits
+
+    effort_limits = property(lambda self: self._effort_limits.copy())
     position_lower_limits = property(lambda self: self._position_limits[0].copy())
     position_upper_limits = property(lambda self: self._position_limits[1].copy())
     velocity_lower_limits = property(lambda self: self._velocity_limits[0].copy())

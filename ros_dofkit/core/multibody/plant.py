@@ -500,6 +500,10 @@ class MultibodyPlant:
     def acceleration_upper_limits(self) -> np.ndarray:
         return self._concatenate("acceleration_upper_limits", 0)
 
+    def effort_limits(self) -> np.ndarray:
+        """(nv,) magnitude of the generalized force per velocity (inf when unknown)."""
+        return self._concatenate("effort_limits", 0)
+
     def is_velocity_equal_to_qdot(self) -> bool:
         """Drake ``IsVelocityEqualToQDot``: nq == nv and every joint has v == q̇."""
         self._check_finalized("is_velocity_equal_to_qdot")

@@ -8,7 +8,7 @@ Mapping (URDF -> plant): link -> Body; ``fixed`` -> WeldJoint; ``revolute``/``co
 (continuous: infinite position limits); ``prismatic`` -> PrismaticJoint; ``planar`` -> PlanarJoint whose F and M
 frames are rotated so their z axis is the URDF axis (the plane normal); ``floating`` -> QuaternionFloatingJoint.
 ``<origin>`` is X_PF (frame F registered on the parent as "<joint>_frame_on_parent" unless it is the identity);
-``<limit>`` lower/upper/velocity give position and velocity limits, ``effort`` the actuator's effort limit;
+``<limit>`` lower/upper/velocity/effort give position, velocity and effort limits (effort also the actuator's);
 ``<dynamics damping>`` the damping; ``<mimic>`` makes a coordinate-free mimic joint. A ``<transmission>`` with
 type ``SimpleTransmission`` (one ``<joint>``) adds one actuator named after its ``<actuator>`` (else the
 transmission); like Drake's parser, other transmission types (differentials, reducers sharing one motor among
@@ -403,6 +403,8 @@ def add_urdf_to_plant(plant, urdf, model_name=None, base_joint="fixed", parent_f
             result = QuaternionFloatingJoint(joint.name, F, child, joint.damping, joint.damping)
         if result.num_velocities == 1 and math.isfinite(joint.velocity):
             result.set_velocity_limits([-joint.velocity], [joint.velocity])
+        if result.num_velocities == 1 and 0.0 < joint.effort < math.inf:
+            result.set_effort_limits([joint.effort])
         created[joint.name] = result
         return result
 
