@@ -127,6 +127,14 @@ def test_missing_and_corrupt_bags(tmp_path, typestore):
         storage_file.write_bytes(data[: len(data) // 3])
         with pytest.raises(BagError, match="bag"):
             list(read_bag(path))
+        path = tmp_path / f"garbled_{storage}"
+        write_bag(path, [("/a", k, joint_state(typestore, k, [float(k)])) for k in range(200)], storage=storage)
+        (storage_file,) = path.glob(f"*.{extension}")
+        data = bytearray(storage_file.read_bytes())
+        data[len(data) // 3 : len(data) // 3 + 2000] = b"\xab" * 2000
+        storage_file.write_bytes(bytes(data))
+        with pytest.raises(BagError, match="bag"):
+            list(read_bag(path))
 
 
 def test_writer_rejects_bad_records(tmp_path, typestore):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import sqlite3
+import struct
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple, Self
@@ -32,6 +33,18 @@ DISTROS = {"humble": Stores.ROS2_HUMBLE, "jazzy": Stores.ROS2_JAZZY, "kilted": S
 DEFAULT_DISTRO = "jazzy"
 # rosbag2 metadata version written (Jazzy's rosbag2 writes version 9; Humble reads up to its own and ignores extras).
 _BAG_VERSION = 9
+
+
+# What a damaged storage file raises inside rosbags: its own errors, the sqlite3 driver's (apsw), I/O, and the
+# CDR deserializer's and the mcap parser's (struct/index/overflow/unicode errors on truncated or garbled bytes).
+_STORAGE_ERRORS: tuple[type[BaseException], ...] = (ReaderError, OSError, ValueError, KeyError, IndexError,
+                                                     ArithmeticError, struct.error, sqlite3.DatabaseError)
+try:
+    import apsw
+
+    _STORAGE_ERRORS += (apsw.Error,)
+except ImportError:  # rosbags without its sqlite3 extra
+    pass
 
 
 class BagError(ValueError):
@@ -154,7 +167,7 @@ def _open_reader(path: Path) -> Reader:
     try:
         reader = Reader(path)
         reader.open()
-    except (ReaderError, OSError, KeyError, ValueError, sqlite3.DatabaseError) as error:
+    except _STORAGE_ERRORS as error:
         raise BagError(f"cannot read the bag {path} (missing metadata.yaml or corrupt storage): {error}") from None
     return reader
 
@@ -171,10 +184,13 @@ def bag_topics(path) -> dict[str, tuple[str, int]]:
 
 def read_bag(path, topics: Iterable[str] | None = None, distro: str = DEFAULT_DISTRO,
              typestore=None) -> Iterator[BagRecord]:
-    """Yield the bag's messages in stamp order as :class:`BagRecord`, deserialized.
+    """Yield the bag's messages in stamp order as :class:`BagRecord`, deserialized, one at a time (streaming).
 
     ``topics`` restricts the topics read; an unknown topic raises :class:`BagError` listing the bag's topics.
     Message types missing from the typestore are registered from the definitions stored in the bag.
+    Order: each storage file is read sorted by stamp (rosbags: sqlite3 ``ORDER BY timestamp``, mcap merges its
+    chunks); files of a split bag follow one another in recording order. A stamp that goes backwards (a split bag
+    whose files overlap in time) raises :class:`BagError` rather than silently breaking the order.
     """
     path = Path(path)
     typestore = typestore if typestore is not None else make_typestore(distro)
@@ -191,17 +207,20 @@ def read_bag(path, topics: Iterable[str] | None = None, distro: str = DEFAULT_DI
         for connection in connections:
             if connection.msgtype not in typestore.types and connection.msgdef.data:
                 typestore.register(get_types_from_msg(connection.msgdef.data, connection.msgtype))
-        # rosbags yields each storage's messages by timestamp; the sort below makes the order a contract even for
-        # bags split over several files.
-        records = []
-        try:
-            for connection, stamp_ns, raw in reader.messages(connections=connections):
-                records.append((stamp_ns, len(records), connection, raw))
-        except (ReaderError, OSError, ValueError, sqlite3.DatabaseError) as error:
-            raise BagError(f"corrupt bag {path}: {error}") from None
-        records.sort(key=lambda r: (r[0], r[1]))
+        messages = reader.messages(connections=connections)
+        previous = None
+        while True:
+            try:
+                connection, stamp_ns, raw = next(messages)
+                message = typestore.deserialize_cdr(raw, connection.msgtype)
+            except StopIteration:
+                return
+            except _STORAGE_ERRORS as error:
+                raise BagError(f"corrupt bag {path}: {error}") from None
+            if previous is not None and stamp_ns < previous:
+                raise BagError(f"{path}: stamp {stamp_ns} ns on {connection.topic} comes after {previous} ns; the "
+                               "bag's storage files overlap in time, so its messages cannot be streamed in order")
+            previous = stamp_ns
+            yield BagRecord(connection.topic, int(stamp_ns), connection.msgtype, message)
     finally:
         reader.close()
-    for stamp_ns, _, connection, raw in records:
-        message = typestore.deserialize_cdr(raw, connection.msgtype)
-        yield BagRecord(connection.topic, int(stamp_ns), connection.msgtype, message)
