@@ -31,7 +31,7 @@ STORAGES = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
 #: ROS 2 distributions whose message definitions can be used.
 DISTROS = {"humble": Stores.ROS2_HUMBLE, "jazzy": Stores.ROS2_JAZZY, "kilted": Stores.ROS2_KILTED}
 DEFAULT_DISTRO = "jazzy"
-# rosbag2 metadata version written (Jazzy's rosbag2 writes version 9; Humble reads up to its own and ignores extras).
+# rosbag2 metadata version written: 9, the version Jazzy's rosbag2 writes (rosbags can write only 8 or 9).
 _BAG_VERSION = 9
 
 
