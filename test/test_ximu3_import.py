@@ -14,6 +14,7 @@ from ros_dofkit.core.recordings import STANDARD_GRAVITY, read_recording
 from ros_dofkit.core.spatial import quat_to_matrix, rotation_z
 from ros_dofkit.ros.bag_io import bag_topics, make_typestore, read_bag
 from ros_dofkit.ros.imu_messages import (
+    ImuMessageError,
     imu_frame_id,
     imu_message_to_arrays,
     imu_topic,
@@ -39,7 +40,7 @@ def test_ros_names_topics_and_frames():
     assert ros_name("7th sensor!") == "_7th_sensor"
     assert imu_topic("Right Foot") == "/imu/right_foot/data"
     assert imu_frame_id("pelvis") == "pelvis_imu"
-    with pytest.raises(ValueError, match="no letters or digits"):
+    with pytest.raises(ImuMessageError, match="no letters or digits"):
         ros_name(" -- ")
 
 
@@ -72,15 +73,15 @@ def test_absent_fields_are_marked_minus_one(typestore):
 
 
 def test_imu_message_validation(typestore):
-    with pytest.raises(ValueError, match="unit length"):
+    with pytest.raises(ImuMessageError, match="unit length"):
         make_imu_message(typestore, 0, "f", [2.0, 0, 0, 0])
-    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+    with pytest.raises(ImuMessageError, match=r"shape \(3,\)"):
         make_imu_message(typestore, 0, "f", None, [1.0, 2.0])
-    with pytest.raises(ValueError, match="standard deviation"):
+    with pytest.raises(ImuMessageError, match="standard deviation"):
         make_imu_message(typestore, 0, "f", orientation_stddev=-1.0)
-    with pytest.raises(ValueError, match="non-negative integer"):
+    with pytest.raises(ImuMessageError, match="non-negative integer"):
         make_imu_message(typestore, -1, "f")
-    with pytest.raises(ValueError, match="infinite"):
+    with pytest.raises(ImuMessageError, match="infinite"):
         make_imu_message(typestore, 0, "f", None, [np.inf, 0, 0])
 
 

@@ -136,7 +136,7 @@ def test_truncated_keeps_the_first_seconds():
     short = recording.truncated(0.03)
     np.testing.assert_array_equal(short["thigh"].timestamp_us, [1_000_000, 1_020_000])
     np.testing.assert_array_equal(short["foot"].timestamp_us, [1_005_000, 1_025_000])
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(XIMU3RecordingError, match="positive"):
         recording.truncated(0.0)
 
 
@@ -207,7 +207,7 @@ def test_malformed_command_json(tmp_path):
 
 def test_bad_tolerance_is_rejected(tmp_path):
     folder = write_device(tmp_path / "d", "10,1,0,0,0\n", "10,0,0,0,0,0,1\n")
-    with pytest.raises(ValueError, match="non-negative integer"):
+    with pytest.raises(XIMU3RecordingError, match="non-negative integer"):
         read_device(folder, match_tolerance_us=-1)
 
 

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     """Convert; prints one line per topic. Returns the exit status (0 ok, 2 bad input)."""
     from ros_dofkit.core.recordings.ximu3 import XIMU3RecordingError, read_recording
     from ros_dofkit.ros.bag_io import BagError, BagWriter
-    from ros_dofkit.ros.imu_messages import imu_frame_id, imu_topic, ximu3_device_records
+    from ros_dofkit.ros.imu_messages import ImuMessageError, imu_frame_id, imu_topic, ximu3_device_records
 
     try:
         recording = read_recording(args.folder, devices=args.devices, earth_convention=args.earth_convention,
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                     linear_acceleration_stddev=args.linear_acceleration_stddev))
             records.sort(key=lambda record: record[1])  # stable: same-stamp order follows device order
             counts = bag.write_all(records)
-    except (XIMU3RecordingError, BagError, ValueError) as error:
+    except (XIMU3RecordingError, BagError, ImuMessageError) as error:
         print(f"dofkit import ximu3: error: {error}", file=sys.stderr)
         return 2
     print(f"wrote {args.out} ({args.storage}, {sum(counts.values())} sensor_msgs/Imu messages); orientation "

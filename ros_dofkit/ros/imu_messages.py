@@ -26,6 +26,10 @@ IMU_MSGTYPE = "sensor_msgs/msg/Imu"
 _NOT_A_NAME_CHAR = re.compile(r"[^a-z0-9_]+")
 
 
+class ImuMessageError(ValueError):
+    """An Imu message cannot be built from the given values (shape, non-finite, non-unit quaternion, stamp)."""
+
+
 def ros_name(text: str) -> str:
     """A valid ROS name token from free text: lower case, runs of other characters -> '_', no leading digit.
 
@@ -34,7 +38,7 @@ def ros_name(text: str) -> str:
     """
     token = _NOT_A_NAME_CHAR.sub("_", str(text).strip().lower()).strip("_")
     if not token:
-        raise ValueError(f"cannot make a ROS name from {text!r}: it has no letters or digits")
+        raise ImuMessageError(f"cannot make a ROS name from {text!r}: it has no letters or digits")
     return token if not token[0].isdigit() else "_" + token
 
 
@@ -59,7 +63,7 @@ def _covariance(stddev: float | None, present: bool) -> np.ndarray:
 
 def _check_stddev(name: str, value) -> None:
     if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be None (unknown) or a finite standard deviation >= 0, got {value!r}")
+        raise ImuMessageError(f"{name} must be None (unknown) or a finite standard deviation >= 0, got {value!r}")
 
 
 def make_imu_message(typestore, stamp_ns: int, frame_id: str, quaternion_wxyz=None, angular_velocity=None,
@@ -76,7 +80,7 @@ def make_imu_message(typestore, stamp_ns: int, frame_id: str, quaternion_wxyz=No
                         ("linear_acceleration_stddev", linear_acceleration_stddev)):
         _check_stddev(name, value)
     if isinstance(stamp_ns, bool) or not isinstance(stamp_ns, (int, np.integer)) or stamp_ns < 0:
-        raise ValueError(f"stamp_ns must be a non-negative integer number of nanoseconds, got {stamp_ns!r}")
+        raise ImuMessageError(f"stamp_ns must be a non-negative integer number of nanoseconds, got {stamp_ns!r}")
     types = typestore.types
     Time = types["builtin_interfaces/msg/Time"]
     Header = types["std_msgs/msg/Header"]
@@ -87,7 +91,7 @@ def make_imu_message(typestore, stamp_ns: int, frame_id: str, quaternion_wxyz=No
     w = _optional_vector(angular_velocity, 3, "angular_velocity")
     a = _optional_vector(linear_acceleration, 3, "linear_acceleration")
     if q is not None and abs(np.linalg.norm(q) - 1.0) > 1e-6:
-        raise ValueError(f"quaternion_wxyz must be unit length, got norm {np.linalg.norm(q):.9g}")
+        raise ImuMessageError(f"quaternion_wxyz must be unit length, got norm {np.linalg.norm(q):.9g}")
     stamp_ns = int(stamp_ns)
     return types[IMU_MSGTYPE](
         header=Header(stamp=Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000), frame_id=frame_id),
@@ -107,11 +111,11 @@ def _optional_vector(value, size: int, name: str):
         return None
     array = np.asarray(value, dtype=float)
     if array.shape != (size,):
-        raise ValueError(f"{name} must have shape ({size},), got {array.shape}")
+        raise ImuMessageError(f"{name} must have shape ({size},), got {array.shape}")
     if np.any(np.isnan(array)):
         return None
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} has an infinite entry: {array}")
+        raise ImuMessageError(f"{name} has an infinite entry: {array}")
     return [float(x) for x in array]
 
 
@@ -152,7 +156,7 @@ def ximu3_device_records(device, typestore, stamp_offset_ns: int = 0, orientatio
     frame_id = imu_frame_id(device.name)
     stamps = device.timestamp_us.astype(np.int64) * 1000 + int(stamp_offset_ns)
     if len(stamps) and stamps[0] < 0:
-        raise ValueError(f"stamp offset {stamp_offset_ns} ns makes the first stamp of {device.name} negative")
+        raise ImuMessageError(f"stamp offset {stamp_offset_ns} ns makes the first stamp of {device.name} negative")
     for k, stamp_ns in enumerate(stamps):
         message = make_imu_message(
             typestore, int(stamp_ns), frame_id,

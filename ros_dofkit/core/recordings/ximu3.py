@@ -137,9 +137,9 @@ class XIMU3Device:
         }
         for what, (got, want) in shapes.items():
             if got != want:
-                raise ValueError(f"{self.name}: {what} has shape {got}, expected {want} for {n} timestamps")
+                raise XIMU3RecordingError(f"{self.name}: {what} has shape {got}, expected {want} for {n} timestamps")
         if n > 1 and not np.all(np.diff(self.timestamp_us) > 0):
-            raise ValueError(f"{self.name}: timestamps must be strictly increasing")
+            raise XIMU3RecordingError(f"{self.name}: timestamps must be strictly increasing")
 
     def __len__(self) -> int:
         return len(self.timestamp_us)
@@ -163,7 +163,7 @@ class XIMU3Device:
         """A copy holding only the samples where ``mask`` (bool (n,)) is True."""
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (len(self),):
-            raise ValueError(f"{self.name}: mask has shape {mask.shape}, expected ({len(self)},)")
+            raise XIMU3RecordingError(f"{self.name}: mask has shape {mask.shape}, expected ({len(self)},)")
         return XIMU3Device(
             name=self.name,
             folder=self.folder,
@@ -214,7 +214,7 @@ class XIMU3Recording:
     def truncated(self, duration_s: float) -> XIMU3Recording:
         """The samples of every device with ``timestamp < start_us + duration_s`` (the first seconds)."""
         if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0):
-            raise ValueError(f"duration must be a positive finite number of seconds, got {duration_s!r}")
+            raise XIMU3RecordingError(f"duration must be a positive finite number of seconds, got {duration_s!r}")
         end = self.start_us + round(duration_s * 1e6)
         return XIMU3Recording(self.folder, {n: d.select(d.timestamp_us < end) for n, d in self.devices.items()})
 
@@ -239,7 +239,7 @@ def read_device(
     folder = Path(folder)
     R_WE = earth_to_enu_rotation(earth_convention)
     if not (isinstance(match_tolerance_us, (int, np.integer)) and match_tolerance_us >= 0):
-        raise ValueError(f"match_tolerance_us must be a non-negative integer, got {match_tolerance_us!r}")
+        raise XIMU3RecordingError(f"match_tolerance_us must be a non-negative integer, got {match_tolerance_us!r}")
     if not folder.is_dir():
         raise XIMU3RecordingError("device folder not found (expected a folder with Quaternion.csv and Inertial.csv)",
                                   folder)
