@@ -11,7 +11,7 @@ from ros_dofkit.core.estimator import CALIBRATE, EstimatorConfig, EstimatorConfi
 from ros_dofkit.core.estimator.estimator import Estimator, rotation_angle_between
 from ros_dofkit.core.estimator.inputs import RejectReason
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
-from ros_dofkit.core.spatial import matrix_to_quat, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
+from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
 
 ARM_IMUS = (
     ImuConfig("upper_arm", "arm_link3"),
@@ -394,3 +394,80 @@ def test_rotation_angle_between_matches_rotvec_norm():
         axis /= np.linalg.norm(axis)
         R_A = rotvec_to_matrix(rng.normal(size=3))
         assert rotation_angle_between(R_A, R_A @ rotvec_to_matrix(angle * axis)) == pytest.approx(angle, abs=1e-12)
+
+
+def test_calibrate_computes_unknown_mounting_from_static_window(arm_plant):
+    from ros_dofkit.core.estimator.estimator import CalibrationError
+
+    R_BS_true = rotation_y(-0.4) @ rotation_z(1.0)
+    imus = (*ARM_IMUS[:2], ImuConfig("wrist", "arm_link6", mounting=CALIBRATE), ARM_IMUS[3])
+    truth_imus = (*ARM_IMUS[:2], ImuConfig("wrist", "arm_link6", mounting=R_BS_true), ARM_IMUS[3])
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=imus, estimated_joints={"arm": ARM_ESTIMATED},
+                                                     calibration_window=5))
+    with pytest.raises(CalibrationError, match="no orientation samples"):
+        estimator.calibrate()
+    # Calibration pose: default positions in the estimated joints, encoders in the measured ones.
+    q_cal = arm_plant.default_positions().copy()
+    q_cal[:2] = [0.3, -0.6]
+    rng = np.random.default_rng(5)
+    for k in range(5):
+        estimator.add_joint_state(["arm_joint1", "arm_joint2"], q_cal[:2], stamp=k * DT)
+        for name, (quaternion, _) in sensor_readings(arm_plant, truth_imus, q_cal, np.zeros(7)).items():
+            jitter = rotvec_to_matrix(rng.normal(scale=1e-4, size=3))  # sensor noise, well under the 2 deg limit
+            estimator.add_imu(name, k * DT, matrix_to_quat(quat_to_matrix(quaternion) @ jitter))
+        estimator.step()
+    result = estimator.calibrate()
+    assert set(result.R_BS) == {"wrist"} and result.num_samples["wrist"] == 5
+    assert math.degrees(rotation_angle_between(result.R_BS["wrist"], R_BS_true)) < 0.02
+    np.testing.assert_allclose(estimator.mounting("wrist"), result.R_BS["wrist"])
+    np.testing.assert_array_equal(result.q_cal, q_cal)
+    assert result.heading_angle == 0.0 and result.max_spread_deg < 0.1
+    # The calibrated IMU is used from now on.
+    q, v = arm_trajectory(0.1)
+    feed(estimator, arm_plant, truth_imus, q, v, 1.0, ["arm_joint1", "arm_joint2"], [0, 1])
+    step = estimator.step()
+    assert "wrist" in step.observed_sensors and step.uncalibrated_sensors == () and step.tracking_reset
+    np.testing.assert_allclose(step.q, q, atol=1e-3)
+
+
+def test_calibrate_refuses_a_moving_window(arm_plant):
+    from ros_dofkit.core.estimator.estimator import CalibrationError
+
+    imus = (ImuConfig("hand", "arm_link7", mounting=CALIBRATE),)
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=imus, calibration_window=10))
+    for k in range(10):
+        estimator.add_imu("hand", k * DT, matrix_to_quat(rotation_z(0.01 * k)))
+    with pytest.raises(CalibrationError, match="moved during the calibration window"):
+        estimator.calibrate()
+    assert estimator.mounting("hand") is None
+    estimator_no_work = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    with pytest.raises(CalibrationError, match="nothing to calibrate"):
+        estimator_no_work.calibrate()
+    with pytest.raises(UnknownNameError, match="hand"):
+        estimator_no_work.calibrate(sensors=["hnd"])
+
+
+def test_calibrate_heading_aligns_imu_world_with_model_world():
+    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+    imus = (ImuConfig("trunk", "trunk_imu_link"),)
+    config = EstimatorConfig(imus=imus, estimated_joints={"quadruped": "none"}, heading_reference="trunk",
+                             heading_axis="x")
+    estimator = Estimator(plant, config)
+    yaw = 0.7  # the IMU's world (ENU) is turned by 0.7 rad about z from the model world
+    R_WG_true = rotation_z(yaw)
+    q_cal = plant.default_positions()
+    (quaternion, _), = sensor_readings(plant, imus, q_cal, np.zeros(18)).values()
+    for k in range(3):
+        estimator.add_imu("trunk", k * DT, matrix_to_quat(R_WG_true.T @ quat_to_matrix(quaternion)))
+    result = estimator.calibrate()
+    assert result.heading_angle == pytest.approx(yaw, abs=1e-9)
+    np.testing.assert_allclose(estimator.R_WG, R_WG_true, atol=1e-9)
+    np.testing.assert_allclose(estimator.mounting("trunk"), np.eye(3))  # fixed mountings stay
+    # Tracking now reports the trunk's true yaw from readings in the turned IMU world.
+    R_WB = rotation_z(-0.4) @ rotation_y(0.2)
+    q = np.concatenate([matrix_to_quat(R_WB), q_cal[4:]])
+    (quaternion, gyro), = sensor_readings(plant, imus, q, np.zeros(18)).values()
+    estimator.add_imu("trunk", 1.0, matrix_to_quat(R_WG_true.T @ quat_to_matrix(quaternion)), gyro)
+    step = estimator.step()
+    R_est = plant.calc_body_poses(step.q)[plant.get_body_by_name("trunk").index, :3, :3]
+    assert rotation_angle_between(R_est, R_WB) < 1e-6

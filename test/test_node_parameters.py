@@ -146,3 +146,20 @@ def test_config_files_use_only_declared_parameters_and_build(path):
     assert validate_parameters(values, instance_names) == []
     config = estimator_config_from_parameters(values, instance_names)
     assert len(config.imus) >= 1
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_config_files_build_a_working_estimator(path):
+    """The shipped robot and sensors of each config build an Estimator; every IMU body exists; one cycle runs."""
+    from ros_dofkit.core.estimator.estimator import Estimator
+    from ros_dofkit.core.estimator.robot import build_plant
+
+    values = load_parameter_file(path)
+    plant = build_plant(model_specs_from_parameters(values))
+    instance_names = [plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())]
+    estimator = Estimator(plant, estimator_config_from_parameters(values, instance_names))
+    for imu in estimator.config.imus:
+        assert estimator.add_imu(imu.name, 1.0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0]).ok
+    result = estimator.step()
+    assert result.q.shape == (plant.num_positions(),)
+    assert estimator.estimated_mask.count() > 0 or estimator.floating_joints  # something is estimated

@@ -165,8 +165,8 @@ class EstimatorConfig:
             world is ENU like the devices). Calibration may replace its heading.
         heading_reference: name of the IMU whose heading defines the world alignment at calibration, or None.
         heading_axis: signed sensor axis of the heading reference (one of x, -x, y, -y, z, -z) whose horizontal
-            direction is turned onto the horizontal direction of its body's +x axis at calibration (OpenSense's
-            ``base_heading_axis``, with the model world's z as vertical).
+            direction calibration turns, about the vertical (model z), onto the base body's +x (OpenSense's
+            ``base_heading_axis``; see ``ros_dofkit.core.assembly.calibration``).
         calibration_window: number of recent samples per IMU averaged for calibration (>= 1).
         use_joint_limits: restrict estimated coordinates to their URDF limits.
     """

@@ -86,6 +86,31 @@ class EstimatorStateError(RuntimeError):
     """The estimator was asked for something its current state cannot give (e.g. a step with no input)."""
 
 
+class CalibrationError(EstimatorStateError):
+    """Calibration cannot run now: samples are missing, or the sensors were not static over the window."""
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """Outcome of :meth:`Estimator.calibrate`.
+
+    Attributes:
+        R_BS: {IMU name: new mounting rotation} for the IMUs that were calibrated.
+        R_WG: the world alignment after calibration (heading included).
+        heading_angle: rotation about the model's z applied by the heading correction (rad; 0 without one).
+        q_cal: the calibration pose used (plant coordinates).
+        max_spread_deg: largest angle between a window sample and its IMU's mean (how static the pose was).
+        num_samples: {IMU name: samples averaged}.
+    """
+
+    R_BS: dict
+    R_WG: np.ndarray
+    heading_angle: float
+    q_cal: np.ndarray
+    max_spread_deg: float
+    num_samples: dict
+
+
 def _frozen(array) -> np.ndarray:
     array = np.array(array, copy=True)
     array.setflags(write=False)
@@ -473,6 +498,78 @@ class Estimator:
     def _note_stamp(self, stamp: float) -> None:
         if self._newest_stamp is None or stamp > self._newest_stamp:
             self._newest_stamp = stamp
+
+    # ------------------------------------------------------------------ calibration
+    def calibration_pose(self) -> np.ndarray:
+        """The pose calibration assumes the robot holds: default positions (OpenSense's default pose), with the
+        measured coordinates at their latest encoder values."""
+        q = self._q_default.copy()
+        measured = ~self._estimated_art & self._have_encoder
+        q[self._art_q[measured]] = self._encoder_q[measured]
+        return q
+
+    def calibrate(self, q_cal=None, max_spread_deg: float = 2.0, sensors=None) -> CalibrationResult:
+        """Compute R_BS of the IMUs configured with mounting 'calibrate' (or of ``sensors``), and the heading of
+        the world alignment when ``heading_reference`` is configured, from the recent window of samples
+        (``calibration_window`` per IMU, averaged) at the static pose ``q_cal`` (default
+        :meth:`calibration_pose`). Implements OpenSense's IMUPlacer through
+        ``ros_dofkit.core.assembly.calibrate_imus``: R_BS = R_WB(q_cal)^T R_WG R_GS.
+
+        Raises :class:`CalibrationError` (nothing changes) when an IMU has no samples or moved by more than
+        ``max_spread_deg`` over the window. On success the new mountings and alignment are used from the next
+        cycle on, which starts tracking afresh.
+        """
+        from ros_dofkit.core.assembly import calibrate_imus
+
+        names = [imu.name for imu in self._imus if imu.needs_calibration] if sensors is None else list(sensors)
+        for name in names:
+            if name not in self._slots:
+                raise UnknownNameError(describe_unknown("IMU", str(name), list(self._slots)))
+        heading = self._config.heading_reference
+        needed = list(dict.fromkeys(names + ([heading] if heading else [])))
+        if not needed:
+            raise CalibrationError(
+                "nothing to calibrate: no IMU is configured with mounting 'calibrate' and no heading_reference is set"
+            )
+        missing = [name for name in needed if not self._slots[name].window]
+        if missing:
+            raise CalibrationError(f"no orientation samples yet from IMU(s) {missing}; calibration needs them all")
+        windows = {name: np.stack(list(self._slots[name].window)) for name in needed}
+        from ros_dofkit.core.assembly import average_rotations
+
+        spread = 0.0
+        for window in windows.values():
+            mean = average_rotations(window)
+            spread = max(spread, max(math.degrees(rotation_angle_between(mean, R)) for R in window))
+        if spread > max_spread_deg:
+            raise CalibrationError(
+                f"the IMUs moved during the calibration window: samples spread {spread:.3g} deg from their mean "
+                f"(at most {max_spread_deg:g} deg allowed); hold the calibration pose still and retry"
+            )
+        q_cal = self.calibration_pose() if q_cal is None else np.asarray(q_cal, dtype=float)
+        calibration = calibrate_imus(
+            self._plant,
+            q_cal,
+            {name: self._imu_body[name].index for name in needed},
+            windows,
+            alignment=self._R_WG,
+            base_imu=heading,
+            base_heading_axis=self._config.heading_axis if heading else None,
+        )
+        for name in names:
+            self._R_BS[name] = np.array(calibration.R_BS[name])
+        self._R_WG = np.array(calibration.R_GX)
+        self._build_solver()
+        self._q_prev = None
+        self._stamp_prev = None
+        return CalibrationResult(
+            R_BS={name: _frozen(calibration.R_BS[name]) for name in names},
+            R_WG=_frozen(calibration.R_GX),
+            heading_angle=float(calibration.heading_angle),
+            q_cal=_frozen(q_cal),
+            max_spread_deg=spread,
+            num_samples={name: len(window) for name, window in windows.items()},
+        )
 
     # ------------------------------------------------------------------ cycle
     def _live_sensors(self, stamp: float) -> list:
