@@ -115,8 +115,10 @@ def test_actuator_on_fixed_joint_is_rejected_when_loading():
     text = robot(LINKS + joint("f", "fixed", "a", "b", "") + joint("k", "fixed", "a", "c", "")
                  + "<transmission name='t'><type>transmission_interface/SimpleTransmission</type>"
                  "<joint name='f'/><actuator name='m'/></transmission>")
-    with pytest.raises(URDFError, match="<transmission name='t'>: joint 'f' \\(weld\\) has no single coordinate"):
-        MultibodyPlant().add_urdf(text)
+    plant = MultibodyPlant()
+    with pytest.raises(URDFError, match="<transmission name='t'>: joint 'f' \\(fixed\\) has no single coordinate"):
+        plant.add_urdf(text)
+    assert plant.num_model_instances() == 1 and plant.num_bodies() == 1 and plant.num_frames() == 1  # no trace
 
 
 def test_missing_file_is_a_urdf_error(tmp_path):

@@ -631,7 +631,7 @@ class PlanarJoint(Joint):
                 f"planar joint {self.name!r}: X_FM leaves the joint plane; expected |p_z| <= "
                 f"{PLANAR_TRANSLATION_TOLERANCE:g} m, got p_z = {p[2]:.6g} m"
             )
-        tilt = math.acos(min(1.0, max(-1.0, R[2, 2])))
+        tilt = math.atan2(math.hypot(R[0, 2], R[1, 2]), R[2, 2])  # angle between Mz and Fz, well conditioned
         if tilt > PLANAR_TILT_TOLERANCE:
             raise MultibodyValueError(
                 f"planar joint {self.name!r}: X_FM tilts Mz away from Fz; expected at most "

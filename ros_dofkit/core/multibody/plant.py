@@ -651,6 +651,8 @@ class _ArticulatedJoint:
         self.velocity_start = velocity_start
 
     def __getattr__(self, name):
+        if name == "_joint":  # not yet set (copy/pickle): do not recurse
+            raise AttributeError(name)
         return getattr(self._joint, name)
 
     @property

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import spatial
-from .bodies import Frame
+from .bodies import Frame, as_transform
 from .errors import MultibodyValueError, URDFError
 from .joints import Mimic, PlanarJoint, PrismaticJoint, QuaternionFloatingJoint, RevoluteJoint, WeldJoint
 
@@ -330,7 +330,11 @@ def _parse_order(model: URDFModel) -> list[URDFJoint]:
 
 
 def add_urdf_to_plant(plant, urdf, model_name=None, base_joint="fixed", parent_frame="world", X_PF=None) -> int:
-    """Load a URDF (path, XML string or URDFModel) as a new model instance of ``plant``; see MultibodyPlant.add_urdf."""
+    """Load a URDF (path, XML string or URDFModel) as a new model instance of ``plant``; see MultibodyPlant.add_urdf.
+
+    Everything is validated before the plant is touched, so a failing call leaves the plant unchanged.
+    """
+    plant._check_building("add_urdf")
     if base_joint not in BASE_JOINT_CHOICES:
         raise MultibodyValueError(f"base_joint must be one of {BASE_JOINT_CHOICES}, got {base_joint!r}")
     model = urdf if isinstance(urdf, URDFModel) else parse_urdf(urdf)
@@ -339,15 +343,23 @@ def add_urdf_to_plant(plant, urdf, model_name=None, base_joint="fixed", parent_f
         raise MultibodyValueError(
             f"plant {plant.name!r} already has a model instance named {name!r}; pass model_name= to load it again"
         )
-    attach = plant.get_body(0).body_frame if parent_frame == "world" else plant._as_frame(parent_frame)
-    if X_PF is not None:
-        attach = plant.add_frame(f"{name}_attachment", attach.body, attach.X_BF @ np.asarray(X_PF, dtype=float))
+    for transmission in model.transmissions:  # checked before anything is added, so a failure leaves no trace
+        source = model.joint(transmission.joints[0]) if transmission.is_simple() else None
+        if source is not None and (source.type not in ("revolute", "continuous", "prismatic") or source.mimic):
+            raise URDFError(
+                f"<transmission name={transmission.name!r}>: joint {source.name!r} ({source.type}"
+                f"{', mimic' if source.mimic else ''}) has no single coordinate to actuate"
+            )
     has_world_link = model.root == WORLD_LINK
     if has_world_link and base_joint not in ("fixed", None):
         raise MultibodyValueError(
             f"URDF {model.name!r} has a {WORLD_LINK!r} link whose joints define its base; base_joint must be "
             f"'fixed' or None, got {base_joint!r}"
         )
+    attach = plant.get_body(0).body_frame if parent_frame == "world" else plant._as_frame(parent_frame)
+    if X_PF is not None:
+        X_PF = as_transform(X_PF, f"X_PF of model {name!r}")
+        attach = plant.add_frame(f"{name}_attachment", attach.body, attach.X_BF @ X_PF)
     instance = plant.add_model_instance(name)
 
     order = _parse_order(model)
@@ -417,11 +429,6 @@ def add_urdf_to_plant(plant, urdf, model_name=None, base_joint="fixed", parent_f
         if not transmission.is_simple():
             continue
         joint = created[transmission.joints[0]]
-        if joint.num_velocities != 1:
-            raise URDFError(
-                f"<transmission name={transmission.name!r}>: joint {joint.name!r} ({joint.type_name}"
-                f"{', mimic' if getattr(joint, 'mimic', None) else ''}) has no single coordinate to actuate"
-            )
         effort = model.joint(joint.name).effort
         plant.add_joint_actuator(transmission.actuator or transmission.name, joint,
                                  effort if effort > 0.0 else math.inf)
