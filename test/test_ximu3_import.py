@@ -188,3 +188,16 @@ def test_import_real_recording_and_read_it_back(tmp_path, storage, capsys):
         np.testing.assert_allclose(first["angular_velocity"], np.radians(inertial_row[1:4]), rtol=1e-12)
         np.testing.assert_allclose(first["linear_acceleration"], inertial_row[4:7] * 9.80665, rtol=1e-12)
         assert np.all(mine[0].message.orientation_covariance == 0)  # unknown, not absent
+
+
+def test_device_records_reject_bad_offsets(typestore):
+    from ros_dofkit.ros.imu_messages import ximu3_device_records
+
+    device = read_recording(FIXTURES / "two_devices")["foot"]
+    with pytest.raises(TypeError, match="integer number of nanoseconds"):
+        list(ximu3_device_records(device, typestore, stamp_offset_ns=0.5))
+    with pytest.raises(ImuMessageError, match="negative"):
+        list(ximu3_device_records(device, typestore, stamp_offset_ns=-2_000_000_000))
+    records = list(ximu3_device_records(device, typestore, stamp_offset_ns=-1_005_000_000))
+    assert [stamp for _, stamp, _ in records] == [0, 20_000_000]
+    assert {topic for topic, _, _ in records} == {"/imu/foot/data"}
