@@ -37,8 +37,16 @@ class HarnessTimeout(AssertionError):
     """A wait with a deadline ran out; the message says what was awaited and what was seen."""
 
 
-def find_executable(name: str) -> Path:
-    """Path of the package executable ``name``: pip/venv bin/, then PATH, then ``<ament prefix>/lib/ros_dofkit``."""
+def find_executable(name: str | Path) -> Path:
+    """Path of the package executable ``name``: pip/venv bin/, then PATH, then ``<ament prefix>/lib/ros_dofkit``.
+
+    A path (a Path, or a string with a "/") is taken as it is.
+    """
+    if isinstance(name, Path) or "/" in name:
+        path = Path(name)
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        raise FileNotFoundError(f"executable {path} does not exist or is not executable")
     candidates = [Path(sys.executable).parent / name]
     on_path = shutil.which(name)
     if on_path:
@@ -61,8 +69,8 @@ def find_executable(name: str) -> Path:
 class RosProcess:
     """One running package executable; output captured in ``log_path``. Use :meth:`stop` (or a ProcessGroup)."""
 
-    def __init__(self, executable: str, args: list[str], log_path: Path, env: dict[str, str] | None = None):
-        self.name = executable
+    def __init__(self, executable: str | Path, args: list[str], log_path: Path, env: dict[str, str] | None = None):
+        self.name = Path(executable).name
         self.args = [str(arg) for arg in args]
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,8 +146,9 @@ class ProcessGroup:
         self.log_dir = Path(log_dir)
         self.processes: list[RosProcess] = []
 
-    def start(self, executable: str, *args: str, env: dict[str, str] | None = None) -> RosProcess:
-        log_path = self.log_dir / f"{len(self.processes):02d}_{executable}.log"
+    def start(self, executable: str | Path, *args: str, env: dict[str, str] | None = None) -> RosProcess:
+        """Start ``executable`` (a package executable's name, or a path) with ``args``; ``env`` adds variables."""
+        log_path = self.log_dir / f"{len(self.processes):02d}_{Path(executable).name}.log"
         process = RosProcess(executable, list(args), log_path, env=env)
         self.processes.append(process)
         return process

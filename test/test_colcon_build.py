@@ -1,0 +1,108 @@
+"""colcon builds ros_dofkit as a ROS 2 workspace would, and the installed package runs.
+
+colcon (from PyPI here, from the ROS installation on a ROS machine) builds the checkout into a temporary
+build/install base; the test checks the ament_python install layout (executables in lib/ros_dofkit for
+``ros2 run``, package.xml and the ament index marker, launch/config files, bundled URDFs), that Python and the
+ament index resolve to the installed copy, and that the installed ``dofkit_relay`` relays a message.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sensor_msgs.msg import Imu
+
+from ros_dofkit.ros.qos import output_qos
+
+pytest.importorskip("colcon_core", reason="colcon is not installed (requirements/test.txt installs it)")
+pytestmark = pytest.mark.ros
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def console_script_names() -> list[str]:
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "console_scripts":
+                    return [ast.literal_eval(element).split("=")[0].strip() for element in value.elts]
+    raise AssertionError("setup.py declares no console_scripts")
+
+
+@pytest.fixture(scope="module")
+def install_prefix(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("colcon")
+    command = [
+        sys.executable, "-c", "import sys; from colcon_core.command import main; sys.exit(main())",
+        "--log-base", str(base / "log"),
+        "build", "--base-paths", str(ROOT),
+        "--build-base", str(base / "build"), "--install-base", str(base / "install"),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"colcon build failed:\n{result.stdout}\n{result.stderr}"
+    assert "Finished <<< ros_dofkit" in result.stdout
+    return base / "install" / "ros_dofkit"
+
+
+def installed_environment(prefix: Path) -> dict[str, str]:
+    """What sourcing install/setup.sh adds for this package: its site-packages and its ament prefix."""
+    (site_packages,) = prefix.glob("lib/python3*/site-packages")
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site_packages), os.environ.get("PYTHONPATH")])),
+        "AMENT_PREFIX_PATH": os.pathsep.join(filter(None, [str(prefix), os.environ.get("AMENT_PREFIX_PATH")])),
+    }
+
+
+def test_install_layout_is_ament_python(install_prefix):
+    for name in console_script_names():
+        executable = install_prefix / "lib" / "ros_dofkit" / name
+        assert executable.is_file() and os.access(executable, os.X_OK), executable
+    share = install_prefix / "share" / "ros_dofkit"
+    assert (share / "package.xml").read_bytes() == (ROOT / "package.xml").read_bytes()
+    assert (install_prefix / "share" / "ament_index" / "resource_index" / "packages" / "ros_dofkit").is_file()
+    for pattern, destination in (("launch/*.py", share / "launch"), ("config/*.yaml", share / "config")):
+        for source in ROOT.glob(pattern):
+            assert (destination / source.name).read_bytes() == source.read_bytes(), source
+    (site_packages,) = install_prefix.glob("lib/python3*/site-packages")
+    for source in (ROOT / "ros_dofkit" / "models").glob("*.urdf"):
+        assert (site_packages / "ros_dofkit" / "models" / source.name).is_file(), source
+
+
+def test_installed_package_resolves_to_the_install_prefix(install_prefix):
+    probe = (
+        "import ros_dofkit; from ament_index_python.packages import get_package_share_directory as share; "
+        "print(ros_dofkit.__file__); print(share('ros_dofkit'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env={**os.environ, **installed_environment(install_prefix)},
+        capture_output=True, text=True, timeout=60, cwd=install_prefix,
+    )
+    assert result.returncode == 0, result.stderr
+    module_file, share_directory = result.stdout.split()
+    assert Path(module_file).is_relative_to(install_prefix)
+    assert Path(share_directory) == install_prefix / "share" / "ros_dofkit"
+
+
+def test_installed_relay_runs(install_prefix, ros_node, ros_processes):
+    relay = ros_processes.start(
+        install_prefix / "lib" / "ros_dofkit" / "dofkit_relay",
+        "--ros-args", "-p", "frame_prefix:=installed/",
+        "-r", "imu_in:=/colcon_test/imu_in", "-r", "imu_out:=/colcon_test/imu_out",
+        env=installed_environment(install_prefix),
+    )
+    publisher = ros_node.create_publisher(Imu, "/colcon_test/imu_in", 10)
+    received = ros_node.collect(Imu, "/colcon_test/imu_out", output_qos())
+    sent = Imu()
+    sent.header.frame_id = "imu_link"
+    sent.linear_acceleration.z = 9.81
+    ros_node.wait_for_subscriptions(publisher)
+    (message, *_) = ros_node.wait_for_messages(received, 1, every=lambda: publisher.publish(sent))
+    assert message.header.frame_id == "installed/imu_link"
+    assert message.linear_acceleration.z == 9.81
+    assert relay.stop() == 0, relay.output()
