@@ -86,60 +86,95 @@ class KinematicTree:
             array = np.ascontiguousarray(getattr(self, name), dtype=np.float64)
             array.setflags(write=False)
             object.__setattr__(self, name, array)
+        object.__setattr__(self, "_plan", _SweepPlan(self))
 
 
-def _motion_value(tree: KinematicTree, q: np.ndarray, b: int) -> np.ndarray:
-    """The single motion value (B,) of the 1-dof (possibly mimic) joint of body b."""
-    if tree.mimic_q[b] >= 0:
-        return tree.mimic_multiplier[b] * q[:, tree.mimic_q[b]] + tree.mimic_offset[b]
-    return q[:, tree.q_start[b]]
+class _SweepPlan:
+    """Index sets derived once from a tree so that the NumPy path works on groups of bodies, not one at a time:
+    bodies by joint type (to build every X_FM with one call per type) and by depth (bodies of one depth only
+    depend on shallower ones, so each depth is one batched product)."""
+
+    def __init__(self, tree: KinematicTree):
+        nb = tree.num_bodies
+        depth = np.zeros(nb, dtype=np.int64)
+        for b in range(1, nb):
+            depth[b] = depth[tree.parent[b]] + 1
+        self.levels = [np.flatnonzero(depth == d) for d in range(1, int(depth.max(initial=0)) + 1)]
+        kind = tree.joint_type
+        self.revolute = np.flatnonzero(kind == JOINT_REVOLUTE)
+        self.prismatic = np.flatnonzero(kind == JOINT_PRISMATIC)
+        self.planar = np.flatnonzero(kind == JOINT_PLANAR)
+        self.floating = np.flatnonzero(kind == JOINT_QUATERNION_FLOATING)
+        one_dof = np.concatenate([self.revolute, self.prismatic])
+        self.one_dof = one_dof
+        self.one_dof_is_mimic = tree.mimic_q[one_dof] >= 0
+        # q index and affine map of each 1-dof motion value: s = multiplier * q[index] + offset
+        self.one_dof_q = np.where(self.one_dof_is_mimic, tree.mimic_q[one_dof], tree.q_start[one_dof])
+        self.one_dof_multiplier = np.where(self.one_dof_is_mimic, tree.mimic_multiplier[one_dof], 1.0)
+        self.one_dof_offset = np.where(self.one_dof_is_mimic, tree.mimic_offset[one_dof], 0.0)
+        self.one_dof_v = np.where(self.one_dof_is_mimic, tree.mimic_v[one_dof], tree.v_start[one_dof])
+        self.X_CM = np.linalg.inv(tree.X_MC)
+        self._paths: dict[int, np.ndarray] = {}
+
+    def path(self, tree: KinematicTree, body: int) -> np.ndarray:
+        """Bodies from ``body`` up to (not including) the world; cached per body."""
+        cached = self._paths.get(body)
+        if cached is None:
+            path, b = [], body
+            while b > 0:
+                path.append(b)
+                b = tree.parent[b]
+            cached = self._paths[body] = np.array(path, dtype=np.int64)
+        return cached
 
 
-def _joint_transform(tree: KinematicTree, q: np.ndarray, b: int) -> np.ndarray | None:
-    """X_FM (B, 4, 4) of body b's inboard joint, None for a weld."""
-    kind = tree.joint_type[b]
-    if kind == JOINT_WELD:
-        return None
+def _joint_transforms(tree: KinematicTree, q: np.ndarray) -> np.ndarray:
+    """X_FM (B, nb, 4, 4) of every body's inboard joint (identity for welds and the world)."""
+    plan = tree._plan
     batch = q.shape[0]
-    X = np.zeros((batch, 4, 4))
-    X[:, 3, 3] = 1.0
-    if kind == JOINT_REVOLUTE:
-        X[:, :3, :3] = spatial.rotvec_to_matrix(_motion_value(tree, q, b)[:, None] * tree.axis[b])
-    elif kind == JOINT_PRISMATIC:
-        X[:, :3, :3] = np.eye(3)
-        X[:, :3, 3] = _motion_value(tree, q, b)[:, None] * tree.axis[b]
-    elif kind == JOINT_PLANAR:
-        s = q[:, tree.q_start[b]:tree.q_start[b] + 3]
-        c, n = np.cos(s[:, 2]), np.sin(s[:, 2])
-        X[:, 0, 0], X[:, 0, 1], X[:, 1, 0], X[:, 1, 1], X[:, 2, 2] = c, -n, n, c, 1.0
-        X[:, 0, 3], X[:, 1, 3] = s[:, 0], s[:, 1]
-    else:  # JOINT_QUATERNION_FLOATING
-        s = q[:, tree.q_start[b]:tree.q_start[b] + 7]
-        X[:, :3, :3] = spatial.quat_to_matrix(s[:, :4] / np.linalg.norm(s[:, :4], axis=1, keepdims=True))
-        X[:, :3, 3] = s[:, 4:]
-    return X
+    X_FM = np.zeros((batch, tree.num_bodies, 4, 4))
+    X_FM[:, :, 0, 0] = X_FM[:, :, 1, 1] = X_FM[:, :, 2, 2] = X_FM[:, :, 3, 3] = 1.0
+    p_FM = X_FM[:, :, :3, 3]  # a view; indexing it keeps the (B, bodies) axes first
+    if plan.one_dof.size:
+        s = plan.one_dof_multiplier * q[:, plan.one_dof_q] + plan.one_dof_offset  # (B, n1)
+        n_revolute = plan.revolute.size
+        if n_revolute:
+            rotvec = s[:, :n_revolute, None] * tree.axis[plan.revolute]
+            X_FM[:, plan.revolute, :3, :3] = spatial.rotvec_to_matrix(rotvec)
+        if plan.prismatic.size:
+            p_FM[:, plan.prismatic] = s[:, n_revolute:, None] * tree.axis[plan.prismatic]
+    if plan.planar.size:
+        index = tree.q_start[plan.planar][:, None] + np.arange(3)
+        x, y, theta = np.moveaxis(q[:, index], -1, 0)  # each (B, n_planar)
+        c, n = np.cos(theta), np.sin(theta)
+        X_FM[:, plan.planar, 0, 0], X_FM[:, plan.planar, 0, 1] = c, -n
+        X_FM[:, plan.planar, 1, 0], X_FM[:, plan.planar, 1, 1] = n, c
+        X_FM[:, plan.planar, 0, 3], X_FM[:, plan.planar, 1, 3] = x, y
+    if plan.floating.size:
+        s = q[:, tree.q_start[plan.floating][:, None] + np.arange(7)]  # (B, n_floating, 7)
+        quat = s[..., :4] / np.linalg.norm(s[..., :4], axis=-1, keepdims=True)
+        X_FM[:, plan.floating, :3, :3] = spatial.quat_to_matrix(quat)
+        p_FM[:, plan.floating] = s[..., 4:]
+    return X_FM
 
 
 def tree_kinematics(tree: KinematicTree, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Forward sweep over a batch ``q`` (B, nq).
+    """Forward kinematics over a batch ``q`` (B, nq).
 
     Returns ``X_WB`` (B, nb, 4, 4), ``R_WF`` (B, nb, 3, 3) (orientation of each inboard joint's F in W) and
     ``p_WMo`` (B, nb, 3) (origin of each inboard joint's M in W); the last two are what Jacobians need.
+    Each body's local transform ``X_PB = X_PF @ X_FM(q) @ X_MC`` is formed for all bodies at once, then
+    ``X_WB = X_WP @ X_PB`` is swept depth by depth.
     """
-    batch = q.shape[0]
-    nb = tree.num_bodies
-    X_WB = np.empty((batch, nb, 4, 4))
-    R_WF = np.empty((batch, nb, 3, 3))
-    p_WMo = np.zeros((batch, nb, 3))
+    plan = tree._plan
+    X_PB = tree.X_PF @ _joint_transforms(tree, q) @ tree.X_MC
+    X_WB = np.empty_like(X_PB)
     X_WB[:, 0] = np.eye(4)
+    for level in plan.levels:
+        X_WB[:, level] = X_WB[:, tree.parent[level]] @ X_PB[:, level]
+    R_WF = X_WB[:, np.maximum(tree.parent, 0), :3, :3] @ tree.X_PF[:, :3, :3]
     R_WF[:, 0] = np.eye(3)
-    for b in range(1, nb):
-        X_WF = X_WB[:, tree.parent[b]] @ tree.X_PF[b]
-        R_WF[:, b] = X_WF[:, :3, :3]
-        X_FM = _joint_transform(tree, q, b)
-        X_WM = X_WF if X_FM is None else X_WF @ X_FM
-        p_WMo[:, b] = X_WM[:, :3, 3]
-        X_WB[:, b] = X_WM @ tree.X_MC[b]
+    p_WMo = (X_WB @ plan.X_CM[:, :, 3:4])[..., :3, 0]
     return X_WB, R_WF, p_WMo
 
 
@@ -147,38 +182,40 @@ def tree_jacobian(tree: KinematicTree, R_WF: np.ndarray, p_WMo: np.ndarray, body
                   p_WQ: np.ndarray) -> np.ndarray:
     """``J`` (B, 6, nv) with ``[w_WB_W; v_WQ_W] = J v`` for point Q (p_WQ (B, 3)) fixed on ``body``.
 
-    Walks from the body to the world; a joint at body k with motion subspace columns (a_F, b_F) adds
+    Every joint between the body and the world, with motion subspace columns (a_F, b_F), adds
     ``[R_WF a_F; R_WF b_F + (R_WF a_F) × (p_WQ - p_WMo)]`` to the columns of its velocities (for a mimic joint,
     ``mimic_multiplier`` times that to the source's column).
     """
+    plan = tree._plan
     batch = p_WQ.shape[0]
     J = np.zeros((batch, 6, tree.nv))
-    k = body
-    while k > 0:
-        kind = tree.joint_type[k]
-        if kind != JOINT_WELD:
-            R = R_WF[:, k]
-            r = p_WQ - p_WMo[:, k]
-            if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
-                column, scale = (tree.v_start[k], 1.0) if tree.mimic_v[k] < 0 else (
-                    tree.mimic_v[k], tree.mimic_multiplier[k])
-                axis_W = R @ tree.axis[k]
-                if kind == JOINT_REVOLUTE:
-                    J[:, :3, column] += scale * axis_W
-                    J[:, 3:, column] += scale * np.cross(axis_W, r)
-                else:
-                    J[:, 3:, column] += scale * axis_W
-            elif kind == JOINT_PLANAR:
-                v0 = tree.v_start[k]
-                J[:, 3:, v0] = R[:, :, 0]
-                J[:, 3:, v0 + 1] = R[:, :, 1]
-                J[:, :3, v0 + 2] = R[:, :, 2]
-                J[:, 3:, v0 + 2] = np.cross(R[:, :, 2], r)
-            else:  # JOINT_QUATERNION_FLOATING
-                v0 = tree.v_start[k]
-                J[:, :3, v0:v0 + 3] = R
-                # column i of the angular block is R[:, :, i] × r = -[r]× R[:, :, i]
-                J[:, 3:, v0:v0 + 3] = -spatial.skew(r) @ R
-                J[:, 3:, v0 + 3:v0 + 6] = R
-        k = tree.parent[k]
+    path = plan.path(tree, body)
+    if path.size == 0:
+        return J
+    on_path = np.zeros(tree.num_bodies, dtype=bool)
+    on_path[path] = True
+    selected = on_path[plan.one_dof]
+    if selected.any():
+        bodies = plan.one_dof[selected]
+        columns = plan.one_dof_v[selected]
+        scale = plan.one_dof_multiplier[selected]
+        revolute = tree.joint_type[bodies] == JOINT_REVOLUTE
+        axis_W = (R_WF[:, bodies] @ tree.axis[bodies][:, :, None])[..., 0] * scale[:, None]  # (B, n, 3)
+        block = np.zeros((batch, bodies.size, 6))
+        block[:, revolute, :3] = axis_W[:, revolute]
+        block[:, revolute, 3:] = np.cross(axis_W[:, revolute], p_WQ[:, None] - p_WMo[:, bodies[revolute]])
+        block[:, ~revolute, 3:] = axis_W[:, ~revolute]
+        # mimic joints on one path can share their source's column: accumulate
+        np.add.at(J, (slice(None), slice(None), columns), np.swapaxes(block, 1, 2))
+    for k in plan.planar[on_path[plan.planar]]:
+        R, r, v0 = R_WF[:, k], p_WQ - p_WMo[:, k], tree.v_start[k]
+        J[:, 3:, v0] = R[:, :, 0]
+        J[:, 3:, v0 + 1] = R[:, :, 1]
+        J[:, :3, v0 + 2] = R[:, :, 2]
+        J[:, 3:, v0 + 2] = np.cross(R[:, :, 2], r)
+    for k in plan.floating[on_path[plan.floating]]:
+        R, r, v0 = R_WF[:, k], p_WQ - p_WMo[:, k], tree.v_start[k]
+        J[:, :3, v0:v0 + 3] = R
+        J[:, 3:, v0:v0 + 3] = -spatial.skew(r) @ R  # column i: R[:, :, i] × r
+        J[:, 3:, v0 + 3:v0 + 6] = R
     return J
