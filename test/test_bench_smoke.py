@@ -171,3 +171,21 @@ def test_command_runs_end_to_end_without_opensim(capsys):
     assert status == 0
     assert "could not be measured" in out and "ros_dofkit track_sequence()" in out and "NOT MEASURED" in out
     assert ik.main(["--frames", "1", "--no-opensim"]) == 2
+
+
+def test_missing_opensim_is_reported_not_fatal(monkeypatch, capsys):
+    from benchmarks import opensim_peer
+
+    monkeypatch.setitem(sys.modules, "opensim", None)  # makes `import opensim` raise ImportError
+    assert not opensim_peer.opensim_available()
+    with pytest.raises(opensim_peer.OpenSimUnavailableError, match=r"pip install opensim==4\.6"):
+        opensim_peer.import_opensim()
+    affinity = os.sched_getaffinity(0)
+    try:
+        status = ik.main(["--scenarios", "panda", "--frames", "4", "--repeat", "1"])
+    finally:
+        os.sched_setaffinity(0, affinity)
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "opensim is not importable" in out and "could not be measured" in out
+    assert "OpenSim IKSolver" not in out
