@@ -24,7 +24,7 @@ from ros_dofkit.core.dof_mask import DofMask
 from ros_dofkit.core.multibody import MultibodyPlant
 
 PANDA_LINKS = ["panda_link3", "panda_link5", "panda_link7", "panda_hand"]
-PANDA_MID = np.array([0.0, -0.3, 0.0, -2.0, 0.0, 1.8, 0.8, 0.02])
+PANDA_MID = np.array([0.0, -0.8, 0.0, -2.0, 0.0, 1.8, 0.8, 0.02])  # away from the q2 = 0 singularity
 TALOS_LINKS = [
     "base_link", "torso_2_link", "head_2_link",
     "arm_left_2_link", "arm_left_4_link", "arm_left_5_link", "arm_left_7_link",
