@@ -349,6 +349,14 @@ class OpenSimPeer:
             return slot.q_start + (2, 0, 1)[k]
         return None if k < 3 else slot.q_start + 4 + (k - 3)
 
+    def reset_state(self):
+        """A fresh ``initSystem`` state at the default coordinate values; it replaces :attr:`state`.
+
+        Simbody invalidates states made before a new ``initSystem``, so the peer keeps only the latest one.
+        """
+        self.state = self.model.initSystem()
+        return self.state
+
     # ------------------------------------------------------------------------------------ coordinate mapping
     def _slot_values(self, slot, q):
         """OpenSim coordinate values of one joint from plant positions q."""
@@ -400,12 +408,24 @@ class OpenSimPeer:
             out[i] = [[rotation.get(r, c) for c in range(3)] for r in range(3)]
         return out
 
-    def check_against_plant(self, num_samples=5, seed=0, tolerance=1e-9, scale=1.0) -> float:
-        """Compare OpenSim's and the plant's R_GS of every IMU at random configurations.
+    def imu_positions(self, state=None) -> np.ndarray:
+        """(n_imus, 3) p_GS of every IMU frame origin at ``state`` (OpenSim's forward kinematics)."""
+        state = self.state if state is None else state
+        self.model.realizePosition(state)
+        out = np.empty((len(self.imus), 3))
+        for i, frame in enumerate(self.imu_frames):
+            position = frame.getPositionInGround(state)
+            out[i] = [position.get(k) for k in range(3)]
+        return out
 
-        Configurations are the defaults plus uniform noise of half-width ``scale`` (rad or m) on every q,
-        random unit quaternions for floating joints. Returns the largest rotation angle between the two
-        (radians) and raises :class:`ModelMismatchError` above ``tolerance``.
+    def check_against_plant(self, num_samples=5, seed=0, tolerance=1e-9, scale=1.0) -> float:
+        """Compare OpenSim's and the plant's pose X_GS of every IMU frame at random configurations.
+
+        Configurations are the defaults plus uniform noise of half-width ``scale`` (rad or m) on every free q,
+        random unit quaternions for floating joints; locked coordinates keep their defaults. Orientations are
+        compared by the angle between them (rad), positions by distance (m), and plant -> OpenSim -> plant
+        coordinates by their largest difference; each must stay within ``tolerance``, else
+        :class:`ModelMismatchError`. Returns the largest orientation angle.
         """
         rng = np.random.default_rng(seed)
         worst = 0.0
@@ -425,6 +445,13 @@ class OpenSimPeer:
             R_GS_opensim = self.imu_rotations()
             angles = rotation_angle(np.swapaxes(R_GS_plant, -1, -2) @ R_GS_opensim)
             worst = max(worst, float(angles.max()))
+            p_GS_plant = np.stack([X_WB[imu.body, :3, 3] for imu in self.imus])
+            distance = float(np.linalg.norm(p_GS_plant - self.imu_positions(), axis=-1).max())
+            if distance > tolerance:
+                raise ModelMismatchError(
+                    f"the OpenSim model converted from plant {getattr(self.plant, 'name', '')!r} puts IMU frame "
+                    f"origins up to {distance:.3g} m away from the plant's at random q, expected <= {tolerance:.3g} m"
+                )
             q_back = self.get_positions()
             worst_q = self._position_mismatch(q, q_back)
             if worst_q > tolerance:
@@ -520,7 +547,7 @@ class OpenSimImuIk:
             weights.cloneAndAppend(osim.OrientationWeight(imu.name, imu.weight))
         reference = osim.OrientationsReference(self._table(times, R_GO), weights)
         model = self.peer.model
-        state = model.initSystem()  # fresh state at the default (locked) coordinate values
+        state = self.peer.reset_state()  # at the default coordinate values: q_start and the locked values
         solver = osim.InverseKinematicsSolver(
             model, osim.MarkersReference(), reference, osim.SimTKArrayCoordinateReference()
         )

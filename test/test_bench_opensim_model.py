@@ -136,13 +136,25 @@ def test_arbitrary_axes_planar_prismatic_match_the_plant():
     imus = [ImuMount(f"{n}_imu", plant.get_body_by_name(n).index, _random_rotation(rng)) for n in "abcd"]
     peer = OpenSimPeer(plant, imus)
     assert peer.check_against_plant(num_samples=5, seed=3, tolerance=1e-12) < 1e-12
-    # The planar joint's translation reaches OpenSim too: compare body origins, not only orientations.
+    # The planar and prismatic translations reach OpenSim too: compare frame origins, not only orientations.
     q = plant.default_positions() + rng.uniform(-0.7, 0.7, plant.num_positions())
     peer.set_positions(q)
     X_WB = plant.calc_body_poses(q)
-    for imu in imus:
-        p = peer.imu_frames[imus.index(imu)].getPositionInGround(peer.state)
-        np.testing.assert_allclose([p.get(i) for i in range(3)], X_WB[imu.body, :3, 3], atol=1e-12)
+    np.testing.assert_allclose(peer.imu_positions(), X_WB[[imu.body for imu in imus], :3, 3], atol=1e-12)
+
+
+def test_mimic_finger_is_frozen_at_the_value_of_its_locked_source():
+    plant = scenarios.load_plant(scenarios.PANDA_URDF)
+    finger = plant.get_joint_by_name("panda_finger_joint1").position_start
+    q_default = plant.default_positions()
+    q_default[finger] = 0.03  # both fingers open by 3 cm; the mimic finger moves along its own (-y) axis
+    fingers = ["panda_leftfinger", "panda_rightfinger"]
+    imus = [ImuMount(f"{n}_imu", plant.get_body_by_name(n).index, np.eye(3)) for n in fingers]
+    peer = OpenSimPeer(plant, imus, locked_positions=[finger], default_positions=q_default)
+    assert peer.check_against_plant(num_samples=2, tolerance=1e-12) < 1e-12
+    peer.set_positions(q_default)
+    left, right = peer.imu_positions()
+    assert abs(np.linalg.norm(left - right) - 0.06) < 1e-12
 
 
 def test_mismatched_model_is_detected():
@@ -181,3 +193,6 @@ def test_opensim_imu_ik_recovers_the_panda_motion():
     assert run.track_seconds > 0 and run.tracked_frames_per_second > 0
     locked = list(scenario.locked_positions)
     np.testing.assert_array_equal(run.q[:, locked], np.tile(scenario.q_start[locked], (15, 1)))
+    # The peer stays usable after a solve, and a second solve from its defaults gives the same answer.
+    assert peer.check_against_plant(num_samples=1) < 1e-12
+    np.testing.assert_allclose(OpenSimImuIk(peer).solve(scenario.times, scenario.R_GO).q, run.q, atol=1e-12)
