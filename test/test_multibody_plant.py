@@ -258,6 +258,13 @@ def test_revolute_prismatic_and_floating_accessors():
         free.set_quaternion(state, [2.0, 0, 0, 0])
     free.set_translation(state, [4.0, 5.0, 6.0])
     np.testing.assert_array_equal(state.q[4:7], [4.0, 5.0, 6.0])
+    weld_plant = two_link_plant(finalize=False)
+    tip = weld_plant.add_body("tip", "arm")
+    weld = weld_plant.add_joint(WeldJoint("w", weld_plant.get_body_by_name("lower"), tip, X))
+    weld_plant.finalize()
+    weld_state = weld_plant.create_default_state()
+    np.testing.assert_array_equal(weld.get_pose(weld_state), X)
+    np.testing.assert_array_equal(weld.get_spatial_velocity(weld_state), np.zeros(6))
     with pytest.raises(JointNotSupportedError, match="revolute"):
         hinge.set_pose(state, np.eye(4))
     with pytest.raises(JointNotSupportedError, match="not implemented for joint type prismatic"):
@@ -281,6 +288,12 @@ def test_mimic_joint_built_in_code_and_its_jacobian():
     state.q[:] = q
     assert follower.get_translation(state) == pytest.approx(-0.02)
     assert plant.get_joint_by_name("tip_joint").get_angle(state) == pytest.approx(2.0 * -0.02 + 0.1)
+    state.v[:] = [0.0, 0.5]
+    np.testing.assert_allclose(follower.get_spatial_velocity(state), [0, 0, 0, 0, -0.5, 0])
+    np.testing.assert_allclose(follower.get_pose(state), spatial.make_transform(None, [0, -0.02, 0]))
+    np.testing.assert_allclose(plant.get_joint_by_name("tip_joint").get_spatial_velocity(state), [-1.0, 0, 0, 0, 0, 0])
+    with pytest.raises(IndexError):
+        follower.position_suffix(0)  # no coordinates of its own
     tree = plant.tree
     assert tree.mimic_q[tip.index] == 1 and tree.mimic_multiplier[tip.index] == -2.0
     assert tree.mimic_offset[tip.index] == pytest.approx(0.1)
