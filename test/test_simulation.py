@@ -1,0 +1,262 @@
+"""Tests of ros_dofkit.core.simulation: trajectories, IMU and encoder models against independent truth.
+
+Truth: Pinocchio forward kinematics and classical frame accelerations (an independent implementation), finite
+differences of orientations, the REP-145 rest reading, and sample statistics of the configured noise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ros_dofkit.core.estimator.robot import MODELS_DIR, ModelSpec, build_plant
+from ros_dofkit.core.simulation import (
+    NOISE_PRESETS,
+    STANDARD_GRAVITY,
+    SensorNoise,
+    SensorSimulator,
+    SimulatedImu,
+    SimulationError,
+    SineTrajectory,
+    noise_preset,
+)
+from ros_dofkit.core.spatial import matrix_to_rotvec, quat_to_matrix, rotation_x, rotation_y, rotvec_to_matrix
+
+ARM_CENTRE = {"arm_joint2": -0.8, "arm_joint4": -2.2, "arm_joint6": 1.6}
+
+
+@pytest.fixture(scope="module")
+def arm():
+    return build_plant([ModelSpec("arm7.urdf", "arm")])
+
+
+@pytest.fixture(scope="module")
+def quadruped():
+    return build_plant([ModelSpec("quadruped.urdf", "dog", base_joint="floating")])
+
+
+def arm_imus():
+    return [
+        SimulatedImu("upper", "arm_link3", rotation_x(0.4) @ rotation_y(-0.3), [0.03, -0.05, 0.1]),
+        SimulatedImu("fore", "arm_link5", rotation_y(1.1), [0.0, 0.08, -0.02]),
+        SimulatedImu("hand", "arm_link7", np.eye(3), [0.0, 0.0, 0.05]),
+    ]
+
+
+def test_noise_free_orientation_equals_pinocchio_fk(arm):
+    pinocchio = pytest.importorskip("pinocchio")
+    model = pinocchio.buildModelFromUrdf(str(MODELS_DIR / "arm7.urdf"))
+    data = model.createData()
+    sim = SensorSimulator(arm, arm_imus(), trajectory=SineTrajectory(arm, seed=4, centre=ARM_CENTRE), seed=2)
+    run = sim.run(2.0)
+    for k in range(0, len(run.times), 37):
+        q = run.q[k]
+        pinocchio.framesForwardKinematics(model, data, q)
+        for imu in sim.imus:
+            R_WB = data.oMf[model.getFrameId(imu.body)].rotation
+            R_GS = quat_to_matrix(run.imu(imu.name).quaternion_wxyz[k])
+            np.testing.assert_allclose(R_GS, R_WB @ imu.R_BS, atol=1e-12)
+
+
+def test_world_alignment_expresses_orientations_in_the_imu_world(arm):
+    R_WG = rotation_x(0.7)
+    imus = arm_imus()
+    aligned = SensorSimulator(arm, imus, R_WG=R_WG, seed=1).run(0.5)
+    plain = SensorSimulator(arm, imus, seed=1).run(0.5)
+    for name in ("upper", "hand"):
+        R_GS = quat_to_matrix(aligned.imu(name).quaternion_wxyz)
+        R_WS = quat_to_matrix(plain.imu(name).quaternion_wxyz)
+        np.testing.assert_allclose(R_WG @ R_GS, R_WS, atol=1e-12)
+
+
+@pytest.mark.parametrize("robot", ["arm", "quadruped"])
+def test_gyro_equals_finite_difference_of_orientation_in_sensor_frame(robot, request):
+    plant = request.getfixturevalue(robot)
+    if robot == "arm":
+        imus = arm_imus()
+    else:
+        bodies = [plant.get_body(i).name for i in range(1, plant.num_bodies())]
+        imus = [SimulatedImu(f"s{i}", body, rotvec_to_matrix(np.array([0.3, -0.2, 0.5]) * i)) for i, body in
+                enumerate(bodies[::3])]
+    sim = SensorSimulator(plant, imus, trajectory=SineTrajectory(plant, seed=7), seed=0)
+    t = np.linspace(0.3, 6.0, 23)
+    h = 1e-5
+    R, w_S, _ = sim.sensor_kinematics(t)
+    R_minus = sim.sensor_kinematics(t - h)[0]
+    R_plus = sim.sensor_kinematics(t + h)[0]
+    # Central difference of the orientation, in the sensor frame: R(t-h)^T R(t+h) = exp(2h [w_S]) + O(h^3).
+    w_fd = matrix_to_rotvec(np.swapaxes(R_minus, -1, -2) @ R_plus) / (2 * h)
+    assert np.max(np.abs(w_S)) > 0.05  # the motion is not trivial
+    np.testing.assert_allclose(w_S, w_fd, atol=1e-7)
+    assert R.shape == (len(imus), len(t), 3, 3)
+
+
+def test_accelerometer_matches_pinocchio_classical_acceleration(arm):
+    pinocchio = pytest.importorskip("pinocchio")
+    model = pinocchio.buildModelFromUrdf(str(MODELS_DIR / "arm7.urdf"))
+    data = model.createData()
+    imus = arm_imus()
+    trajectory = SineTrajectory(arm, seed=9, centre=ARM_CENTRE)
+    sim = SensorSimulator(arm, imus, trajectory=trajectory, seed=0)
+    t = np.linspace(0.5, 8.0, 11)
+    R_WS, _, f_S = sim.sensor_kinematics(t)
+    q, v = trajectory.evaluate(t)
+    h = 1e-5
+    a = (trajectory.evaluate(t + h)[1] - trajectory.evaluate(t - h)[1]) / (2 * h)
+    g_W = np.array([0.0, 0.0, -STANDARD_GRAVITY])
+    for j in range(len(t)):
+        pinocchio.forwardKinematics(model, data, q[j], v[j], a[j])
+        pinocchio.updateFramePlacements(model, data)
+        for k, imu in enumerate(imus):
+            frame = model.getFrameId(imu.body)
+            placement = pinocchio.SE3(imu.R_BS, imu.p_BS)
+            sensor = model.addFrame(pinocchio.Frame(f"{imu.name}_{j}", model.frames[frame].parentJoint,
+                                                    model.frames[frame].placement * placement,
+                                                    pinocchio.FrameType.OP_FRAME))
+            data = model.createData()
+            pinocchio.forwardKinematics(model, data, q[j], v[j], a[j])
+            pinocchio.updateFramePlacements(model, data)
+            a_S = pinocchio.getFrameClassicalAcceleration(model, data, sensor, pinocchio.ReferenceFrame.LOCAL).linear
+            np.testing.assert_allclose(data.oMf[sensor].rotation, R_WS[k, j], atol=1e-12)
+            expected = a_S - R_WS[k, j].T @ g_W
+            np.testing.assert_allclose(f_S[k, j], expected, atol=2e-4)
+
+
+def test_accelerometer_at_rest_reads_plus_g_on_the_up_axis(arm):
+    still = SineTrajectory(arm, seed=0, centre=ARM_CENTRE, max_amplitude=0.0)
+    # A sensor whose z axis points up, and one whose y axis points up (R_WS = R_x(pi/2) turns S's y onto W's z).
+    run0 = SensorSimulator(arm, [SimulatedImu("base", "arm_link0"),
+                                 SimulatedImu("side", "arm_link0", rotation_x(math.pi / 2))],
+                           trajectory=still).run(0.2)
+    np.testing.assert_allclose(run0.imu("base").linear_acceleration, np.tile([0, 0, STANDARD_GRAVITY], (21, 1)),
+                               atol=1e-9)
+    np.testing.assert_allclose(run0.imu("side").linear_acceleration, np.tile([0, STANDARD_GRAVITY, 0], (21, 1)),
+                               atol=1e-9)
+    np.testing.assert_allclose(run0.imu("base").angular_velocity, 0.0, atol=1e-12)
+    # Anywhere on a still arm the reading is R_WS^T (0, 0, g): magnitude g, direction up in the sensor frame.
+    run = SensorSimulator(arm, arm_imus(), trajectory=still).run(0.2)
+    for readings in run.imus:
+        R_WS = quat_to_matrix(readings.quaternion_wxyz)
+        up_S = np.einsum("tji,j->ti", R_WS, [0.0, 0.0, 1.0])
+        np.testing.assert_allclose(readings.linear_acceleration, STANDARD_GRAVITY * up_S, atol=1e-9)
+
+
+def test_trajectory_stays_within_joint_limits_and_moves(arm, quadruped):
+    for plant in (arm, quadruped):
+        trajectory = SineTrajectory(plant, seed=3, max_amplitude=2.0)
+        t = np.linspace(0, 60, 3001)
+        q, v = trajectory.evaluate(t)
+        lower, upper = plant.position_lower_limits(), plant.position_upper_limits()
+        assert np.all(q >= lower - 1e-12) and np.all(q <= upper + 1e-12)
+        assert np.ptp(q, axis=0).max() > 0.5
+        # v == dq/dt for the articulated coordinates (finite-difference check of the analytic rates).
+        view = plant.articulated_view()
+        dq = np.gradient(q[:, view.q_indices], t, axis=0)
+        np.testing.assert_allclose(v[1:-1, view.v_indices], dq[1:-1], atol=2e-3)
+    q, _ = SineTrajectory(quadruped, seed=3).evaluate(np.linspace(0, 5, 50))
+    np.testing.assert_allclose(np.linalg.norm(q[:, :4], axis=1), 1.0, atol=1e-12)
+
+
+def test_noise_statistics_match_the_configuration(arm):
+    noise = SensorNoise(orientation_deg=1.0, gyro=0.02, accelerometer=0.1, gyro_bias=0.05, dropout=0.1)
+    imus = arm_imus()
+    run = SensorSimulator(arm, imus, noise=noise, imu_rate_hz=200.0, seed=11).run(40.0)
+    total = len(run.times)
+    for readings in run.imus:
+        kept = len(readings.stamps)
+        # Dropouts: binomial(total, 0.1); 5 standard deviations.
+        assert abs(kept / total - 0.9) < 5 * math.sqrt(0.09 / total)
+        R_true = quat_to_matrix(readings.true_quaternion_wxyz)
+        R_meas = quat_to_matrix(readings.quaternion_wxyz)
+        error = matrix_to_rotvec(np.swapaxes(R_true, -1, -2) @ R_meas)
+        np.testing.assert_allclose(np.std(error, axis=0), math.radians(1.0), rtol=0.05)
+        np.testing.assert_allclose(np.mean(error, axis=0), 0.0, atol=5 * math.radians(1.0) / math.sqrt(kept))
+        gyro_error = readings.angular_velocity - readings.true_angular_velocity
+        np.testing.assert_allclose(np.mean(gyro_error, axis=0), readings.gyro_bias, atol=5 * 0.02 / math.sqrt(kept))
+        np.testing.assert_allclose(np.std(gyro_error, axis=0), 0.02, rtol=0.05)
+        assert np.linalg.norm(readings.gyro_bias) == pytest.approx(0.05)
+        accel_error = readings.linear_acceleration - readings.true_linear_acceleration
+        np.testing.assert_allclose(np.std(accel_error, axis=0), 0.1, rtol=0.05)
+        assert np.all(np.diff(readings.stamps) > 0)
+
+
+def test_heading_drift_turns_about_the_vertical_at_the_configured_rate(arm):
+    noise = SensorNoise(heading_drift_deg_per_s=0.5)
+    run = SensorSimulator(arm, arm_imus(), noise=noise, seed=5).run(10.0)
+    for readings in run.imus:
+        R_true = quat_to_matrix(readings.true_quaternion_wxyz)
+        R_meas = quat_to_matrix(readings.quaternion_wxyz)
+        # R_meas = Rz(rate t) R_true: the error, expressed in G, is a rotation about z by rate * t.
+        error = matrix_to_rotvec(R_meas @ np.swapaxes(R_true, -1, -2))
+        np.testing.assert_allclose(error[:, :2], 0.0, atol=1e-12)
+        np.testing.assert_allclose(error[:, 2], readings.heading_drift_rate * readings.stamps, atol=1e-12)
+        assert abs(readings.heading_drift_rate) == pytest.approx(math.radians(0.5))
+
+
+def test_stamp_jitter_is_bounded_and_keeps_order(arm):
+    run = SensorSimulator(arm, arm_imus(), noise=SensorNoise(stamp_jitter_s=0.002), imu_rate_hz=100.0,
+                          seed=5).run(5.0)
+    for readings in run.imus:
+        offset = readings.stamps - run.times[readings.sample_index]
+        assert np.max(np.abs(offset)) <= 0.002 + 1e-12
+        assert np.std(offset) > 0.0005
+        assert np.all(np.diff(readings.stamps) > 0)
+
+
+def test_encoders_quantized_noisy_and_at_their_own_rate(arm):
+    resolution = 2 * math.pi / 4096
+    noise = SensorNoise(encoder_noise=0.0, encoder_resolution=resolution)
+    sim = SensorSimulator(arm, arm_imus(), encoder_joints=["arm_joint2", "arm_joint1"], noise=noise,
+                          encoder_rate_hz=50.0, seed=1)
+    run = sim.run(4.0)
+    encoders = run.encoders
+    assert encoders.names == ("arm_joint2", "arm_joint1")
+    np.testing.assert_allclose(np.diff(encoders.stamps), 0.02)
+    steps = encoders.positions / resolution
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-9)
+    q, v = sim.trajectory.evaluate(encoders.stamps)
+    assert np.max(np.abs(encoders.positions - q[:, [1, 0]])) <= resolution / 2 + 1e-12
+    np.testing.assert_allclose(encoders.velocities, v[:, [1, 0]])
+    noisy = SensorSimulator(arm, arm_imus(), encoder_joints=["arm_joint1"],
+                            noise=SensorNoise(encoder_noise=0.01), seed=1).run(20.0)
+    q, _ = sim.trajectory.evaluate(noisy.encoders.stamps)
+    assert np.std(noisy.encoders.positions[:, 0] - q[:, 0]) == pytest.approx(0.01, rel=0.1)
+
+
+def test_same_seed_same_run_and_events_in_stamp_order(arm):
+    kwargs = dict(encoder_joints=["arm_joint1"], noise=NOISE_PRESETS["high"], seed=21)
+    first = SensorSimulator(arm, arm_imus(), **kwargs).run(2.0)
+    second = SensorSimulator(arm, arm_imus(), **kwargs).run(2.0)
+    other = SensorSimulator(arm, arm_imus(), encoder_joints=["arm_joint1"], noise=NOISE_PRESETS["high"],
+                            seed=22).run(2.0)
+    for a, b, c in zip(first.imus, second.imus, other.imus, strict=True):
+        np.testing.assert_array_equal(a.quaternion_wxyz, b.quaternion_wxyz)
+        np.testing.assert_array_equal(a.stamps, b.stamps)
+        assert a.quaternion_wxyz.shape != c.quaternion_wxyz.shape or not np.array_equal(a.quaternion_wxyz,
+                                                                                         c.quaternion_wxyz)
+    events = first.events()
+    stamps = [e[0] for e in events]
+    assert stamps == sorted(stamps)
+    assert len(events) == sum(len(r.stamps) for r in first.imus) + len(first.encoders.stamps)
+    assert not first.q.flags.writeable
+
+
+def test_configuration_errors_name_the_problem(arm):
+    with pytest.raises(SimulationError, match="arm_link3"):
+        SensorSimulator(arm, [SimulatedImu("x", "arm_lnk3")])
+    with pytest.raises(SimulationError, match="arm_joint1"):
+        SensorSimulator(arm, [], encoder_joints=["arm_joint10"])
+    with pytest.raises(SimulationError, match="dropout"):
+        SensorNoise(dropout=1.0)
+    with pytest.raises(SimulationError, match="gyro"):
+        SensorNoise(gyro=-1.0)
+    with pytest.raises(SimulationError, match="R_BS"):
+        SimulatedImu("x", "arm_link3", np.diag([1.0, 1.0, -1.0]))
+    with pytest.raises(SimulationError, match="default"):
+        noise_preset("loud")
+    with pytest.raises(SimulationError, match="unique"):
+        SensorSimulator(arm, [SimulatedImu("x", "arm_link3"), SimulatedImu("x", "arm_link5")])
+    with pytest.raises(SimulationError, match="arm_joint4"):
+        SineTrajectory(arm, centre={"arm_jiont4": 0.0})
