@@ -67,6 +67,8 @@ MALFORMED = {
                           "links 'a', 'b' form a cycle"),
     "xyz count": (robot(LINKS + joint(extra='<origin xyz="1 2"/><limit/>') + joint("k", "fixed", "a", "c", "")),
                   "<joint name='j'> <origin>: attribute xyz='1 2' must have 3 numbers, got 2"),
+    "rpy count": (robot(CHAIN.replace('<limit lower="-1" upper="1"/>', '<origin rpy="0 0 0 1"/><limit/>', 1)),
+                  "<joint name='j1'> <origin>: attribute rpy='0 0 0 1' must have 3 numbers, got 4"),
     "rpy not finite": (robot(CHAIN.replace('<limit lower="-1" upper="1"/>', '<origin rpy="0 nan 0"/><limit/>', 1)),
                        "<joint name='j1'> <origin>: attribute rpy='0 nan 0' must be finite"),
     "xyz not number": (robot(CHAIN.replace('<limit lower="-1" upper="1"/>', '<origin xyz="0 one 0"/><limit/>', 1)),

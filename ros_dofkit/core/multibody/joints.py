@@ -261,7 +261,8 @@ class Joint:
         return self._damping.copy()
 
     def set_default_damping_vector(self, damping) -> None:
-        """Drake ``set_default_damping_vector``: size num_velocities, entries >= 0, before finalize."""
+        """Drake ``set_default_damping_vector``: size num_velocities, entries >= 0, before the plant is finalized.
+        Unlike Drake, a joint not yet added to a plant accepts it too (nothing here needs the plant)."""
         self._check_not_finalized("set_default_damping_vector")
         self._damping = self._check_damping(damping)
 

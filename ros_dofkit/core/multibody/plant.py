@@ -281,6 +281,8 @@ class MultibodyPlant:
         return [b.body_frame for b in self._bodies] + self._extra_frames
 
     def get_body(self, body_index: int) -> Body:
+        if not isinstance(body_index, (int, np.integer)) or isinstance(body_index, bool):
+            raise TypeError(f"body index must be an int, got {type(body_index).__name__}")
         if not 0 <= body_index < len(self._bodies):
             raise MultibodyIndexError(f"body index must be in [0, {len(self._bodies)}), got {body_index}")
         return self._bodies[body_index]
