@@ -120,6 +120,15 @@ class RosProcess:
                 )
             time.sleep(0.02)
 
+    def wait_for_exit(self, timeout: float = DEFAULT_TIMEOUT) -> int:
+        """Wait until the process ends by itself; return its exit status."""
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise HarnessTimeout(
+                f"{self.describe()} still running after {timeout} s; its output:\n{self.output()}"
+            ) from None
+
     def stop(self, timeout: float = 5.0) -> int:
         """End the process (and anything it started): SIGINT, then SIGTERM, then SIGKILL. Return its exit status."""
         for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
@@ -191,6 +200,16 @@ class RosTestNode:
         self.node = rclpy.create_node(name, context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        self._extra_nodes = []
+
+    def create_node(self, name: str, **node_kwargs):
+        """Another node in this context, spun by the same executor and destroyed by :meth:`close`."""
+        import rclpy
+
+        node = rclpy.create_node(name, context=self.context, **node_kwargs)
+        self.executor.add_node(node)
+        self._extra_nodes.append(node)
+        return node
 
     def create_publisher(self, msg_type, topic: str, qos=10):
         return self.node.create_publisher(msg_type, topic, qos)
@@ -264,5 +283,6 @@ class RosTestNode:
         import rclpy
 
         self.executor.shutdown()
-        self.node.destroy_node()
+        for node in [*self._extra_nodes, self.node]:
+            node.destroy_node()
         rclpy.try_shutdown(context=self.context)

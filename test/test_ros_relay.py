@@ -8,6 +8,8 @@ the relay shuts down cleanly on SIGINT.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from geometry_msgs.msg import TransformStamped
 from rclpy.qos import QoSProfile, QoSReliabilityPolicy
@@ -73,18 +75,33 @@ def expected_imu(index: int) -> Imu:
     return message
 
 
+def stamp_of(message):
+    return message.transforms[0].header.stamp if isinstance(message, TFMessage) else message.header.stamp
+
+
 def relay_round_trip(ros_node, publisher, collector, make, count: int) -> list:
-    """Warm up until the whole path publishes through, then send ``count`` messages one at a time."""
+    """Warm up until the whole path publishes through, then send ``count`` messages one at a time.
+
+    Warm-up messages are ``make(0)``; a late one may still arrive after the first, always before the test
+    messages (one writer, in order), so everything up to the last warm-up message is dropped.
+    """
     ros_node.wait_for_subscriptions(publisher)
     ros_node.wait_for_publishers(collector)
     # Matches seen from this side do not prove the relay has matched us back: publish until one returns.
     warmup = make(0)
     ros_node.wait_for_messages(collector, 1, every=lambda: publisher.publish(warmup))
-    collector.messages.clear()
+
+    def after_warmup() -> list:
+        stamps = [stamp_of(message) for message in collector.messages]
+        last_warmup = max((i for i, stamp in enumerate(stamps) if stamp == stamp_of(warmup)), default=-1)
+        return collector.messages[last_warmup + 1:]
+
     for index in range(1, count + 1):
         publisher.publish(make(index))
-        ros_node.wait_for_messages(collector, index)
-    return list(collector.messages)
+        ros_node.spin_until(
+            lambda n=index: len(after_warmup()) >= n, lambda n=index: f"message {n} back from the relay"
+        )
+    return after_warmup()
 
 
 def test_relay_forwards_tf_and_imu_across_processes(ros_node, ros_processes, tmp_path):
@@ -144,3 +161,12 @@ def test_qos_override_and_incompatible_qos_is_logged(ros_node, ros_processes):
     # The TF input kept the default best-effort profile: no incompatibility was reported for it.
     assert f"'{TOPICS['tf_in']}'" not in relay.output()
     assert relay.stop() == 0, relay.output()
+
+
+def test_invalid_qos_override_stops_the_relay_with_a_clear_error(ros_processes):
+    relay = ros_processes.start(
+        "dofkit_relay", "--ros-args", *REMAPS,
+        "-p", f"qos_overrides.{TOPICS['tf_in']}.subscription.durability:=forever",
+    )
+    assert relay.wait_for_exit(timeout=30) == 2
+    assert re.search(rf"FATAL.*'{TOPICS['tf_in']}'.*forever.*Valid values", relay.output()), relay.output()

@@ -24,7 +24,13 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu
 from tf2_msgs.msg import TFMessage
 
-from ros_dofkit.ros.qos import QosEventMonitor, create_input_subscription, create_output_publisher, tf_qos
+from ros_dofkit.ros.qos import (
+    QosEventMonitor,
+    QosOverrideError,
+    create_input_subscription,
+    create_output_publisher,
+    tf_qos,
+)
 
 NODE_NAME = "dofkit_relay"
 
@@ -60,20 +66,28 @@ class RelayNode(Node):
         self._imu_publisher.publish(message)
 
 
-def main(args: list[str] | None = None) -> None:
-    """Console script entry point: ``dofkit_relay [--ros-args ...]``; exits 0 on SIGINT/SIGTERM."""
+def main(args: list[str] | None = None) -> int:
+    """Console script entry point: ``dofkit_relay [--ros-args ...]``.
+
+    Exits 0 on SIGINT/SIGTERM, 2 (with a fatal log line) when a QoS override parameter is invalid.
+    """
     rclpy.init(args=args)
     node = None
+    status = 0
     try:
         node = RelayNode()
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except QosOverrideError as error:
+        rclpy.logging.get_logger(NODE_NAME).fatal(str(error))
+        status = 2
     finally:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -10,6 +10,7 @@ Where you are: the ROS edge (``ros_dofkit.ros``). Nodes create every subscriptio
   TransformBroadcaster; ``/tf_static``: transient local, keep last 1 like its StaticTransformBroadcaster);
 * every profile can be overridden per topic at start-up with ROS 2's standard QoS-override parameters, e.g.
   ``-p "qos_overrides./imu/data.subscription.reliability:=reliable"`` (history, depth, reliability, durability);
+  a bad value raises :class:`QosOverrideError` listing the valid ones;
 * an incompatible-QoS event (a peer whose QoS can never match) is logged with the offending policy and counted
   per topic in a :class:`QosEventMonitor`, so a node's diagnostics can report it.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from rclpy.event_handler import (
     PublisherEventCallbacks,
@@ -36,7 +38,7 @@ from rclpy.qos import (
     qos_policy_name_from_kind,
     qos_profile_sensor_data,
 )
-from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.qos_overriding_options import InvalidQosOverridesError, QoSOverridingOptions
 from rclpy.subscription import Subscription
 
 #: Policies a user may override per topic through ``qos_overrides.<topic>.<publisher|subscription>.<policy>``.
@@ -46,6 +48,19 @@ OVERRIDABLE_POLICIES = (
     QoSPolicyKind.RELIABILITY,
     QoSPolicyKind.DURABILITY,
 )
+
+
+#: Values the override parameters accept (case-insensitive), for error messages.
+OVERRIDE_VALUES = {
+    "history": ("keep_last", "keep_all", "system_default"),
+    "reliability": ("reliable", "best_effort", "system_default"),
+    "durability": ("volatile", "transient_local", "system_default"),
+    "depth": ("a positive integer",),
+}
+
+
+class QosOverrideError(ValueError):
+    """A ``qos_overrides.*`` parameter has a value that is not a valid QoS policy value."""
 
 
 def sensor_input_qos() -> QoSProfile:
@@ -132,6 +147,19 @@ class QosEventMonitor:
         return on_incompatible
 
 
+@contextmanager
+def _explained_override_errors(node: Node, topic: str, side: str):
+    """Turn rclpy's errors about bad ``qos_overrides`` values into a QosOverrideError that lists the valid ones."""
+    try:
+        yield
+    except (InvalidQosOverridesError, RuntimeError) as error:
+        valid = "; ".join(f"{policy}: {', '.join(values)}" for policy, values in OVERRIDE_VALUES.items())
+        raise QosOverrideError(
+            f"invalid QoS override for the {side} on '{node.resolve_topic_name(topic)}' "
+            f"(parameters qos_overrides.<topic>.{side}.<policy>): {error}. Valid values are {valid}"
+        ) from error
+
+
 def create_input_subscription(
     node: Node,
     msg_type,
@@ -141,14 +169,15 @@ def create_input_subscription(
     qos: QoSProfile | None = None,
 ) -> Subscription:
     """Subscribe to a sensor input: SensorDataQoS unless ``qos`` is given, user-overridable, events reported."""
-    return node.create_subscription(
-        msg_type,
-        topic,
-        callback,
-        sensor_input_qos() if qos is None else qos,
-        event_callbacks=monitor.subscription_callbacks(topic),
-        qos_overriding_options=overriding_options(),
-    )
+    with _explained_override_errors(node, topic, "subscription"):
+        return node.create_subscription(
+            msg_type,
+            topic,
+            callback,
+            sensor_input_qos() if qos is None else qos,
+            event_callbacks=monitor.subscription_callbacks(topic),
+            qos_overriding_options=overriding_options(),
+        )
 
 
 def create_output_publisher(
@@ -159,10 +188,11 @@ def create_output_publisher(
     qos: QoSProfile | None = None,
 ) -> Publisher:
     """Publish an output: :func:`output_qos` unless ``qos`` is given, user-overridable, events reported."""
-    return node.create_publisher(
-        msg_type,
-        topic,
-        output_qos() if qos is None else qos,
-        event_callbacks=monitor.publisher_callbacks(topic),
-        qos_overriding_options=overriding_options(),
-    )
+    with _explained_override_errors(node, topic, "publisher"):
+        return node.create_publisher(
+            msg_type,
+            topic,
+            output_qos() if qos is None else qos,
+            event_callbacks=monitor.publisher_callbacks(topic),
+            qos_overriding_options=overriding_options(),
+        )
