@@ -464,63 +464,64 @@ class Assembler:
             tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start,
             tree.mimic_q, tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset,
         )
+        self._problem = (self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo, self._hi)
+        self._weights_seen = None
+        self._empty_rot = np.zeros((0, 3, 3))
+        self._empty_pos = np.zeros((0, 3))
         self._initialized = True
         self._num_initializations += 1
 
     # -- per-frame packing -------------------------------------------------------------------------------------------
-    def _current_weights(self):
-        rs_w = np.array([c._weights[ix] for c, ix in self._rs_weight_refs], dtype=float)
-        mk_w = np.array([c._weights[ix] for c, ix in self._mk_weight_refs], dtype=float)
-        return rs_w, mk_w
+    def _sensors(self):
+        """The kernels' ``sensors`` tuple; rebuilt when a sensor weight changed (no re-initialization needed)."""
+        versions = tuple(c._weights_version for c in self._conditions)
+        if versions != self._weights_seen:
+            rs_w = np.array([c._weights[ix] for c, ix in self._rs_weight_refs], dtype=float)
+            mk_w = np.array([c._weights[ix] for c, ix in self._mk_weight_refs], dtype=float)
+            cond_w = np.array([w if math.isfinite(w) else 1.0 for w in self._weights], dtype=float)
+            rs, mk = self._rs, self._mk
+            self._sensors_tuple = (
+                rs["body"], rs["R_BS"], rs["row"], rs["hard"], rs["slot"], rs_w, rs["cond"],
+                mk["body"], mk["p_BS"], mk["row"], mk["hard"], mk["slot"], mk_w, mk["cond"], cond_w,
+            )
+            self._weights_seen = versions
+        return self._sensors_tuple
 
-    def _cond_weights(self) -> np.ndarray:
-        return np.array([w if math.isfinite(w) else 1.0 for w in self._weights], dtype=float)
+    def _settings(self):
+        return (self.get_accuracy_in_use(), self.get_error_tolerance_in_use(), self._use_rms, self._max_iterations,
+                _INITIAL_LAMBDA)
 
     def _current_observations(self):
-        obs_rot = np.empty((self._n_rot_obs, 3, 3))
-        for condition, offset in self._rot_slices:
-            n = condition.get_num_observations()
-            obs_rot[offset : offset + n] = condition._observations
-        obs_pos = np.empty((self._n_pos_obs, 3))
-        for condition, offset in self._pos_slices:
-            n = condition.get_num_observations()
-            obs_pos[offset : offset + n] = condition._observations
+        """All observation slots (rotations, positions) of the adopted conditions, concatenated in adoption order."""
+        if len(self._rot_slices) == 1:
+            obs_rot = self._rot_slices[0][0]._observations
+        elif not self._rot_slices:
+            obs_rot = self._empty_rot
+        else:
+            obs_rot = np.concatenate([c._observations for c, _ in self._rot_slices])
+        if len(self._pos_slices) == 1:
+            obs_pos = self._pos_slices[0][0]._observations
+        elif not self._pos_slices:
+            obs_pos = self._empty_pos
+        else:
+            obs_pos = np.concatenate([c._observations for c, _ in self._pos_slices])
         return obs_rot, obs_pos
 
-    def _frame(self):
-        """Per-frame arrays for the kernels: observations gathered per active sensor and the row scales."""
-        obs_rot, obs_pos = self._current_observations()
-        rs_w, mk_w = self._current_weights()
-        n_rs = len(self._rs["body"])
-        n_mk = len(self._mk["body"])
-        rs_obs = np.empty((n_rs, 3, 3))
-        rs_scale = np.empty(n_rs)
-        mk_obs = np.empty((n_mk, 3))
-        mk_scale = np.empty(n_mk)
-        contributing = kernels.gather_frame(
-            self._rs["slot"], rs_w, self._rs["cond"], self._rs["hard"], obs_rot,
-            self._mk["slot"], mk_w, self._mk["cond"], self._mk["hard"], obs_pos,
-            self._cond_weights(), rs_obs, rs_scale, mk_obs, mk_scale,
-        )
-        self._nothing_observed = contributing == 0
-        return rs_obs, rs_scale, mk_obs, mk_scale
-
     # -- evaluation --------------------------------------------------------------------------------------------------
-    def _residuals_compiled(self, q, frame, need_jacobian: bool):
-        rs_obs, rs_scale, mk_obs, mk_scale = frame
-        nb = self.plant.num_bodies()
-        X_WB = np.empty((nb, 4, 4))
-        R_WF = np.empty((nb, 3, 3))
-        p_WM = np.empty((nb, 3))
+    def _residuals_compiled(self, q, need_jacobian: bool):
+        sensors = self._sensors()
+        obs_rot, obs_pos = self._current_observations()
+        frame = kernels.make_frame(sensors)
+        self._nothing_observed = kernels.gather_frame(sensors, obs_rot, obs_pos, frame) == 0
+        work = kernels.make_work(self.plant.num_bodies(), len(self._rs["body"]), len(self._mk["body"]))
         r_g = np.empty(self._m_goal)
         r_c = np.empty(self._m_err)
-        J_g = np.empty((self._m_goal, self._nv))
-        J_c = np.empty((self._m_err, self._nv))
-        kernels.evaluate_residuals(
-            self._tree, np.asarray(q, dtype=float), self._rs["body"], self._rs["R_BS"], self._rs["row"],
-            self._rs["hard"], rs_obs, rs_scale, self._mk["body"], self._mk["p_BS"], self._mk["row"], self._mk["hard"],
-            mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g, J_g, r_c, J_c, need_jacobian,
-        )
+        J_g = np.zeros((self._m_goal, self._nv))
+        J_c = np.zeros((self._m_err, self._nv))
+        q = np.ascontiguousarray(q, dtype=float)
+        kernels.evaluate_residuals(self._tree, q, sensors, frame, work, r_g, r_c)
+        if need_jacobian:
+            kernels.evaluate_jacobians(self._tree, sensors, frame, work, J_g, J_c)
         return r_g, J_g, r_c, J_c
 
     def _residuals_reference(self, q, need_jacobian: bool):
@@ -565,7 +566,7 @@ class Assembler:
         self._initialize()
         q = self._q if q is None else np.asarray(q, dtype=float)
         if self._backend == "compiled":
-            return self._residuals_compiled(q, self._frame(), need_jacobian)
+            return self._residuals_compiled(q, need_jacobian)
         return self._residuals_reference(q, need_jacobian)
 
     def calc_current_goal(self) -> float:
@@ -579,20 +580,25 @@ class Assembler:
         return self._error_norm(r_c)
 
     # -- solving -----------------------------------------------------------------------------------------------------
-    def _solve(self, q):
-        """Run the solver from q (modified in place); returns (status, goal, error norm)."""
+    def _run(self, q):
+        """Simbody's short-circuit test, then the solver from q (overwritten). Returns (status, F0, e0, F, e)."""
+        self._initialize()
         accuracy = self.get_accuracy_in_use()
         tolerance = self.get_error_tolerance_in_use()
         if self._backend == "compiled":
-            rs_obs, rs_scale, mk_obs, mk_scale = self._frame()
-            status, F, e = kernels.solve(
-                self._tree, q, self._rs["body"], self._rs["R_BS"], self._rs["row"], self._rs["hard"], rs_obs, rs_scale,
-                self._mk["body"], self._mk["p_BS"], self._mk["row"], self._mk["hard"], mk_obs, mk_scale,
-                self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo, self._hi, accuracy,
-                tolerance, self._use_rms, self._max_iterations, _INITIAL_LAMBDA, self._stats,
+            obs_rot, obs_pos = self._current_observations()
+            status, F0, e0, F, e, contributing = kernels.solve_one(
+                self._tree, q, self._sensors(), obs_rot, obs_pos, self._problem, self._settings(), self._stats
             )
-            return int(status), float(F), float(e)
-        return self._solve_reference(q, accuracy, tolerance)
+            self._nothing_observed = contributing == 0
+            return int(status), float(F0), float(e0), float(F), float(e)
+        r_g, _, r_c, _ = self._residuals_reference(q, False)
+        self._stats[0] += 1
+        F0, e0 = 0.5 * float(r_g @ r_g), self._error_norm(r_c)
+        if e0 <= tolerance and F0 <= tolerance * tolerance:
+            return kernels.STATUS_CONVERGED, F0, e0, F0, e0
+        status, F, e = self._solve_reference(q, accuracy, tolerance)
+        return status, F0, e0, F, e
 
     def _solve_reference(self, q, accuracy, tolerance):
         """The iteration of kernels.solve, written in Python over the conditions' reference methods."""
@@ -642,13 +648,6 @@ class Assembler:
                     return kernels.STATUS_STALLED, F, e
         return kernels.STATUS_MAX_ITERATIONS, F, e
 
-    def _start(self):
-        self._initialize()
-        tolerance = self.get_error_tolerance_in_use()
-        r_g, _, r_c, _ = self.calc_residuals(need_jacobian=False)
-        self._stats[0] += 1
-        return 0.5 * float(r_g @ r_g), self._error_norm(r_c), tolerance
-
     def assemble(self) -> float:
         """Solve from the internal q; returns the goal Σ W_c goal_c achieved. Simbody: ``assemble()``.
 
@@ -656,11 +655,9 @@ class Assembler:
         the errors but the goal got worse, the start is kept. Raises :class:`AssembleFailed` when the error norm
         stays above the tolerance.
         """
-        F0, e0, tolerance = self._start()
-        if e0 <= tolerance and F0 <= tolerance * tolerance:
-            return F0
         q = self._q.copy()
-        status, F, e = self._solve(q)
+        status, F0, e0, F, e = self._run(q)
+        tolerance = self.get_error_tolerance_in_use()
         if e > tolerance:
             raise AssembleFailed(
                 f"assemble(): {_STATUS_TEXT[status]}; achieved error norm {e:.3g} but the required tolerance is "
@@ -679,10 +676,8 @@ class Assembler:
         """
         if time is not None and time >= 0:
             self._time = float(time)
-        F0, e0, tolerance = self._start()
-        if e0 <= tolerance and F0 <= tolerance * tolerance:
-            return F0
-        status, F, e = self._solve(self._q)
+        status, _, _, F, e = self._run(self._q)
+        tolerance = self.get_error_tolerance_in_use()
         if e > tolerance:
             raise TrackFailed(
                 f"track({time}): {_STATUS_TEXT[status]}; achieved error norm {e:.3g} but the required tolerance is "
@@ -736,16 +731,11 @@ class Assembler:
         goal = np.empty(T)
         err = np.empty(T)
         status = np.empty(T, dtype=np.int64)
-        rs_w, mk_w = self._current_weights()
         q = self._q.copy()
         if self._backend == "compiled":
             failed = kernels.track_frames(
-                self._tree, q, self._rs["body"], self._rs["R_BS"], self._rs["row"], self._rs["hard"],
-                self._rs["slot"], rs_w, self._rs["cond"], obs_rot, self._mk["body"], self._mk["p_BS"],
-                self._mk["row"], self._mk["hard"], self._mk["slot"], mk_w, self._mk["cond"], obs_pos,
-                self._cond_weights(), self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo,
-                self._hi, self.get_accuracy_in_use(), self.get_error_tolerance_in_use(), self._use_rms,
-                self._max_iterations, _INITIAL_LAMBDA, self._stats, Q, goal, err, status,
+                self._tree, q, self._sensors(), obs_rot, obs_pos, self._problem, self._settings(), self._stats,
+                Q, goal, err, status,
             )
             last = T - 1 if failed < 0 else int(failed)
         else:

@@ -121,6 +121,7 @@ class SensorSet(AssemblyCondition):
         self._obs_to_sensor: list[int] | None = None  # None: never defined (identity at initialization)
         self._sensor_to_obs: list[int] = []
         self._observations = np.zeros((0,) + self._station_shape)
+        self._weights_version = 0  # bumped by every weight change (the Assembler re-reads weights when it moves)
         # Filled by initialize_condition():
         self._body_index = np.zeros(0, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)  # active sensors, grouped by body index, then by sensor index
@@ -306,6 +307,7 @@ class SensorSet(AssemblyCondition):
         weight = _check_weight(weight, self._kind)
         old = self._weights[ix]
         self._weights[ix] = weight
+        self._weights_version += 1
         if (old == 0.0) != (weight == 0.0):
             self._initialized = False
             self._uninitialize_assembler()

@@ -4,17 +4,21 @@ Everything the Assembler does per iteration runs here without Python in the loop
 same math is in ``orientation_sensors.py`` / ``markers.py`` (residuals and Jacobians through the plant's public
 kinematics) and ``solver.py`` (the iteration); tests hold the two paths together.
 
-Data layout (built by :class:`ros_dofkit.core.assembly.assembler.Assembler` at initialization):
+Data layout (built by :class:`ros_dofkit.core.assembly.assembler.Assembler` at initialization; tuples of arrays):
 
-* ``tree``: tuple ``(parent, joint_type, X_PF, X_MC, axis, q_start, v_start, mimic_q, mimic_v, mimic_multiplier,
-  mimic_offset)``, the plant's ``KinematicTree`` arrays (see ``ros_dofkit.core.multibody.tree``).
-* rotation sensors (all adopted OrientationSensors concatenated, active ones only): ``rs_body[k]``,
-  ``rs_R_BS[k]``, ``rs_row[k]`` (first of their 3 rows in the goal or the error block), ``rs_hard[k]`` (1 when the
-  sensor's condition is a hard error), and per frame ``rs_obs[k]`` (R_GO, NaN = unobserved) and ``rs_scale[k]``
-  (the row scale √(W_c w / Σw_c) for goals, √w for errors, 0 when unobserved).
-* markers likewise with ``mk_p_BS[k]`` and ``mk_obs[k]`` (p_GO).
-* free velocities ``free_v[j]`` with, for a coordinate whose v equals its q̇, ``bound_q[j]`` (its q index, -1
-  otherwise) and bounds ``lo[j] <= q[bound_q[j]] <= hi[j]``.
+* ``tree = (parent, joint_type, X_PF, X_MC, axis, q_start, v_start, mimic_q, mimic_v, mimic_multiplier,
+  mimic_offset)``: the plant's ``KinematicTree`` arrays (see ``ros_dofkit.core.multibody.tree``).
+* ``sensors = (rs_body, rs_R_BS, rs_row, rs_hard, rs_obs_slot, rs_weight, rs_cond, mk_body, mk_p_BS, mk_row,
+  mk_hard, mk_obs_slot, mk_weight, mk_cond, cond_weight)``: the active rotation sensors (rs, all adopted
+  OrientationSensors concatenated) and markers (mk): body, station, first of their 3 rows in the goal or the error
+  block, 1 for a hard-error condition, observation slot, weight, condition index; and each condition's weight W_c.
+* ``frame = (rs_obs, rs_scale, mk_obs, mk_scale)``: per frame, each active sensor's observation and row scale
+  (√(W_c w / Σw_c) for goals, √w for errors, 0 when unobserved); filled by :func:`gather_frame`.
+* ``work = (X_WB, R_WF, p_WM, rs_phi, mk_p)``: kinematics of the last evaluation, with each rotation sensor's φ and
+  each marker's p_GS.
+* ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``: residual sizes, the free velocities, and for a free
+  velocity whose q̇ is a coordinate's, ``bound_q[j]`` (that q index, -1 otherwise) with ``lo[j] <= q <= hi[j]``.
+* ``settings = (accuracy, tolerance, use_rms, max_iterations, lam0)``.
 
 Residuals: rotation rows ``s φ`` with ``φ = log(R_GO R_GSᵀ)`` (in G) and Jacobian ``-s J_r⁻¹(φ) J_ω``; marker
 rows ``s (p_GS - p_GO)`` and Jacobian ``s J_v(S)``. The goal part ``r_g`` gives the objective ``½|r_g|²`` =
@@ -362,24 +366,19 @@ def integrate_positions(tree, q, dv, out):
 # Residuals
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True)
-def evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
-                       mk_body, mk_p_BS, mk_row, mk_hard, mk_obs, mk_scale,
-                       X_WB, R_WF, p_WM, r_g, J_g, r_c, J_c, need_jacobian):
-    """Fill the goal residuals r_g (and J_g = ∂r_g/∂v) and error residuals r_c (J_c) at q. Rows of an unobserved
-    sensor (scale 0) are zero. Jacobians are only written when ``need_jacobian``."""
-    nv = J_g.shape[1]
+def evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c):
+    """Forward kinematics at q into ``work`` and the goal / error residuals r_g, r_c (rows of an unobserved sensor,
+    scale 0, are zero). Also keeps each rotation sensor's φ and each marker's p_GS in ``work`` for the Jacobians."""
+    rs_body, rs_R_BS, rs_row, rs_hard = sensors[0], sensors[1], sensors[2], sensors[3]
+    mk_body, mk_p_BS, mk_row, mk_hard = sensors[7], sensors[8], sensors[9], sensors[10]
+    rs_obs, rs_scale, mk_obs, mk_scale = frame[0], frame[1], frame[2], frame[3]
+    X_WB, R_WF, p_WM, rs_phi, mk_p = work[0], work[1], work[2], work[3], work[4]
     forward_kinematics(tree, q, X_WB, R_WF, p_WM)
     r_g[:] = 0.0
     r_c[:] = 0.0
-    if need_jacobian:
-        J_g[:, :] = 0.0
-        J_c[:, :] = 0.0
     R_GS = np.empty((3, 3))
     E = np.empty((3, 3))
     phi = np.empty(3)
-    Jr = np.empty((3, 3))
-    J6 = np.empty((6, nv))
-    p = np.empty(3)
     for k in range(rs_body.shape[0]):
         s = rs_scale[k]
         if s == 0.0:
@@ -394,39 +393,63 @@ def evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_sc
             for j in range(3):
                 E[i, j] = rs_obs[k, i, 0] * R_GS[j, 0] + rs_obs[k, i, 1] * R_GS[j, 1] + rs_obs[k, i, 2] * R_GS[j, 2]
         _rotation_log(E, phi)
+        r = r_c if rs_hard[k] else r_g
         row = rs_row[k]
-        if rs_hard[k]:
-            r, Jm = r_c, J_c
-        else:
-            r, Jm = r_g, J_g
         for i in range(3):
+            rs_phi[k, i] = phi[i]
             r[row + i] = s * phi[i]
-        if need_jacobian:
-            _inverse_right_jacobian(phi, Jr)
-            point_jacobian(tree, R_WF, p_WM, b, p, False, J6)
-            for i in range(3):
-                for c in range(nv):
-                    Jm[row + i, c] = -s * (Jr[i, 0] * J6[0, c] + Jr[i, 1] * J6[1, c] + Jr[i, 2] * J6[2, c])
     for k in range(mk_body.shape[0]):
         s = mk_scale[k]
         if s == 0.0:
             continue
         b = mk_body[k]
-        for i in range(3):
-            p[i] = X_WB[b, i, 0] * mk_p_BS[k, 0] + X_WB[b, i, 1] * mk_p_BS[k, 1] + X_WB[b, i, 2] * mk_p_BS[k, 2] + \
-                X_WB[b, i, 3]
+        r = r_c if mk_hard[k] else r_g
         row = mk_row[k]
-        if mk_hard[k]:
-            r, Jm = r_c, J_c
-        else:
-            r, Jm = r_g, J_g
         for i in range(3):
-            r[row + i] = s * (p[i] - mk_obs[k, i])
-        if need_jacobian:
-            point_jacobian(tree, R_WF, p_WM, b, p, True, J6)
+            p = X_WB[b, i, 0] * mk_p_BS[k, 0] + X_WB[b, i, 1] * mk_p_BS[k, 1] + X_WB[b, i, 2] * mk_p_BS[k, 2] + \
+                X_WB[b, i, 3]
+            mk_p[k, i] = p
+            r[row + i] = s * (p - mk_obs[k, i])
+
+
+@njit(cache=True)
+def evaluate_jacobians(tree, sensors, frame, work, J_g, J_c):
+    """∂r_g/∂v and ∂r_c/∂v at the configuration of the last :func:`evaluate_residuals` on ``work``:
+    rotation rows ``-s J_r⁻¹(φ) J_ω(B)``, marker rows ``s J_v(S)``."""
+    rs_body, rs_row, rs_hard = sensors[0], sensors[2], sensors[3]
+    mk_body, mk_row, mk_hard = sensors[7], sensors[9], sensors[10]
+    rs_scale, mk_scale = frame[1], frame[3]
+    R_WF, p_WM, rs_phi, mk_p = work[1], work[2], work[3], work[4]
+    nv = J_g.shape[1]
+    J_g[:, :] = 0.0
+    J_c[:, :] = 0.0
+    Jr = np.empty((3, 3))
+    J6 = np.empty((6, nv))
+    unused_point = np.zeros(3)  # angular rows only: the point does not matter
+    for k in range(rs_body.shape[0]):
+        s = rs_scale[k]
+        if s == 0.0:
+            continue
+        _inverse_right_jacobian(rs_phi[k], Jr)
+        point_jacobian(tree, R_WF, p_WM, rs_body[k], unused_point, False, J6)
+        Jm = J_c if rs_hard[k] else J_g
+        row = rs_row[k]
+        for c in range(nv):
+            w0, w1, w2 = J6[0, c], J6[1, c], J6[2, c]
+            if w0 == 0.0 and w1 == 0.0 and w2 == 0.0:
+                continue
             for i in range(3):
-                for c in range(nv):
-                    Jm[row + i, c] = s * J6[3 + i, c]
+                Jm[row + i, c] = -s * (Jr[i, 0] * w0 + Jr[i, 1] * w1 + Jr[i, 2] * w2)
+    for k in range(mk_body.shape[0]):
+        s = mk_scale[k]
+        if s == 0.0:
+            continue
+        point_jacobian(tree, R_WF, p_WM, mk_body[k], mk_p[k], True, J6)
+        Jm = J_c if mk_hard[k] else J_g
+        row = mk_row[k]
+        for i in range(3):
+            for c in range(nv):
+                Jm[row + i, c] = s * J6[3 + i, c]
 
 
 @njit(cache=True)
@@ -450,6 +473,34 @@ def error_norm(r_c, use_rms):
 # The step (shared by the compiled and the reference solver)
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True)
+def _normal_equations(A, r, lam, H, g):
+    """H = AᵀA (lower and upper), g = -Aᵀr, row by row skipping zero entries (a sensor's Jacobian row is zero
+    outside the dofs between its body and the world). Returns the damping μ = λ|g| + μ_floor(1 + max diag H)."""
+    m, n = A.shape
+    for i in range(n):
+        g[i] = 0.0
+        for j in range(i + 1):
+            H[i, j] = 0.0
+    for k in range(m):
+        rk = r[k]
+        for i in range(n):
+            a = A[k, i]
+            if a == 0.0:
+                continue
+            g[i] -= a * rk
+            for j in range(i + 1):
+                H[i, j] += a * A[k, j]
+    diag_max = 0.0
+    gnorm = 0.0
+    for i in range(n):
+        diag_max = max(diag_max, H[i, i])
+        gnorm += g[i] * g[i]
+        for j in range(i):
+            H[j, i] = H[i, j]
+    return lam * math.sqrt(gnorm) + _MU_FLOOR * (1.0 + diag_max)
+
+
+@njit(cache=True)
 def compute_step(A, r_g, C, r_c, lam, d):
     """Damped Gauss-Newton step d on the columns of A (goal Jacobian) and C (error Jacobian); returns False on failure.
 
@@ -467,23 +518,7 @@ def compute_step(A, r_g, C, r_c, lam, d):
     if mc == 0:
         H = np.empty((n, n))
         g = np.empty(n)
-        diag_max = 0.0
-        for i in range(n):
-            s = 0.0
-            for k in range(m):
-                s += A[k, i] * r_g[k]
-            g[i] = -s
-            for j in range(i + 1):
-                s = 0.0
-                for k in range(m):
-                    s += A[k, i] * A[k, j]
-                H[i, j] = s
-                H[j, i] = s
-            diag_max = max(diag_max, H[i, i])
-        gnorm = 0.0
-        for i in range(n):
-            gnorm += g[i] * g[i]
-        mu = lam * math.sqrt(gnorm) + _MU_FLOOR * (1.0 + diag_max)
+        mu = _normal_equations(A, r_g, lam, H, g)
         for i in range(n):
             H[i, i] += mu
         return _cholesky_solve(H, g, n, d)
@@ -529,23 +564,7 @@ def compute_step(A, r_g, C, r_c, lam, d):
         rr[k] = s
     H = np.empty((nz, nz))
     g = np.empty(nz)
-    diag_max = 0.0
-    for i in range(nz):
-        s = 0.0
-        for k in range(m):
-            s += B[k, i] * rr[k]
-        g[i] = -s
-        for j in range(i + 1):
-            s = 0.0
-            for k in range(m):
-                s += B[k, i] * B[k, j]
-            H[i, j] = s
-            H[j, i] = s
-        diag_max = max(diag_max, H[i, i])
-    gnorm = 0.0
-    for i in range(nz):
-        gnorm += g[i] * g[i]
-    mu = lam * math.sqrt(gnorm) + _MU_FLOOR * (1.0 + diag_max)
+    mu = _normal_equations(B, rr, lam, H, g)
     for i in range(nz):
         H[i, i] += mu
     y = np.empty(nz)
@@ -575,13 +594,18 @@ def select_active_bounds(q, g_free, bound_q, lo, hi, active):
 
 @njit(cache=True)
 def clip_to_bounds(q, bound_q, lo, hi):
+    """Clip the bounded coordinates of q into [lo, hi]; returns True if anything changed."""
+    changed = False
     for j in range(bound_q.shape[0]):
         k = bound_q[j]
         if k >= 0:
             if q[k] < lo[j]:
                 q[k] = lo[j]
+                changed = True
             elif q[k] > hi[j]:
                 q[k] = hi[j]
+                changed = True
+    return changed
 
 
 @njit(cache=True)
@@ -599,32 +623,33 @@ def accept_step(F, F_new, e, e_new, tolerance, has_errors):
 # The solver loop
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True)
-def solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
-          mk_body, mk_p_BS, mk_row, mk_hard, mk_obs, mk_scale,
-          m_goal, m_err, nv_full, free_v, bound_q, lo, hi, accuracy, tolerance, use_rms, max_iterations, lam0,
-          stats):
+def make_work(nb, n_rs, n_mk):
+    """Kinematics workspace: (X_WB, R_WF, p_WM, φ per rotation sensor, p_GS per marker)."""
+    return (np.empty((nb, 4, 4)), np.empty((nb, 3, 3)), np.empty((nb, 3)), np.zeros((n_rs, 3)), np.zeros((n_mk, 3)))
+
+
+@njit(cache=True)
+def solve(tree, q, sensors, frame, work, problem, settings, stats, r_g, r_c, evaluated):
     """Minimize ½|r_g|² subject to r_c = 0 over the free velocities, starting from (and overwriting) q.
 
-    Iteration: evaluate residuals and Jacobians; hold variables on an outward-pushed bound; damped step
-    (:func:`compute_step`); trial q' = clip(q ⊕ d); accept or reject (:func:`accept_step`) with λ divided by 3 on
-    acceptance (down to 1e-8) and multiplied by 4 on rejection. Converged, after an accepted step, when the error
-    norm is within ``tolerance`` and either |d|∞ <= accuracy or the goal decreased by at most accuracy² of its
-    value; also when the projected gradient and the errors vanish, or when a rejected step already has
-    |d|∞ <= accuracy with the errors within tolerance. Stops as stalled when λ exceeds 1e16 and after
-    ``max_iterations`` accepted-or-rejected steps.
+    ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``, ``settings = (accuracy, tolerance, use_rms,
+    max_iterations, lam0)``. If ``evaluated``, ``work``, r_g and r_c already hold the evaluation at q.
+
+    Iteration: Jacobians at q; hold variables on an outward-pushed bound; damped step (:func:`compute_step`);
+    trial q' = clip(q ⊕ d); accept or reject (:func:`accept_step`) with λ divided by 3 on acceptance (down to 1e-8)
+    and multiplied by 4 on rejection. Converged, after an accepted step, when the error norm is within
+    ``tolerance`` and either |d|∞ <= accuracy or the goal decreased by at most accuracy² of its value; also when
+    the projected gradient and the errors vanish, or when a rejected step already has |d|∞ <= accuracy with the
+    errors within tolerance. Stops as stalled when λ exceeds 1e16 and after ``max_iterations`` steps.
 
     ``stats`` (int64[3]) is incremented: [residual evaluations, Jacobian evaluations, iterations].
-    Returns (status, goal F = ½|r_g|², error norm).
+    Returns (status, goal F = ½|r_g|², error norm); r_g, r_c end as the residuals at the returned q.
     """
+    m_goal, m_err, nv_full, free_v, bound_q, lo, hi = problem
+    accuracy, tolerance, use_rms, max_iterations, lam0 = settings
     nq = q.shape[0]
-    nv = free_v.shape[0]  # number of free velocities
-    nb = tree[0].shape[0]
-    X_WB = np.empty((nb, 4, 4))
-    R_WF = np.empty((nb, 3, 3))
-    p_WM = np.empty((nb, 3))
-    r_g = np.empty(m_goal)
+    nv = free_v.shape[0]
     J_g = np.empty((m_goal, nv_full))
-    r_c = np.empty(m_err)
     J_c = np.empty((m_err, nv_full))
     r_g2 = np.empty(m_goal)
     r_c2 = np.empty(m_err)
@@ -632,10 +657,10 @@ def solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
     dv = np.zeros(nv_full)
     g_free = np.empty(nv)
     active = np.zeros(nv, dtype=np.bool_)
-    clip_to_bounds(q, bound_q, lo, hi)
-    evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS, mk_row,
-                       mk_hard, mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g, J_g, r_c, J_c, True)
-    stats[0] += 1
+    if clip_to_bounds(q, bound_q, lo, hi) or not evaluated:
+        evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c)
+        stats[0] += 1
+    evaluate_jacobians(tree, sensors, frame, work, J_g, J_c)
     stats[1] += 1
     F = 0.5 * np.dot(r_g, r_g)
     e = error_norm(r_c, use_rms)
@@ -644,7 +669,6 @@ def solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
     iterations = 0
     while iterations < max_iterations:
         # Projected gradient and the free set of this step.
-        gmax = 0.0
         for j in range(nv):
             c = free_v[j]
             s = 0.0
@@ -653,6 +677,7 @@ def solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
             g_free[j] = s
         select_active_bounds(q, g_free, bound_q, lo, hi, active)
         n_step = 0
+        gmax = 0.0
         for j in range(nv):
             if not active[j]:
                 gmax = max(gmax, abs(g_free[j]))
@@ -675,8 +700,7 @@ def solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
         d = np.zeros(n_step)
         iterations += 1
         stats[2] += 1
-        ok = compute_step(A, r_g, C, r_c, lam, d)
-        if not ok:
+        if not compute_step(A, r_g, C, r_c, lam, d):
             lam *= 4.0
             if lam > _LAMBDA_MAX:
                 status = STATUS_STALLED
@@ -684,34 +708,34 @@ def solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
             continue
         dv[:] = 0.0
         col = 0
+        step = 0.0
         for j in range(nv):
             if active[j]:
                 continue
             dv[free_v[j]] = d[col]
+            step = max(step, abs(d[col]))
             col += 1
         integrate_positions(tree, q, dv, q_trial)
         clip_to_bounds(q_trial, bound_q, lo, hi)
-        evaluate_residuals(tree, q_trial, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS,
-                           mk_row, mk_hard, mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g2, J_g, r_c2, J_c, False)
+        # The trial overwrites the kinematics in `work`; the Jacobians at q are already in J_g / J_c.
+        evaluate_residuals(tree, q_trial, sensors, frame, work, r_g2, r_c2)
         stats[0] += 1
         F_new = 0.5 * np.dot(r_g2, r_g2)
         e_new = error_norm(r_c2, use_rms)
-        step = 0.0
-        for j in range(n_step):
-            step = max(step, abs(d[j]))
         if accept_step(F, F_new, e, e_new, tolerance, m_err > 0):
             decrease = F - F_new
-            q[:] = q_trial
             F_old = F
+            q[:] = q_trial
+            r_g[:] = r_g2
+            r_c[:] = r_c2
             F = F_new
             e = e_new
             lam = max(lam / 3.0, _LAMBDA_MIN)
-            evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS,
-                               mk_row, mk_hard, mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g, J_g, r_c, J_c, True)
-            stats[1] += 1
             if e <= tolerance and (step <= accuracy or abs(decrease) <= accuracy * accuracy * F_old):
                 status = STATUS_CONVERGED
                 break
+            evaluate_jacobians(tree, sensors, frame, work, J_g, J_c)
+            stats[1] += 1
         else:
             if step <= accuracy and e <= tolerance:
                 # Even the full step is below the accuracy and does not help (rounding at the optimum): done.
@@ -725,15 +749,17 @@ def solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale,
 
 
 @njit(cache=True)
-def gather_frame(rs_obs_slot, rs_weight, rs_cond, rs_hard, obs_rot, mk_obs_slot, mk_weight, mk_cond, mk_hard,
-                 obs_pos, cond_weight, rs_obs, rs_scale, mk_obs, mk_scale):
-    """Per-frame setup: copy each active sensor's observation and compute its row scale.
+def gather_frame(sensors, obs_rot, obs_pos, frame):
+    """Per-frame setup: copy each active sensor's observation and compute its row scale into ``frame``.
 
     Goal rows get √(W_c w / Σ_c w) where Σ_c w sums the weights of the condition's sensors observed this frame;
     error rows get √w; unobserved sensors get 0. Returns the number of contributing sensors.
     """
-    n_cond = cond_weight.shape[0]
-    total = np.zeros(n_cond)
+    rs_hard, rs_obs_slot, rs_weight, rs_cond = sensors[3], sensors[4], sensors[5], sensors[6]
+    mk_hard, mk_obs_slot, mk_weight, mk_cond = sensors[10], sensors[11], sensors[12], sensors[13]
+    cond_weight = sensors[14]
+    rs_obs, rs_scale, mk_obs, mk_scale = frame[0], frame[1], frame[2], frame[3]
+    total = np.zeros(cond_weight.shape[0])
     contributing = 0
     for k in range(rs_obs_slot.shape[0]):
         ok = True
@@ -774,43 +800,59 @@ def gather_frame(rs_obs_slot, rs_weight, rs_cond, rs_hard, obs_rot, mk_obs_slot,
 
 
 @njit(cache=True)
-def track_frames(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs_slot, rs_weight, rs_cond, obs_rot_seq,
-                 mk_body, mk_p_BS, mk_row, mk_hard, mk_obs_slot, mk_weight, mk_cond, obs_pos_seq, cond_weight,
-                 m_goal, m_err, nv_full, free_v, bound_q, lo, hi, accuracy, tolerance, use_rms, max_iterations, lam0,
-                 stats, Q_out, goal_out, err_out, status_out):
+def make_frame(sensors):
+    """Per-frame arrays (observation and row scale per active sensor) sized for ``sensors``."""
+    n_rs = sensors[0].shape[0]
+    n_mk = sensors[7].shape[0]
+    return (np.empty((n_rs, 3, 3)), np.empty(n_rs), np.empty((n_mk, 3)), np.empty(n_mk))
+
+
+@njit(cache=True)
+def solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, frame, work, r_g, r_c):
+    """One frame of Simbody's assemble()/track(): gather the observations, evaluate at q, skip the solve when the
+    error norm <= tolerance and the goal <= tolerance² (short-circuit), else :func:`solve` (q is overwritten).
+
+    Returns (status, goal at the start, error norm at the start, goal, error norm, contributing sensors)."""
+    tolerance, use_rms = settings[1], settings[2]
+    contributing = gather_frame(sensors, obs_rot, obs_pos, frame)
+    evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c)
+    stats[0] += 1
+    F0 = 0.5 * np.dot(r_g, r_g)
+    e0 = error_norm(r_c, use_rms)
+    if e0 <= tolerance and F0 <= tolerance * tolerance:
+        return STATUS_CONVERGED, F0, e0, F0, e0, contributing
+    status, F, e = solve(tree, q, sensors, frame, work, problem, settings, stats, r_g, r_c, True)
+    return status, F0, e0, F, e, contributing
+
+
+@njit(cache=True)
+def solve_one(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats):
+    """:func:`solve_frame` with its own workspaces (the entry point of assemble() and track())."""
+    m_goal, m_err = problem[0], problem[1]
+    frame = make_frame(sensors)
+    work = make_work(tree[0].shape[0], sensors[0].shape[0], sensors[7].shape[0])
+    return solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, frame, work,
+                       np.empty(m_goal), np.empty(m_err))
+
+
+@njit(cache=True)
+def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, problem, settings, stats, Q_out, goal_out, err_out,
+                 status_out):
     """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve).
 
     obs_rot_seq (T, n_rot_obs, 3, 3) and obs_pos_seq (T, n_pos_obs, 3) hold all observation slots per frame.
     q is the start and ends as the last frame's solution. Returns the index of the first frame whose error norm
     exceeds the tolerance (tracking stops there), or -1.
     """
-    T = Q_out.shape[0]
-    n_rs = rs_body.shape[0]
-    n_mk = mk_body.shape[0]
-    rs_obs = np.empty((n_rs, 3, 3))
-    rs_scale = np.empty(n_rs)
-    mk_obs = np.empty((n_mk, 3))
-    mk_scale = np.empty(n_mk)
-    nb = tree[0].shape[0]
-    X_WB = np.empty((nb, 4, 4))
-    R_WF = np.empty((nb, 3, 3))
-    p_WM = np.empty((nb, 3))
+    tolerance = settings[1]
+    m_goal, m_err = problem[0], problem[1]
+    frame = make_frame(sensors)
+    work = make_work(tree[0].shape[0], sensors[0].shape[0], sensors[7].shape[0])
     r_g = np.empty(m_goal)
     r_c = np.empty(m_err)
-    J_dummy = np.empty((0, 0))
-    for t in range(T):
-        gather_frame(rs_obs_slot, rs_weight, rs_cond, rs_hard, obs_rot_seq[t], mk_obs_slot, mk_weight, mk_cond,
-                     mk_hard, obs_pos_seq[t], cond_weight, rs_obs, rs_scale, mk_obs, mk_scale)
-        evaluate_residuals(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS, mk_row,
-                           mk_hard, mk_obs, mk_scale, X_WB, R_WF, p_WM, r_g, J_dummy, r_c, J_dummy, False)
-        stats[0] += 1
-        F = 0.5 * np.dot(r_g, r_g)
-        e = error_norm(r_c, use_rms)
-        status = STATUS_CONVERGED
-        if not (e <= tolerance and F <= tolerance * tolerance):
-            status, F, e = solve(tree, q, rs_body, rs_R_BS, rs_row, rs_hard, rs_obs, rs_scale, mk_body, mk_p_BS,
-                                 mk_row, mk_hard, mk_obs, mk_scale, m_goal, m_err, nv_full, free_v, bound_q, lo, hi,
-                                 accuracy, tolerance, use_rms, max_iterations, lam0, stats)
+    for t in range(Q_out.shape[0]):
+        status, F0, e0, F, e, contributing = solve_frame(tree, q, sensors, obs_rot_seq[t], obs_pos_seq[t], problem,
+                                                         settings, stats, frame, work, r_g, r_c)
         Q_out[t, :] = q
         goal_out[t] = F
         err_out[t] = e
