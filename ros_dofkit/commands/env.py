@@ -13,6 +13,7 @@ import os
 import sys
 
 PYTHON_PACKAGES = ("numpy", "scipy", "numba", "rosbags", "matplotlib")
+WIDTH = 19  # name column
 ROS_PACKAGES = (
     "rclpy",
     "builtin_interfaces",
@@ -47,23 +48,23 @@ def _package_location(name: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(f"python      {sys.version.split()[0]} ({sys.executable})")
+    print(f"{'python':<{WIDTH}} {sys.version.split()[0]} ({sys.executable})")
     for name in PYTHON_PACKAGES:
         try:
             version = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             version = "MISSING"
-        print(f"{name:<11} {version}")
+        print(f"{name:<{WIDTH}} {version}")
     distro = os.environ.get("ROS_DISTRO")
-    print(f"ROS_DISTRO  {distro if distro else '(not set: ROS 2 from pip wheels)'}")
+    print(f"{'ROS_DISTRO':<{WIDTH}} {distro if distro else '(not set: ROS 2 from pip wheels)'}")
     for variable in ("ROS_DOMAIN_ID", "RMW_IMPLEMENTATION"):
-        print(f"{variable:<11} {os.environ.get(variable, '(default)')}")
+        print(f"{variable:<{WIDTH}} {os.environ.get(variable, '(default)')}")
     missing = []
     for name in ROS_PACKAGES:
         location = _package_location(name)
         if location is None:
             missing.append(name)
-        print(f"{name:<19} {location or 'MISSING'}")
+        print(f"{name:<{WIDTH}} {location or 'MISSING'}")
     if missing:
         print(f"missing ROS packages: {', '.join(missing)} (run ./run to set up the environment)", file=sys.stderr)
         return 1
