@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ros_dofkit.core import spatial
 from ros_dofkit.core.assembly import (
@@ -333,3 +335,30 @@ def test_errors_are_weighted_rotation_vectors_in_ground(plant):
     np.testing.assert_allclose(errors[:3], 2.0 * np.array([0.0, 0.0, 0.5]), atol=1e-14)
     np.testing.assert_array_equal(errors[3:], np.zeros(3))  # unobserved: zero rows
     assert osensors.num_errors() == 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rotvec=st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=3),
+    mount=st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=3),
+    q1=st.floats(-1.0, 1.0),
+    q2=st.floats(-2.0, 2.0),
+)
+def test_goal_is_half_the_squared_angle_from_the_trace_formula(rotvec, mount, q1, q2):
+    """Property: for one sensor, goal = a²/2 with a = arccos((tr(R_GSᵀ R_GO) − 1)/2), computed independently."""
+    plant = _TWO_LINK_PLANT
+    osensors = OrientationSensors()
+    R_BS = spatial.rotvec_to_matrix(np.array(mount))
+    osensors.add_osensor("s", "link2", R_BS)
+    Assembler(plant).adopt_assembly_goal(osensors)
+    R_GO = spatial.rotvec_to_matrix(np.array(rotvec))
+    osensors.move_all_observations(R_GO[None])
+    q = np.array([q1, q2])
+    R_GS = plant.calc_body_poses(q)[plant.get_body_by_name("link2").index, :3, :3] @ R_BS
+    a = np.arccos(np.clip((np.trace(R_GS.T @ R_GO) - 1) / 2, -1, 1))
+    assert osensors.calc_goal(q) == pytest.approx(a**2 / 2, abs=1e-7)
+
+
+_TWO_LINK_PLANT = MultibodyPlant()
+_TWO_LINK_PLANT.add_urdf(TWO_LINK_URDF)
+_TWO_LINK_PLANT.finalize()

@@ -689,7 +689,8 @@ class Assembler:
         """Warm-started track() over T frames in one compiled loop; returns Q (T, nq).
 
         ``observations``: for a single adopted sensor condition, its frames as one array, (T, n_obs, 3, 3) for
-        OrientationSensors or (T, n_obs, 3) for Markers; otherwise a dict {condition: array}. Each frame does what
+        OrientationSensors or (T, n_obs, 3) for Markers; otherwise a dict {condition: array} (a condition left out
+        of the dict is unobserved in every frame). Each frame does what
         ``move_all_observations`` + ``track(times[t])`` does (locked q's keep their current values). Afterwards
         the internal q is the last frame's and the conditions hold the last frame's observations. With
         ``return_info`` also returns {"goal": (T,), "error_norm": (T,), "status": (T,)}. Raises
