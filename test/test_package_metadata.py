@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from ros_harness import find_executable
 
 import ros_dofkit
 from ros_dofkit import cli, commands
@@ -114,8 +115,7 @@ def test_dofkit_version_and_unknown_subcommand(capsys):
 
 
 def test_dofkit_env_finds_every_ros_package():
-    dofkit = Path(sys.executable).parent / "dofkit"
-    result = subprocess.run([str(dofkit), "env"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([str(find_executable("dofkit")), "env"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = dict(line.split(maxsplit=1) for line in result.stdout.splitlines())
     assert lines["numpy"] == importlib.metadata.version("numpy")
