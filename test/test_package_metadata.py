@@ -16,10 +16,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ros_harness import find_executable
 
 import ros_dofkit
 from ros_dofkit import cli, commands
+from ros_harness import find_executable
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_XML = ET.parse(ROOT / "package.xml").getroot()
