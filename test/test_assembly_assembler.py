@@ -614,3 +614,27 @@ def test_assembler_requires_a_finalized_plant():
         plant.add_urdf(TWO_LINK_URDF)
         plant.finalize()
         Assembler(plant, backend="fast")
+
+
+def test_dof_mask_over_the_articulated_view_of_a_floating_robot(talos):
+    """Lock every articulated joint with one mask (Drake's make_from_model over the articulated view): only the
+    floating base stays free, and its orientation is recovered from the IMUs."""
+    rng = np.random.default_rng(17)
+    osensors, assembler = imu_setup(talos, TALOS_LINKS, rng)
+    view = talos.articulated_view()
+    mask = DofMask.make_from_model(view, talos.get_model_instance_name(1))
+    assert mask.size() == talos.num_positions() - 7 and mask.count() == mask.size()
+    assembler.lock_dof_mask(mask, view)
+    base = talos.floating_base_joints()[0]
+    free = [i for i in range(talos.num_positions()) if not assembler.is_locked(i)]
+    assert free == list(range(base.position_start, base.position_start + 7))
+    q_true = talos.default_positions().copy()
+    q_true[:4] = spatial.rotvec_to_quat(np.array([0.3, -0.2, 1.1]))
+    osensors.move_all_observations(observe(talos, osensors, q_true))
+    assembler.set_accuracy(1e-6)
+    assembler.set_error_tolerance(1e-12)
+    assembler.assemble()
+    assert configuration_error(talos, assembler.get_positions(), q_true) < 1e-9
+    # unlocking the mask frees the joints again
+    assembler.unlock_dof_mask(mask, view)
+    assert not any(assembler.is_locked(i) for i in range(talos.num_positions()))

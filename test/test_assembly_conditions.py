@@ -257,6 +257,7 @@ def test_weighted_mean_nan_ignored_slots_and_world_sensor(plant, backend):
     assert assembler.calc_current_goal() == pytest.approx(expected, rel=1e-14)
     assert osensors.calc_goal(np.zeros(2)) == pytest.approx(expected, rel=1e-14)
     assert osensors.find_current_osensor_error(2) == 0.0  # NaN observation
+    np.testing.assert_allclose(osensors.find_current_osensor_errors(), [np.pi / 2, np.pi / 4, 0.0, 2.0], atol=1e-14)
     assert osensors.get_osensors_on_body(0) == []
     # a NaN in one entry is enough to make an observation unobserved
     partly = spatial.rotation_x(0.1)
@@ -307,6 +308,7 @@ def test_markers_goal_errors_and_queries(plant, backend):
     np.testing.assert_allclose(markers.find_current_marker_location(0), [1.0, 1.0, 0.0], atol=1e-15)
     assert markers.find_current_marker_error(0) == pytest.approx(0.5)
     assert markers.find_current_marker_error_squared(0) == pytest.approx(0.25)
+    np.testing.assert_allclose(markers.find_current_marker_errors(), [0.5, 0.0], atol=1e-15)
     assert markers.calc_goal(q) == pytest.approx(1.0 * 0.25 / (2 * 4.0))
     assert assembler.calc_current_goal() == pytest.approx(0.25 / 8)
     # active order: grouped by body index (elbow on link1 first), then by marker index

@@ -1,6 +1,6 @@
 """Analytic derivatives of the assembly conditions against central finite differences on real robots (the Panda arm
-and the Talos humanoid with a floating base), near and far (2-3 rad) from the solution, and the compiled residuals
-and Jacobians against the readable reference to 1e-12."""
+fixed and on a planar base, the Talos humanoid with a floating base), near and far (2-3 rad) from the solution,
+and the compiled residuals and Jacobians against the readable reference to 1e-12."""
 
 from __future__ import annotations
 
@@ -17,17 +17,20 @@ TALOS_LINKS = ["base_link", "torso_2_link", "arm_left_4_link", "arm_right_7_link
                "leg_right_6_link", "head_2_link"]
 
 
+BASE_JOINTS = {"panda": "fixed", "talos": "floating", "panda_planar": "planar"}
+
+
 def make_plant(robot):
     plant = MultibodyPlant()
-    plant.add_urdf(str(urdf_path(robot)), base_joint="floating" if robot == "talos" else "fixed")
+    plant.add_urdf(str(urdf_path(robot.removesuffix("_planar"))), base_joint=BASE_JOINTS[robot])
     plant.finalize()
     return plant
 
 
-@pytest.fixture(scope="module", params=["panda", "talos"])
+@pytest.fixture(scope="module", params=list(BASE_JOINTS))
 def robot(request):
     plant = make_plant(request.param)
-    links = PANDA_LINKS if request.param == "panda" else TALOS_LINKS
+    links = TALOS_LINKS if request.param == "talos" else PANDA_LINKS
     return request.param, plant, links
 
 

@@ -124,6 +124,21 @@ class Markers(SensorSet):
         """|p_GS − p_GO| (0 if unobserved). Simbody: ``findCurrentMarkerError``."""
         return float(np.sqrt(self.find_current_marker_error_squared(ix)))
 
+    def find_current_marker_errors(self) -> np.ndarray:
+        """:meth:`find_current_marker_error` of every marker (n_markers,) from one forward-kinematics pass."""
+        n = len(self._names)
+        errors = np.zeros(n)
+        if n == 0:
+            return errors
+        X_WB = self._plant().calc_body_poses(self._current_q())
+        for ix in range(n):
+            ox = self._observation_for_sensor(ix)
+            if ox is None or not np.all(np.isfinite(self._observations[ox])):
+                continue
+            X = X_WB[self._sensor_body_index(ix)]
+            errors[ix] = np.linalg.norm(X[:3, :3] @ self._stations[ix] + X[:3, 3] - self._observations[ox])
+        return errors
+
     # -- reference evaluation ------------------------------------------------------------------------------------
     def _evaluate(self, q, need_jacobians: bool):
         plant = self._plant()

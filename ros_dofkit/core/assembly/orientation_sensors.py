@@ -158,6 +158,22 @@ class OrientationSensors(SensorSet):
         R_GS = self.find_current_osensor_orientation(ix)
         return float(abs(so3.simbody_rotation_angle(R_GS.T @ R_GO)))
 
+    def find_current_osensor_errors(self) -> np.ndarray:
+        """:meth:`find_current_osensor_error` of every osensor (n_osensors,) from one forward-kinematics pass."""
+        n = len(self._names)
+        errors = np.zeros(n)
+        if n == 0:
+            return errors
+        plant = self._plant()
+        X_WB = plant.calc_body_poses(self._current_q())
+        for ix in range(n):
+            ox = self._observation_for_sensor(ix)
+            if ox is None or not np.all(np.isfinite(self._observations[ox])):
+                continue
+            R_GS = X_WB[self._sensor_body_index(ix), :3, :3] @ self._stations[ix]
+            errors[ix] = abs(so3.simbody_rotation_angle(R_GS.T @ self._observations[ox]))
+        return errors
+
     # -- reference evaluation (readable; the Assembler's compiled path must agree) ---------------------------
     def _evaluate(self, q, need_jacobians: bool):
         """Rotation-error vectors φ (active order), observed flags, weights and (optionally) J_ω per sensor."""
