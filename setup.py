@@ -31,6 +31,8 @@ setup(
         ("share/" + PACKAGE_NAME + "/config", sorted(glob("config/*.yaml"))),
     ],
     install_requires=["setuptools"],
+    # colcon test runs pytest (not unittest) for packages whose test extra names pytest
+    extras_require={"test": ["pytest"]},
     zip_safe=True,
     maintainer="ros_dofkit developers",
     maintainer_email="ros_dofkit@example.com",

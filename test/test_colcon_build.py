@@ -1,9 +1,10 @@
-"""colcon builds ros_dofkit as a ROS 2 workspace would, and the installed package runs.
+"""colcon builds and tests ros_dofkit as a ROS 2 workspace would, and the installed package runs.
 
 colcon (from PyPI here, from the ROS installation on a ROS machine) builds the checkout into a temporary
-build/install base; the test checks the ament_python install layout (executables in lib/ros_dofkit for
+build/install base; the tests check the ament_python install layout (executables in lib/ros_dofkit for
 ``ros2 run``, package.xml and the ament index marker, launch/config files, bundled URDFs), that Python and the
-ament index resolve to the installed copy, and that the installed ``dofkit_relay`` relays a message.
+ament index resolve to the installed copy, that the installed ``dofkit_relay`` relays a message, and that
+``colcon test`` runs pytest with this repository's configuration and conftest.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import ast
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -35,19 +37,30 @@ def console_script_names() -> list[str]:
     raise AssertionError("setup.py declares no console_scripts")
 
 
-@pytest.fixture(scope="module")
-def install_prefix(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("colcon")
+def colcon(base: Path, verb: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``colcon VERB`` on this checkout with build/install/log bases under ``base``."""
     command = [
         sys.executable, "-c", "import sys; from colcon_core.command import main; sys.exit(main())",
         "--log-base", str(base / "log"),
-        "build", "--base-paths", str(ROOT),
-        "--build-base", str(base / "build"), "--install-base", str(base / "install"),
+        verb, "--base-paths", str(ROOT),
+        "--build-base", str(base / "build"), "--install-base", str(base / "install"), *args,
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"colcon build failed:\n{result.stdout}\n{result.stderr}"
+    assert result.returncode == 0, f"colcon {verb} failed:\n{result.stdout}\n{result.stderr}"
     assert "Finished <<< ros_dofkit" in result.stdout
-    return base / "install" / "ros_dofkit"
+    return result
+
+
+@pytest.fixture(scope="module")
+def colcon_base(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("colcon")
+    colcon(base, "build")
+    return base
+
+
+@pytest.fixture(scope="module")
+def install_prefix(colcon_base) -> Path:
+    return colcon_base / "install" / "ros_dofkit"
 
 
 def installed_environment(prefix: Path) -> dict[str, str]:
@@ -57,6 +70,19 @@ def installed_environment(prefix: Path) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(site_packages), os.environ.get("PYTHONPATH")])),
         "AMENT_PREFIX_PATH": os.pathsep.join(filter(None, [str(prefix), os.environ.get("AMENT_PREFIX_PATH")])),
     }
+
+
+def test_colcon_test_runs_the_pytest_suite(colcon_base):
+    colcon(colcon_base, "test", "--pytest-args", "test/test_layering.py")
+    report = ET.parse(colcon_base / "build" / "ros_dofkit" / "pytest.xml").getroot()
+    suite = report if report.tag == "testsuite" else report.find("testsuite")
+    expected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "test/test_layering.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    ).stdout.count("test_layering.py::")
+    assert expected > 0
+    assert int(suite.get("tests")) == expected
+    assert int(suite.get("failures")) == int(suite.get("errors")) == 0
 
 
 def test_install_layout_is_ament_python(install_prefix):
