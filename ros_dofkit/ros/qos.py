@@ -153,6 +153,9 @@ def _explained_override_errors(node: Node, topic: str, side: str):
     try:
         yield
     except (InvalidQosOverridesError, RuntimeError) as error:
+        # rclpy reports an unknown policy value as a plain RuntimeError; anything else is not ours to explain.
+        if not isinstance(error, InvalidQosOverridesError) and "QoS override" not in str(error):
+            raise
         valid = "; ".join(f"{policy}: {', '.join(values)}" for policy, values in OVERRIDE_VALUES.items())
         raise QosOverrideError(
             f"invalid QoS override for the {side} on '{node.resolve_topic_name(topic)}' "
