@@ -638,3 +638,25 @@ def test_dof_mask_over_the_articulated_view_of_a_floating_robot(talos):
     # unlocking the mask frees the joints again
     assembler.unlock_dof_mask(mask, view)
     assert not any(assembler.is_locked(i) for i in range(talos.num_positions()))
+
+
+@pytest.mark.parametrize("backend", ["compiled", "reference"])
+def test_track_sequence_with_per_frame_locked_positions(panda, backend):
+    """Encoders measure joints 4 and 5 (locked, values per frame); the IMUs estimate the others."""
+    rng = np.random.default_rng(18)
+    osensors, assembler = imu_setup(panda, PANDA_LINKS, rng, backend)
+    assembler.lock_positions([3, 4, 7])
+    assembler.set_accuracy(1e-6)
+    assembler.set_error_tolerance(1e-12)
+    t, Q = smooth_panda_trajectory(T=50)
+    encoders = np.full_like(Q, np.nan)
+    encoders[:, [3, 4]] = Q[:, [3, 4]]
+    encoders[20, 3] = np.nan  # a dropped encoder reading keeps the previous value
+    assembler.set_positions(Q[0])
+    Q_seq = assembler.track_sequence(t, observe(panda, osensors, Q), positions=encoders)
+    np.testing.assert_array_equal(Q_seq[:, 4], Q[:, 4])
+    assert Q_seq[20, 3] == Q[19, 3]
+    frames = np.arange(len(t)) != 20
+    assert np.max(np.abs(Q_seq[frames][:, :7] - Q[frames][:, :7])) < 1e-8
+    with pytest.raises(ValueError, match=r"positions must have shape \(50, 8\)"):
+        assembler.track_sequence(t, observe(panda, osensors, Q), positions=encoders[:, :7])

@@ -455,6 +455,10 @@ class Assembler:
                 bound_q.append(-1)
                 lo.append(-math.inf)
                 hi.append(math.inf)
+        self._held_q = np.array(
+            [i for i in range(self._nq) if self._v_of_q[i] and all(v in locked_v for v in self._v_of_q[i])],
+            dtype=np.int64,
+        )
         self._free_v = np.array(free_v, dtype=np.int64)
         self._bound_q = np.array(bound_q, dtype=np.int64)
         self._lo = np.array(lo, dtype=float)
@@ -685,7 +689,7 @@ class Assembler:
             )
         return F
 
-    def track_sequence(self, times, observations, return_info: bool = False):
+    def track_sequence(self, times, observations, positions=None, return_info: bool = False):
         """Warm-started track() over T frames in one compiled loop; returns Q (T, nq).
 
         ``observations``: for a single adopted sensor condition, its frames as one array, (T, n_obs, 3, 3) for
@@ -695,6 +699,10 @@ class Assembler:
         the internal q is the last frame's and the conditions hold the last frame's observations. With
         ``return_info`` also returns {"goal": (T,), "error_norm": (T,), "status": (T,)}. Raises
         :class:`TrackFailed` naming the first frame whose error norm exceeds the tolerance.
+
+        ``positions`` (T, nq), optional: per-frame values of the *locked* coordinates (e.g. joints measured by
+        encoders while the IMUs estimate the rest); entries of free coordinates are ignored, NaN keeps the previous
+        frame's value, and a locked floating-base quaternion is normalized.
         """
         self._initialize()
         times = np.asarray(times, dtype=float)
@@ -728,6 +736,7 @@ class Assembler:
                 raise AssemblyValueError(
                     "track_sequence: observations given for a condition this Assembler did not adopt"
                 )
+        positions = self._locked_positions_sequence(positions, T)
         Q = np.empty((T, self._nq))
         goal = np.empty(T)
         err = np.empty(T)
@@ -735,14 +744,17 @@ class Assembler:
         q = self._q.copy()
         if self._backend == "compiled":
             failed = kernels.track_frames(
-                self._tree, q, self._sensors(), obs_rot, obs_pos, self._problem, self._settings(), self._stats,
-                Q, goal, err, status,
+                self._tree, q, self._sensors(), obs_rot, obs_pos, self._held_q, positions, self._problem,
+                self._settings(), self._stats, Q, goal, err, status,
             )
             last = T - 1 if failed < 0 else int(failed)
         else:
             failed, last = -1, T - 1
             for t in range(T):
                 self._set_frame_observations(obs_rot[t], obs_pos[t])
+                if len(positions):
+                    values = positions[t, self._held_q]
+                    q[self._held_q] = np.where(np.isfinite(values), values, q[self._held_q])
                 self._q = q
                 try:
                     goal[t] = self.track(times[t])
@@ -767,6 +779,22 @@ class Assembler:
         if return_info:
             return Q, {"goal": goal, "error_norm": err, "status": status}
         return Q
+
+    def _locked_positions_sequence(self, positions, T: int) -> np.ndarray:
+        """Validated (T, nq) per-frame locked values, or an empty (0, nq) array when none are given."""
+        if positions is None:
+            return np.zeros((0, self._nq))
+        positions = np.array(positions, dtype=float)
+        if positions.shape != (T, self._nq):
+            raise AssemblyValueError(
+                f"track_sequence: positions must have shape ({T}, {self._nq}) (frames, nq), got {positions.shape}"
+            )
+        for joint in self.plant.floating_base_joints():
+            quat = positions[:, joint.position_start : joint.position_start + 4]
+            if joint.position_start in self._held_q:
+                rows = np.all(np.isfinite(quat), axis=1)
+                quat[rows] = spatial.quat_normalize(quat[rows])
+        return positions
 
     def _set_frame_observations(self, obs_rot, obs_pos) -> None:
         for condition, offset in self._rot_slices:

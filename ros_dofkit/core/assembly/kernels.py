@@ -836,13 +836,15 @@ def solve_one(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats):
 
 
 @njit(cache=True)
-def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, problem, settings, stats, Q_out, goal_out, err_out,
-                 status_out):
+def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, locked_q, positions, problem, settings, stats, Q_out,
+                 goal_out, err_out, status_out):
     """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve).
 
-    obs_rot_seq (T, n_rot_obs, 3, 3) and obs_pos_seq (T, n_pos_obs, 3) hold all observation slots per frame.
-    q is the start and ends as the last frame's solution. Returns the index of the first frame whose error norm
-    exceeds the tolerance (tracking stops there), or -1.
+    obs_rot_seq (T, n_rot_obs, 3, 3) and obs_pos_seq (T, n_pos_obs, 3) hold all observation slots per frame. If
+    ``positions`` has T rows, each frame first sets the locked coordinates ``locked_q`` to that frame's finite
+    values (e.g. encoder readings; NaN keeps the previous value). q is the start and ends as the last frame's
+    solution. Returns the index of the first frame whose error norm exceeds the tolerance (tracking stops there),
+    or -1.
     """
     tolerance = settings[1]
     m_goal, m_err = problem[0], problem[1]
@@ -850,7 +852,13 @@ def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, problem, settings, 
     work = make_work(tree[0].shape[0], sensors[0].shape[0], sensors[7].shape[0])
     r_g = np.empty(m_goal)
     r_c = np.empty(m_err)
+    have_positions = positions.shape[0] == Q_out.shape[0]
     for t in range(Q_out.shape[0]):
+        if have_positions:
+            for i in locked_q:
+                value = positions[t, i]
+                if math.isfinite(value):
+                    q[i] = value
         status, F0, e0, F, e, contributing = solve_frame(tree, q, sensors, obs_rot_seq[t], obs_pos_seq[t], problem,
                                                          settings, stats, frame, work, r_g, r_c)
         Q_out[t, :] = q
