@@ -344,7 +344,10 @@ class SensorSet(AssemblyCondition):
         return [int(ix) for ix in self._active if self._body_index[ix] == mbx]
 
     def num_errors(self) -> int:
-        """Three error components per active sensor (SPEC 9.5); rows of an unobserved (NaN) sensor are zero."""
+        """Three error components per active sensor (SPEC 9.5); rows of an unobserved (NaN) sensor are zero.
+
+        Simbody: ``getNumErrors``.
+        """
         self._require_initialized()
         return 3 * len(self._active)
 

@@ -2,7 +2,7 @@
 
 Everything the Assembler does per iteration runs here without Python in the loop. The readable statement of the
 same math is in ``orientation_sensors.py`` / ``markers.py`` (residuals and Jacobians through the plant's public
-kinematics) and ``solver.py`` (the iteration); tests hold the two paths together.
+kinematics) and ``Assembler._solve_reference`` (the same iteration in Python); tests hold the two paths together.
 
 Data layout (built by :class:`ros_dofkit.core.assembly.assembler.Assembler` at initialization; tuples of arrays):
 

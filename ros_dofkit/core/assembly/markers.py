@@ -180,12 +180,15 @@ class Markers(SensorSet):
         return plant.calc_n_plus_matrix(np.asarray(q, dtype=float)).T @ grad_v
 
     def calc_errors(self, q) -> np.ndarray:
-        """Stacked ``√w (p_GS − p_GO)`` (3 per active marker; zeros while unobserved)."""
+        """Stacked ``√w (p_GS − p_GO)`` (3 per active marker; zeros while unobserved). Simbody: ``calcErrors``."""
         weights, observed, d, _ = self._evaluate(q, need_jacobians=False)
         return (np.sqrt(weights)[:, None] * d * observed[:, None]).reshape(-1)
 
     def calc_error_jacobian(self, q) -> np.ndarray:
-        """``∂errors/∂v``: rows ``√w J_v(S)`` per active observed marker, zero rows otherwise."""
+        """``∂errors/∂v``: rows ``√w J_v(S)`` per active observed marker, zero rows otherwise.
+
+        Simbody: ``calcErrorJacobian`` (w.r.t. v here; Simbody uses the free q's).
+        """
         plant = self._plant()
         weights, observed, _, jacobians = self._evaluate(q, need_jacobians=True)
         J = np.zeros((3 * len(weights), plant.num_velocities()))

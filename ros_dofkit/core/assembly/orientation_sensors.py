@@ -222,12 +222,18 @@ class OrientationSensors(SensorSet):
         return plant.calc_n_plus_matrix(np.asarray(q, dtype=float)).T @ grad_v
 
     def calc_errors(self, q) -> np.ndarray:
-        """Stacked ``√w φ`` (3 per active osensor, active order; zeros while unobserved), SPEC 9.5."""
+        """Stacked ``√w φ`` (3 per active osensor, active order; zeros while unobserved), SPEC 9.5.
+
+        Simbody: ``calcErrors`` (not implemented upstream; ros_dofkit decision 9.5).
+        """
         _, weights, observed, phi, _ = self._evaluate(q, need_jacobians=False)
         return (np.sqrt(weights)[:, None] * phi * observed[:, None]).reshape(-1)
 
     def calc_error_jacobian(self, q) -> np.ndarray:
-        """``∂errors/∂v``: rows ``−√w J_r⁻¹(φ) J_ω(B)`` per active observed osensor, zero rows otherwise."""
+        """``∂errors/∂v``: rows ``−√w J_r⁻¹(φ) J_ω(B)`` per active observed osensor, zero rows otherwise.
+
+        Simbody: ``calcErrorJacobian`` (w.r.t. v here; Simbody uses the free q's).
+        """
         plant = self._plant()
         bodies, weights, observed, phi, jacobians = self._evaluate(q, need_jacobians=True)
         J = np.zeros((3 * len(bodies), plant.num_velocities()))
