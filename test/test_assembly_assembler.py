@@ -660,3 +660,28 @@ def test_track_sequence_with_per_frame_locked_positions(panda, backend):
     assert np.max(np.abs(Q_seq[frames][:, :7] - Q[frames][:, :7])) < 1e-8
     with pytest.raises(ValueError, match=r"positions must have shape \(50, 8\)"):
         assembler.track_sequence(t, observe(panda, osensors, Q), positions=encoders[:, :7])
+
+
+def test_planar_mobile_base_with_imus_and_a_marker():
+    """A Panda on a planar base (x, y, θ): IMUs give θ and the arm, one marker on the base gives x, y."""
+    plant = MultibodyPlant()
+    plant.add_urdf(str(urdf_path("panda")), base_joint="planar")
+    plant.finalize()
+    rng = np.random.default_rng(19)
+    osensors, assembler = imu_setup(plant, ["panda_link0"] + PANDA_LINKS, rng)
+    markers = Markers()
+    markers.add_marker("base", "panda_link0", [0.2, 0.0, 0.0])
+    assembler.adopt_assembly_goal(markers)
+    assembler.lock_positions([plant.num_positions() - 1])  # the finger
+    assembler.set_accuracy(1e-7)
+    assembler.set_error_tolerance(1e-12)
+    start = np.concatenate([[0.0, 0.0, 0.0], PANDA_MID])
+    q_true = start.copy()
+    q_true[:3] = [1.5, -0.7, 2.0]
+    q_true[3:10] += rng.uniform(-0.4, 0.4, 7)
+    osensors.move_all_observations(observe(plant, osensors, q_true))
+    X = plant.calc_body_poses(q_true)[plant.get_body_by_name("panda_link0").index]
+    markers.move_all_observations((X[:3, :3] @ [0.2, 0.0, 0.0] + X[:3, 3])[None])
+    assembler.set_positions(start)
+    assembler.assemble()
+    assert configuration_error(plant, assembler.get_positions(), q_true) < 1e-8
