@@ -17,6 +17,9 @@ DEFAULT_MAX_RMS_DEG = 2.0
 DEFAULT_DURATION_S = 15.0
 DEFAULT_IMU_RATE_HZ = 100.0
 DEFAULT_ENCODER_RATE_HZ = 50.0
+#: Simulated time of the first sample (s): positive, so that jittered stamps and ``/clock`` never reach zero (an
+#: all-zero sim time means "no clock yet" to a ROS node).
+DEMO_START_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ def simulate_demo(robot, options: DemoOptions):
     simulator = SensorSimulator(robot.plant, robot.imus, robot.encoder_joints, trajectory,
                                 noise_preset(options.noise), imu_rate_hz=options.imu_rate_hz,
                                 encoder_rate_hz=options.encoder_rate_hz, seed=options.seed)
-    return simulator.run(options.duration_s)
+    return simulator.run(options.duration_s, start_s=DEMO_START_S)
 
 
 def summary_text(report, options: DemoOptions, passed: bool, path: str) -> str:

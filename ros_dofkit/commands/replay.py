@@ -1,0 +1,82 @@
+"""``dofkit replay``: run the estimator offline over a bag and write its outputs to a new bag (no DDS).
+
+Where you are: a subcommand module (argument parsing and output); the work is ``ros_dofkit.replay.bags``.
+Exit status 0 on success, 1 when the bag or the configuration cannot be used (the message says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DESCRIPTION = """\
+Offline replay: read the bag IN's encoder JointState and IMU messages in stamp order, run the same estimator
+core as the live node (configured by the node's parameter file --config), and write what the node would
+publish into the new bag --out: /estimated/joint_states, /estimated/<instance>/joint_states,
+/estimated/odometry/<instance> (floating bases), /estimated/sensor_errors, /tf and /tf_static, each stamped
+with the input stamp that completed the cycle. No ROS graph or DDS is involved; IN is only read.
+
+When IN holds /ground_truth/joint_states (bags from `dofkit record`), the summary compares the estimate with it
+(per-joint RMS error in degrees). Topics come from the configuration (joint_states_topic, imus.<name>.topic,
+output_namespace), taken as absolute names.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "replay", help="estimate offline over a bag's JointState and Imu messages, write the outputs to a new bag",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("input", metavar="IN", help="input bag (folder, sqlite3 or mcap)")
+    parser.add_argument("--config", required=True, metavar="FILE",
+                        help="estimator parameter file (ROS 2 YAML, as config/*.yaml or OUT.estimator.yaml)")
+    parser.add_argument("--out", required=True, metavar="OUT", help="output bag (a new folder)")
+    parser.add_argument("--storage", default="sqlite3", choices=["sqlite3", "mcap"],
+                        help="output bag storage (default sqlite3)")
+    parser.add_argument("--plot", default=None, metavar="PNG", help="also plot the estimated (and true) joints")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ros_dofkit.core.estimator.config import EstimatorConfigError
+    from ros_dofkit.replay.bags import ReplaySetup, replay_bag
+    from ros_dofkit.replay.pipeline import ReplayError, plot_tracking
+    from ros_dofkit.replay.progress import ProgressLine
+    from ros_dofkit.ros.bag_io import BagError
+    from ros_dofkit.ros.parameters import ParameterValueError
+
+    def fail(message: str) -> int:
+        print(f"dofkit replay: error: {message}", file=sys.stderr)
+        return 1
+
+    try:
+        setup = ReplaySetup.from_parameter_file(args.config)
+    except (ReplayError, ParameterValueError, EstimatorConfigError) as error:
+        return fail(f"configuration {args.config}: {error}")
+    except (OSError, ValueError) as error:
+        return fail(f"cannot use the configuration {args.config}: {error}")
+    progress = ProgressLine(enabled=not args.quiet)
+    try:
+        outcome = replay_bag(args.input, setup, args.out, storage=args.storage, progress=progress.update)
+    except (BagError, ReplayError) as error:
+        return fail(str(error))
+    finally:
+        progress.close()
+    stats = outcome.statistics
+    factor = stats.span_s / stats.wall_time_s if stats.wall_time_s > 0 else float("inf")
+    print(f"replayed {args.input}: {stats.imu_samples} IMU samples, {stats.joint_states} joint states, "
+          f"{stats.span_s:.2f} s of input in {stats.wall_time_s:.2f} s ({factor:.1f}x real time); "
+          f"{stats.cycles} cycles, {stats.rejected} inputs rejected, {stats.resets} tracking resets")
+    print(f"wrote {args.out}:")
+    for topic, count in sorted(outcome.output_counts.items()):
+        print(f"  {topic:<32} {count:>7} messages")
+    if outcome.report is not None:
+        print()
+        print("estimate vs /ground_truth/joint_states:")
+        print(outcome.report.table())
+    if args.plot and outcome.results:
+        plot_tracking(outcome.results, outcome.truth, outcome.joint_names, args.plot,
+                      title=f"dofkit replay {args.input}")
+        print(f"plot: {args.plot}")
+    return 0
