@@ -106,10 +106,11 @@ class RosProcess:
         regex = re.compile(pattern)
         deadline = time.monotonic() + timeout
         while True:
+            running = self.is_running()  # read before the output: a process may print and exit in between
             match = regex.search(self.output())
             if match:
                 return match
-            if not self.is_running():
+            if not running:
                 raise HarnessTimeout(
                     f"{self.describe()} exited with status {self.popen.returncode} before printing /{pattern}/; "
                     f"its output:\n{self.output()}"
