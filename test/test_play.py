@@ -1,0 +1,91 @@
+"""``dofkit play`` over real DDS: the bag's messages arrive unchanged at the recorded pace, /clock follows the
+bag time, looping sends the clock back once per restart, and bad bags are refused with the reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ros_dofkit import cli
+
+pytest.importorskip("rclpy")
+
+
+@pytest.fixture(scope="module")
+def demo_bag(tmp_path_factory):
+    path = tmp_path_factory.mktemp("play") / "demo"
+    assert cli.main(["record", str(path), "--duration", "1", "--clock", "--config-out", ""]) == 0
+    return path
+
+
+def collect(ros_node, topics):
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import Imu, JointState
+
+    types = {"/clock": Clock, "/joint_states": JointState}
+    return {topic: ros_node.collect(types.get(topic, Imu), topic, 1000) for topic in topics}
+
+
+def stamp_ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def test_play_publishes_the_bag_unchanged_with_clock(demo_bag, ros_node, ros_processes):
+    from ros_dofkit.ros.bag_io import read_bag
+
+    topics = ["/imu/hand/data", "/joint_states"]
+    collectors = collect(ros_node, [*topics, "/clock"])
+    process = ros_processes.start("dofkit", "play", str(demo_bag), "--topics", *topics, "--wait-for-subscribers",
+                                  "--quiet")
+    expected = {topic: [r.message for r in read_bag(demo_bag, topics=[topic])] for topic in topics}
+    ros_node.spin_until(
+        lambda: all(len(collectors[t]) >= len(expected[t]) for t in topics),
+        lambda: f"all messages ({ {t: (len(collectors[t]), len(expected[t])) for t in topics} })",
+        timeout=30.0,
+    )
+    assert process.wait_for_exit(timeout=10.0) == 0
+    assert "played" in process.output()
+    imu_received = collectors["/imu/hand/data"].messages
+    imu_expected = expected["/imu/hand/data"]
+    assert [stamp_ns(m.header.stamp) for m in imu_received] == [stamp_ns(m.header.stamp) for m in imu_expected]
+    for got, want in zip(imu_received, imu_expected, strict=True):
+        assert (got.orientation.x, got.orientation.w) == (want.orientation.x, want.orientation.w)
+        assert got.angular_velocity.z == want.angular_velocity.z
+    joints = collectors["/joint_states"].messages
+    assert list(joints[0].name) == list(expected["/joint_states"][0].name)
+    np.testing.assert_array_equal(joints[-1].position, expected["/joint_states"][-1].position)
+    # Every message was preceded by a clock at its bag time: one clock per distinct stamp, the last one last.
+    stamps = {stamp_ns(m.header.stamp) for t in topics for m in expected[t]}
+    ros_node.spin_until(lambda: len(collectors["/clock"]) >= len(stamps), "every /clock message", timeout=10.0)
+    clock = [stamp_ns(m.clock) for m in collectors["/clock"].messages]
+    assert clock == sorted(stamps)
+
+
+def test_looping_sends_the_clock_back_once_per_restart(demo_bag, ros_node, ros_processes):
+    topics = ["/imu/forearm/data"]
+    collectors = collect(ros_node, [*topics, "/clock"])
+    process = ros_processes.start("dofkit", "play", str(demo_bag), "--topics", *topics, "--count", "2",
+                                  "--rate", "4", "--wait-for-subscribers", "--quiet")
+    assert process.wait_for_exit(timeout=30.0) == 0
+    ros_node.spin_until(lambda: len(collectors["/clock"]) > 0 and len(collectors[topics[0]]) >= 2 * 90,
+                        "messages of two passes", timeout=10.0)
+    clock = np.array([stamp_ns(m.clock) for m in collectors["/clock"].messages])
+    jumps = np.flatnonzero(np.diff(clock) < 0)
+    assert len(jumps) == 1
+    assert clock[jumps[0] + 1] == clock[0]
+    assert "2 pass(es)" in process.output()
+
+
+def test_play_refuses_missing_and_damaged_bags(tmp_path, capsys):
+    assert cli.main(["play", str(tmp_path / "missing")]) == 1
+    assert "bag not found" in capsys.readouterr().err
+    folder = tmp_path / "not_a_bag"
+    folder.mkdir()
+    assert cli.main(["play", str(folder)]) == 1
+    assert "cannot read the bag" in capsys.readouterr().err
+
+
+def test_play_rejects_unknown_topics(demo_bag, capsys):
+    assert cli.main(["play", str(demo_bag), "--topics", "/imu/hnd/data"]) == 1
+    err = capsys.readouterr().err
+    assert "/imu/hnd/data" in err and "/imu/hand/data" in err
