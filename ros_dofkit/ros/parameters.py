@@ -117,6 +117,10 @@ ESTIMATION_PARAMETERS = (
     ParameterSpec("calibration_window", INTEGER, 20, "recent samples per IMU averaged by calibrate",
                   value_range=(1, 10000)),
     ParameterSpec("use_joint_limits", BOOL, True, "keep estimated joints within their URDF limits"),
+    ParameterSpec("sync_tolerance", DOUBLE, 0.0, "seconds within which samples of one instant are solved together "
+                  "(0: free-running sensors)", value_range=(0.0, 10.0)),
+    ParameterSpec("sync_joint_states", BOOL, False, "a cycle also waits for a new joint-state message while they "
+                  "arrive (off: latest encoder values are held)"),
     ParameterSpec("diagnostics_period", DOUBLE, 1.0, "seconds between /diagnostics messages",
                   value_range=(0.01, 60.0)),
     ParameterSpec("log_throttle", DOUBLE, 5.0, "minimum seconds between repeated warnings of one kind",
@@ -323,6 +327,8 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
             heading_axis=get("heading_axis"),
             calibration_window=get("calibration_window"),
             use_joint_limits=get("use_joint_limits"),
+            sync_joint_states=get("sync_joint_states"),
+            sync_tolerance_s=get("sync_tolerance"),
         )
     except EstimatorConfigError as error:
         raise ParameterValueError(str(error)) from error

@@ -169,6 +169,13 @@ class EstimatorConfig:
             ``base_heading_axis``; see ``ros_dofkit.core.assembly.calibration``).
         calibration_window: number of recent samples per IMU averaged for calibration (>= 1).
         use_joint_limits: restrict estimated coordinates to their URDF limits.
+        sync_joint_states: a cycle also waits for a new joint-state message while joint states are arriving
+            (within ``stale_timeout_s``), so encoder and IMU samples of one instant are solved together; off, the
+            latest encoder values are held (sample-and-hold), which suits encoders slower than the IMUs.
+        sync_tolerance_s: 0 (default) for free-running sensors; > 0 when the sensors sample together (one hub,
+            equal stamps): a cycle then waits until every live source has a sample within this many seconds of the
+            newest one, and a sample that fell behind an instant is replaced rather than solved with the next
+            instant's samples (it is counted as overwritten), so a disturbance never leaves a lasting phase shift.
     """
 
     imus: tuple = ()
@@ -184,6 +191,8 @@ class EstimatorConfig:
     heading_axis: str = "x"
     calibration_window: int = 20
     use_joint_limits: bool = True
+    sync_joint_states: bool = False
+    sync_tolerance_s: float = 0.0
 
     def __post_init__(self):
         imus = tuple(self.imus)
@@ -252,6 +261,11 @@ class EstimatorConfig:
             raise EstimatorConfigError(f"calibration_window: expected an integer >= 1, got {self.calibration_window!r}")
         if not isinstance(self.use_joint_limits, bool):
             raise EstimatorConfigError(f"use_joint_limits: expected a bool, got {self.use_joint_limits!r}")
+        object.__setattr__(
+            self, "sync_tolerance_s", _check_finite_nonnegative(self.sync_tolerance_s, "sync_tolerance_s")
+        )
+        if not isinstance(self.sync_joint_states, bool):
+            raise EstimatorConfigError(f"sync_joint_states: expected a bool, got {self.sync_joint_states!r}")
 
     def imu(self, name: str) -> ImuConfig:
         """The IMU called ``name``; :class:`UnknownNameError` listing the configured names otherwise."""

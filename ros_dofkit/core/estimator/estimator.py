@@ -138,6 +138,8 @@ class EstimatorResult:
         solve_time_s: wall time of the assembler call.
         tracking_reset: True on the first cycle after start or a clock jump (solved from scratch).
         cycle: running cycle counter (from 1).
+        initialized: the estimated coordinates have been solved at least once since the last reset (or there
+            are none); before that they hold default values and should not be published as estimates.
     """
 
     stamp: float
@@ -158,6 +160,7 @@ class EstimatorResult:
     solve_time_s: float
     tracking_reset: bool
     cycle: int
+    initialized: bool
 
 
 @dataclass
@@ -235,6 +238,7 @@ class Estimator:
                         f"joint or coordinate of model instance {instance!r}", entry, [*joints, *coordinates]
                     ))
         self._estimated_art = estimated
+        self._measured_count = int((~estimated).sum())
         self._estimated_mask = DofMask(values=estimated.tolist())
 
         # Plant-level free sets: estimated articulated q/v plus floating rotations.
@@ -314,8 +318,10 @@ class Estimator:
         self._q_prev = None
         self._stamp_prev = None
         self._newest_stamp = None
+        self._first_stamp = None
         self._last_clock = None
         self._needs_assemble = True
+        self._initialized = not self._free_q.any()
         self._assembler.set_positions(self._q)
         if not initial:
             self._resets += 1
@@ -323,6 +329,7 @@ class Estimator:
             self._resets = 0
             self._cycles = 0
             self._overwritten = 0
+            self._flushed = 0
             self._solve_failures = 0
 
     # ------------------------------------------------------------------ read-only properties
@@ -384,12 +391,14 @@ class Estimator:
         return self._counters.by_source()
 
     def statistics(self) -> dict:
-        """Cycle counters: cycles, resets (clock jumps), overwritten (IMU samples replaced before any cycle used
-        them, i.e. dropped cycles), solve_failures."""
+        """Cycle counters: cycles, resets (clock jumps), overwritten_samples (IMU samples replaced before any
+        cycle used them: lost data), flushed_cycles (cycles :meth:`process_imu` ran early because a sensor's next
+        sample arrived before the others of its instant), solve_failures."""
         return {
             "cycles": self._cycles,
             "resets": self._resets,
             "overwritten_samples": self._overwritten,
+            "flushed_cycles": self._flushed,
             "solve_failures": self._solve_failures,
         }
 
@@ -413,18 +422,13 @@ class Estimator:
             return True
         return False
 
-    def add_joint_state(self, names, positions, velocities=None, stamp: float = 0.0, now: float | None = None):
-        """Merge a (possibly partial) joint-state message by name. Returns an :class:`InputStatus`.
-
-        Positions of measured coordinates lock them in the next cycle; values for estimated coordinates are
-        stored but not used by the solver. Unknown names are ignored and counted; see ``parse_joint_state``.
-        """
+    def _accept_joint_state(self, names, positions, velocities, stamp, now):
         if now is not None:
             self.observe_clock(now)
         status, sample = parse_joint_state(names, positions, velocities, stamp, self._name_to_art)
         if sample is None:
             self._counters.record("joint_states", status)
-            return status
+            return status, None
         last = float(np.max(self._encoder_stamp[sample.indices]))
         last = None if not np.isfinite(last) else last
         if now is None and self._offline_jump(sample.stamp, last):
@@ -434,8 +438,11 @@ class Estimator:
         )
         if not timing.accepted:
             self._counters.record("joint_states", timing)
-            return timing
+            return timing, None
         self._counters.record("joint_states", status)
+        return status, sample
+
+    def _store_joint_state(self, sample) -> None:
         self._encoder_q[sample.indices] = sample.positions
         self._encoder_v[sample.indices] = np.nan if sample.velocities is None else sample.velocities
         self._encoder_stamp[sample.indices] = sample.stamp
@@ -443,7 +450,81 @@ class Estimator:
         self._joint_state_fresh = True
         self._joint_state_stamp = sample.stamp
         self._note_stamp(sample.stamp)
+
+    def add_joint_state(self, names, positions, velocities=None, stamp: float = 0.0, now: float | None = None):
+        """Merge a (possibly partial) joint-state message by name. Returns an :class:`InputStatus`.
+
+        Positions of measured coordinates lock them in the next cycle; values for estimated coordinates are
+        stored but not used by the solver. Unknown names are ignored and counted; see ``parse_joint_state``.
+        """
+        status, sample = self._accept_joint_state(names, positions, velocities, stamp, now)
+        if sample is not None:
+            self._store_joint_state(sample)
         return status
+
+    def process_joint_state(self, names, positions, velocities=None, stamp: float = 0.0, now: float | None = None):
+        """:meth:`add_joint_state`, then run every cycle that is due; returns ``(status, results)``.
+
+        With ``sync_joint_states``, a joint state that would replace one no cycle has used yet first runs that
+        cycle (so samples of different instants are never mixed, and none is lost)."""
+        status, sample = self._accept_joint_state(names, positions, velocities, stamp, now)
+        results = []
+        if sample is not None:
+            if self._config.sync_joint_states and self._should_flush(
+                self._joint_state_fresh, self._joint_state_stamp, sample.stamp
+            ):
+                self._flushed += 1
+                results.append(self.step())
+            self._store_joint_state(sample)
+            if self.ready():
+                results.append(self.step())
+        return status, tuple(results)
+
+    def _accept_imu(self, name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                    angular_velocity_present, now):
+        if now is not None:
+            self.observe_clock(now)
+        if name not in self._slots:
+            status = rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._slots)))
+            self._counters.record(str(name), status)
+            return status, None
+        status, sample = parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                                   angular_velocity_present)
+        if sample is None:
+            self._counters.record(name, status)
+            return status, None
+        last = self._slots[name].stamp
+        if now is None and self._offline_jump(sample.stamp, last):
+            last = None
+        timing = check_stamp(sample.stamp, now, last, self._config.future_tolerance_s, self._config.stale_timeout_s)
+        if not timing.accepted:
+            self._counters.record(name, timing)
+            return timing, None
+        self._counters.record(name, status)
+        return status, sample
+
+    def _should_flush(self, fresh: bool, buffered_stamp, new_stamp: float) -> bool:
+        """Run the pending cycle before a source's new sample replaces its unused one? Only when the buffered
+        sample is older than the new one and still belongs to a usable instant: free-running mode, not expired;
+        synchronized mode, never (a sample left behind its instant is replaced: see ``sync_tolerance_s``)."""
+        if not fresh or buffered_stamp is None or buffered_stamp >= new_stamp or self._config.sync_tolerance_s:
+            return False
+        return buffered_stamp >= self._newest_stamp - self._config.stale_timeout_s
+
+    def _store_imu(self, name: str, sample) -> None:
+        slot = self._slots[name]
+        if slot.fresh:
+            # The previous sample was never used: some live sensor is late. Count it, and run the next cycle
+            # without waiting further (at most one sample period of delay until the late one goes stale).
+            self._overwritten += 1
+            self._overdue = True
+        slot.stamp = sample.stamp
+        slot.R_GS = sample.R_GS
+        slot.w_S = sample.w_S
+        slot.fresh = True
+        if sample.R_GS is not None:
+            slot.window.append(sample.R_GS)
+        self._note_stamp(sample.stamp)
 
     def add_imu(
         self,
@@ -458,46 +539,77 @@ class Estimator:
         """Store the newest sample of IMU ``name``: R_GS as a (w, x, y, z) quaternion, gyro w_S in rad/s.
 
         ``orientation_present`` / ``angular_velocity_present`` are False for fields a message marks absent
-        (covariance[0] == -1). Returns an :class:`InputStatus`; a bad sample is dropped and counted.
+        (covariance[0] == -1). Returns an :class:`InputStatus`; a bad sample is dropped and counted. A sample
+        that replaces one no cycle has used is counted in ``statistics()["overwritten_samples"]``; use
+        :meth:`process_imu` to run that cycle first instead.
         """
-        if now is not None:
-            self.observe_clock(now)
-        if name not in self._slots:
-            status = rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._slots)))
-            self._counters.record(str(name), status)
-            return status
-        status, sample = parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                                   angular_velocity_present)
-        if sample is None:
-            self._counters.record(name, status)
-            return status
-        slot = self._slots[name]
-        last = slot.stamp
-        if now is None and self._offline_jump(sample.stamp, last):
-            slot = self._slots[name]
-            last = None
-        timing = check_stamp(sample.stamp, now, last, self._config.future_tolerance_s, self._config.stale_timeout_s)
-        if not timing.accepted:
-            self._counters.record(name, timing)
-            return timing
-        self._counters.record(name, status)
-        if slot.fresh:
-            # The previous sample was never used: some live sensor is late. Count it, and run the next cycle
-            # without waiting further (at most one sample period of delay until the late one goes stale).
-            self._overwritten += 1
-            self._overdue = True
-        slot.stamp = sample.stamp
-        slot.R_GS = sample.R_GS
-        slot.w_S = sample.w_S
-        slot.fresh = True
-        if sample.R_GS is not None:
-            slot.window.append(sample.R_GS)
-        self._note_stamp(sample.stamp)
+        status, sample = self._accept_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                                          angular_velocity_present, now)
+        if sample is not None:
+            self._store_imu(name, sample)
         return status
 
+    def process_imu(
+        self,
+        name: str,
+        stamp: float,
+        quaternion_wxyz,
+        angular_velocity=None,
+        orientation_present: bool = True,
+        angular_velocity_present: bool = True,
+        now: float | None = None,
+    ):
+        """:meth:`add_imu`, then run every cycle that is due; returns ``(status, results)`` (0 to 2 results).
+
+        This is the streaming entry point (the node and bag replay use it): a valid sample that would replace
+        one no cycle has used first runs that cycle with what is buffered (a late IMU costs at most one sample
+        period and never mixes two instants of the same sensor); then a cycle runs if :meth:`ready`.
+        """
+        status, sample = self._accept_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                                          angular_velocity_present, now)
+        results = []
+        if sample is not None:
+            if self._should_flush(self._slots[name].fresh, self._slots[name].stamp, sample.stamp):
+                self._flushed += 1
+                results.append(self.step())
+            self._store_imu(name, sample)
+            if self.ready():
+                results.append(self.step())
+        return status, tuple(results)
+
     def _note_stamp(self, stamp: float) -> None:
+        if self._first_stamp is None:
+            self._first_stamp = stamp
         if self._newest_stamp is None or stamp > self._newest_stamp:
             self._newest_stamp = stamp
+
+    def update_settings(self, config: EstimatorConfig) -> None:
+        """Adopt a new configuration that differs from the current one only in tuning (timing, accuracy,
+        regularization, world alignment, heading reference/axis, calibration window, joint limits): a runtime
+        parameter change. The IMUs and the estimated joints fix the problem's structure; changing them raises
+        :class:`EstimatorConfigError` (rebuild the Estimator). Calibrated mountings are kept; an explicit new
+        ``R_WG`` replaces a calibrated alignment.
+        """
+        if not isinstance(config, EstimatorConfig):
+            raise TypeError(f"config: expected EstimatorConfig, got {type(config).__name__}")
+        old = self._config
+        same_imus = [(i.name, i.body, i.model_instance, i.weight) for i in config.imus] == [
+            (i.name, i.body, i.model_instance, i.weight) for i in old.imus]
+        if not same_imus or dict(config.estimated_joints) != dict(old.estimated_joints) or (
+            config.default_estimated != old.default_estimated
+        ):
+            raise EstimatorConfigError(
+                "update_settings changes tuning only; the IMUs (names, bodies, weights) and the estimated joints "
+                "are fixed for an Estimator: build a new one to change them"
+            )
+        self._config = config
+        if not np.array_equal(config.R_WG, old.R_WG):
+            self._R_WG = np.array(config.R_WG)
+        if config.calibration_window != old.calibration_window:
+            for slot in self._slots.values():
+                slot.window = deque(slot.window, maxlen=config.calibration_window)
+        if config.accuracy != old.accuracy or config.use_joint_limits != old.use_joint_limits:
+            self._build_solver()
 
     # ------------------------------------------------------------------ calibration
     def calibration_pose(self) -> np.ndarray:
@@ -572,14 +684,23 @@ class Estimator:
         )
 
     # ------------------------------------------------------------------ cycle
-    def _live_sensors(self, stamp: float) -> list:
+    def _waited_sensors(self) -> list:
+        """IMUs a cycle waits for: those that delivered within ``stale_timeout_s`` before the previous cycle (so
+        a pause of the whole stream does not make the first sample after it run alone), and, during the first
+        ``stale_timeout_s`` after a start or reset, those not heard from yet."""
         timeout = self._config.stale_timeout_s
-        return [name for name, slot in self._slots.items() if slot.stamp is not None and slot.stamp >= stamp - timeout]
+        reference = self._stamp_prev if self._stamp_prev is not None else self._newest_stamp
+        starting = self._first_stamp is not None and self._newest_stamp < self._first_stamp + timeout
+        return [
+            name for name, slot in self._slots.items()
+            if (slot.stamp is not None and slot.stamp >= reference - timeout) or (slot.stamp is None and starting)
+        ]
 
     def ready(self) -> bool:
         """True when a cycle should run: there is new input and every live (non-stale) IMU has a new sample, or
         some IMU already delivered a second sample while waiting (a late sensor delays cycles by at most one
-        sample period until it goes stale)."""
+        sample period until it goes stale). With ``sync_joint_states`` the joint-state stream counts as one more
+        live source while it is arriving (its own second sample does not force a cycle)."""
         if self._newest_stamp is None:
             return False
         fresh_any = self._joint_state_fresh or any(slot.fresh for slot in self._slots.values())
@@ -587,8 +708,27 @@ class Estimator:
             return False
         if self._overdue:
             return True
-        live = self._live_sensors(self._newest_stamp)
-        return all(self._slots[name].fresh for name in live)
+        newest = self._newest_stamp
+        timeout = self._config.stale_timeout_s
+        if self._config.sync_joint_states and not self._joint_state_fresh:
+            reference = self._stamp_prev if self._stamp_prev is not None else newest
+            starting = self._first_stamp is not None and newest < self._first_stamp + timeout
+            arriving = self._joint_state_stamp is not None and self._joint_state_stamp >= reference - timeout
+            if arriving or (starting and self._joint_state_stamp is None and self._measured_count):
+                return False
+        if self._config.sync_joint_states and self._config.sync_tolerance_s and self._joint_state_fresh and (
+            self._joint_state_stamp < newest - self._config.sync_tolerance_s
+        ):
+            return False
+        return all(self._satisfies(self._slots[name]) for name in self._waited_sensors())
+
+    def _satisfies(self, slot) -> bool:
+        """A waited sensor's fresh sample is usable for a cycle at the newest stamp: not expired (within
+        stale_timeout) and, in synchronized mode, within sync_tolerance of the newest stamp."""
+        if not slot.fresh:
+            return False
+        window = self._config.sync_tolerance_s or self._config.stale_timeout_s
+        return slot.stamp >= self._newest_stamp - window
 
     def step(self, stamp: float | None = None) -> EstimatorResult:
         """Run one cycle at ``stamp`` (default: the newest input stamp) and return its result."""
@@ -629,6 +769,7 @@ class Estimator:
                 q = self._assembler.get_positions()
                 solved = True
                 self._needs_assemble = False
+                self._initialized = True
             except (RuntimeError, ValueError) as error:
                 failure = f"assembler failed: {error}"
                 self._solve_failures += 1
@@ -673,6 +814,7 @@ class Estimator:
             solve_time_s=solve_time,
             tracking_reset=tracking_reset,
             cycle=self._cycles,
+            initialized=self._initialized,
         )
 
     def _velocities(self, q: np.ndarray, stamp: float, X_WB: np.ndarray):

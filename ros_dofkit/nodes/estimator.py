@@ -1,0 +1,374 @@
+"""``estimator``: joint configuration from encoders and IMUs, published as JointState, TF, Odometry, diagnostics.
+
+You are in a thin node (``ros_dofkit.nodes``): it declares and validates parameters
+(``ros_dofkit.ros.parameters``), wires topics, and calls the ROS-free core
+(``ros_dofkit.core.estimator.Estimator``) — all data-flow logic lives there, so offline replay behaves the same.
+
+Topics (relative names follow the node's namespace; ``<out>`` is the ``output_namespace`` parameter):
+
+* in: ``joint_states`` (sensor_msgs/JointState, partial messages merged by name), one sensor_msgs/Imu topic per
+  configured IMU (``imus.<name>.topic``); SensorDataQoS unless ``input_qos`` says otherwise;
+* out: ``<out>/joint_states`` (all articulated coordinates), ``<out>/<instance>/joint_states`` (each model
+  instance's DofMask), ``<out>/odometry/<instance>`` (nav_msgs/Odometry per floating base, twist in the child
+  frame), ``<out>/sensor_errors`` (std_msgs/Float64MultiArray, degrees), ``/tf`` (every moving joint, stamped with
+  the input time), ``/tf_static`` (fixed joints, once, transient local), ``/diagnostics``;
+* service ``~/calibrate`` (std_srvs/Trigger): IMU mountings configured as "calibrate" and the heading alignment,
+  from the recent static window.
+
+A cycle runs when every live IMU has delivered a new sample (see ``Estimator.ready``); its outputs carry the
+newest input stamp. Bad input is dropped and counted by reason (diagnostics) with a throttled warning; the node
+keeps running. Bad parameters at start stop the node with the reason; bad changes at run time are rejected with
+the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import OrderedDict
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.exceptions import ParameterException, ParameterUninitializedException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
+from tf2_msgs.msg import TFMessage
+
+from ros_dofkit.core.estimator.config import EstimatorConfigError
+from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
+from ros_dofkit.core.estimator.robot import build_plant
+from ros_dofkit.core.spatial import matrix_to_quat
+from ros_dofkit.ros.estimator_messages import (
+    FloatingBaseOdometry,
+    JointStateSelection,
+    NodeStatistics,
+    diagnostics_message,
+    sensor_errors_message,
+)
+from ros_dofkit.ros.imu_input import (
+    feed_imu_msg,
+    feed_joint_state_msg,
+    seconds_to_sec_nanosec,
+    stamp_to_seconds,
+)
+from ros_dofkit.ros.parameters import (
+    BOOL,
+    DOUBLE,
+    DOUBLE_ARRAY,
+    ESTIMATION_PARAMETERS,
+    INTEGER,
+    NODE_PARAMETERS,
+    STRING,
+    STRING_ARRAY,
+    ParameterValueError,
+    estimated_parameter_spec,
+    estimator_config_from_parameters,
+    imu_parameter_specs,
+    make_descriptor,
+    model_specs_from_parameters,
+    validate_value,
+)
+from ros_dofkit.ros.qos import (
+    QosEventMonitor,
+    create_input_subscription,
+    create_output_publisher,
+    output_qos,
+    sensor_input_qos,
+    tf_qos,
+    tf_static_qos,
+)
+from ros_dofkit.ros.tf_builder import TfBuilder
+
+NODE_NAME = "estimator"
+
+_PARAMETER_TYPES = {
+    STRING: Parameter.Type.STRING,
+    STRING_ARRAY: Parameter.Type.STRING_ARRAY,
+    DOUBLE: Parameter.Type.DOUBLE,
+    DOUBLE_ARRAY: Parameter.Type.DOUBLE_ARRAY,
+    INTEGER: Parameter.Type.INTEGER,
+    BOOL: Parameter.Type.BOOL,
+}
+
+
+class StartupError(RuntimeError):
+    """The node cannot start: a parameter or the robot is invalid. The message says which and why."""
+
+
+def declare_specs(node: Node, specs) -> dict:
+    """Declare each ParameterSpec with its descriptor; return {name: value} (the spec default when unset).
+
+    A value of the wrong type or out of range is reported as :class:`StartupError` naming the parameter."""
+    values = {}
+    for spec in specs:
+        default = spec.default
+        try:
+            if isinstance(default, list) and not default:
+                # An empty list has no type of its own: declare by type, fall back to [] when no override exists.
+                parameter = node.declare_parameter(spec.name, _PARAMETER_TYPES[spec.type], make_descriptor(spec))
+            else:
+                parameter = node.declare_parameter(spec.name, default, make_descriptor(spec))
+            try:
+                value = parameter.value
+            except ParameterUninitializedException:
+                value = None
+        except ParameterException as error:
+            raise StartupError(f"parameter {spec.name!r}: {error}") from error
+        except (TypeError, ValueError) as error:  # rclpy raises these for a wrong type of override
+            raise StartupError(f"parameter {spec.name!r} ({spec.type}): {error}") from error
+        if value is None:
+            value = list(default) if isinstance(default, list) else default
+        if isinstance(value, (tuple, np.ndarray)) or type(value).__name__ == "array":
+            value = list(value)
+        reason = validate_value(spec, value)
+        if reason:
+            raise StartupError(reason)
+        values[spec.name] = value
+    return values
+
+
+def input_qos_profile(kind: str, depth: int) -> QoSProfile:
+    """The inputs' QoS from the ``input_qos`` / ``input_qos_depth`` parameters."""
+    if kind == "sensor_data":
+        profile = sensor_input_qos()
+        profile.depth = depth
+        return profile
+    reliability = QoSReliabilityPolicy.RELIABLE if kind == "reliable" else QoSReliabilityPolicy.BEST_EFFORT
+    return QoSProfile(history=QoSHistoryPolicy.KEEP_LAST, depth=depth, reliability=reliability)
+
+
+class EstimatorNode(Node):
+    """The estimator node (see the module docstring)."""
+
+    def __init__(self, **node_kwargs):
+        super().__init__(NODE_NAME, **node_kwargs)
+        self._values = declare_specs(self, NODE_PARAMETERS)
+        try:
+            self.plant = build_plant(model_specs_from_parameters(self._values))
+        except (ValueError, TypeError, OSError) as error:  # typed errors of the plant / URDF loader and ours
+            raise StartupError(f"robot: {error}") from error
+        self.instance_names = [
+            self.plant.get_model_instance_name(i) for i in range(1, self.plant.num_model_instances())
+        ]
+        for name in self._values["imu_names"]:
+            self._values.update(declare_specs(self, imu_parameter_specs(name)))
+        self._values.update(declare_specs(self, [estimated_parameter_spec(i) for i in self.instance_names]))
+        try:
+            config = estimator_config_from_parameters(self._values, self.instance_names)
+            self.estimator = Estimator(self.plant, config)
+        except (ParameterValueError, EstimatorConfigError) as error:
+            raise StartupError(str(error)) from error
+        self._warm_up(config)
+
+        values = self._values
+        out = values["output_namespace"].strip("/")
+        prefix = f"{out}/" if out else ""
+        self.qos_events = QosEventMonitor(self)
+        out_qos = output_qos(values["output_qos_depth"])
+        self._joint_states = JointStateSelection(self.estimator)
+        self._joint_state_publisher = create_output_publisher(
+            self, JointState, f"{prefix}joint_states", self.qos_events, qos=out_qos)
+        self._instance_outputs = []
+        for instance, mask in self.estimator.instance_masks.items():
+            if mask.count() == 0:
+                continue
+            publisher = create_output_publisher(
+                self, JointState, f"{prefix}{instance}/joint_states", self.qos_events, qos=out_qos)
+            self._instance_outputs.append((JointStateSelection(self.estimator, mask), publisher))
+        self.tf = TfBuilder(self.plant, values["frame_prefix"], values["world_frame"])
+        self._odometry = []
+        for joint in self.estimator.floating_joints:
+            instance = self.plant.get_model_instance_name(joint.model_instance)
+            builder = FloatingBaseOdometry(self.plant, joint, values["world_frame"],
+                                           self.tf.frame_ids[joint.child_body.index])
+            publisher = create_output_publisher(self, Odometry, f"{prefix}odometry/{instance}", self.qos_events,
+                                                qos=out_qos)
+            self._odometry.append((builder, publisher))
+        self._errors_publisher = create_output_publisher(
+            self, Float64MultiArray, f"{prefix}sensor_errors", self.qos_events, qos=out_qos)
+        self._tf_publisher = create_output_publisher(self, TFMessage, "/tf", self.qos_events, qos=tf_qos())
+        self._tf_static_publisher = create_output_publisher(
+            self, TFMessage, "/tf_static", self.qos_events, qos=tf_static_qos())
+        self._diagnostics_publisher = create_output_publisher(self, DiagnosticArray, "/diagnostics", self.qos_events)
+
+        in_qos = input_qos_profile(values["input_qos"], values["input_qos_depth"])
+        self.statistics = NodeStatistics(["joint_states", *config.imu_names])
+        self._stamps: OrderedDict = OrderedDict()
+        self._last_log: dict = {}
+        create_input_subscription(self, JointState, values["joint_states_topic"], self._on_joint_state,
+                                  self.qos_events, qos=in_qos)
+        for imu in config.imus:
+            create_input_subscription(self, Imu, imu.topic, self._imu_callback(imu.name), self.qos_events,
+                                      qos=in_qos)
+        self.create_service(Trigger, "~/calibrate", self._on_calibrate)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._diagnostics_timer = self.create_timer(values["diagnostics_period"], self._publish_diagnostics)
+        self._publish_static_tf()
+        self.get_logger().info(
+            f"estimator ready: {self.plant.num_positions()} positions in {len(self.instance_names)} model "
+            f"instance(s) {self.instance_names}, {len(config.imus)} IMU(s) {list(config.imu_names)}, "
+            f"{self.estimator.estimated_mask.count()} estimated articulated coordinate(s), "
+            f"{len(self.estimator.floating_joints)} floating base(s)"
+        )
+
+    # ------------------------------------------------------------------ start-up helpers
+    def _warm_up(self, config) -> None:
+        """Run one cycle on a scratch Estimator so that compiled kernels are loaded before real data arrives."""
+        scratch = Estimator(self.plant, config)
+        for imu in config.imus:
+            scratch.add_imu(imu.name, 0.0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+        scratch.add_joint_state(list(scratch.joint_state_names), np.zeros(len(scratch.joint_state_names)), stamp=0.0)
+        scratch.step(0.0)
+
+    def _publish_static_tf(self) -> None:
+        sec, nanosec = seconds_to_sec_nanosec(self.get_clock().now().nanoseconds * 1e-9)
+        transforms = self.tf.static_transforms(sec, nanosec)
+        if transforms:
+            self._tf_static_publisher.publish(TFMessage(transforms=transforms))
+
+    # ------------------------------------------------------------------ logging
+    def _warn_throttled(self, key, text: str) -> None:
+        period = self._values["log_throttle"]
+        now = time.monotonic()
+        if now - self._last_log.get(key, -math.inf) >= period:
+            self._last_log[key] = now
+            self.get_logger().warning(text)
+
+    def _clock_now(self):
+        nanoseconds = self.get_clock().now().nanoseconds
+        return None if nanoseconds == 0 else nanoseconds * 1e-9  # sim time before the first /clock: no clock
+
+    # ------------------------------------------------------------------ inputs and the cycle
+    def _remember_stamp(self, stamp_msg) -> None:
+        self._stamps[stamp_to_seconds(stamp_msg)] = (int(stamp_msg.sec), int(stamp_msg.nanosec))
+        while len(self._stamps) > 256:
+            self._stamps.popitem(last=False)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        self._remember_stamp(msg.header.stamp)
+        status, results = feed_joint_state_msg(self.estimator, msg, now=self._clock_now())
+        self._after_input("joint_states", status, results)
+
+    def _imu_callback(self, name: str):
+        def on_imu(msg: Imu) -> None:
+            self._remember_stamp(msg.header.stamp)
+            status, results = feed_imu_msg(self.estimator, name, msg, now=self._clock_now())
+            self._after_input(name, status, results)
+
+        return on_imu
+
+    def _after_input(self, source: str, status, results) -> None:
+        self.statistics.record_input(source, time.monotonic())
+        if status.reason is not None:
+            self._warn_throttled((source, status.reason), f"{source}: {status.reason.value}: {status.detail}"
+                                 + ("" if status.accepted else " (message dropped)"))
+        for result in results:
+            self._publish_result(result)
+
+    def _publish_result(self, result) -> None:
+        if not result.initialized:
+            self._warn_throttled("uninitialized", "waiting for IMU samples: the estimated coordinates have not been "
+                                 "solved yet, nothing is published")
+            return
+        self.statistics.record_output(result, time.monotonic())
+        if result.stale_sensors:
+            self._warn_throttled(("stale", result.stale_sensors),
+                                 f"stale IMU(s) {list(result.stale_sensors)}: no sample within "
+                                 f"{self.estimator.config.stale_timeout_s} s; tracking with the others")
+        if not result.solved and result.observed_sensors:
+            self._warn_throttled("solve", f"cycle at {result.stamp:.6f} s not solved: {result.failure}")
+        sec, nanosec = self._stamps.get(result.stamp) or seconds_to_sec_nanosec(result.stamp)
+        stamp = Time(sec=sec, nanosec=nanosec)
+        self._joint_state_publisher.publish(self._joint_states.message(result, stamp))
+        for selection, publisher in self._instance_outputs:
+            publisher.publish(selection.message(result, stamp))
+        for builder, publisher in self._odometry:
+            publisher.publish(builder.message(result, stamp))
+        self._tf_publisher.publish(TFMessage(transforms=self.tf.moving_transforms(result.X_WB, sec, nanosec)))
+        self._errors_publisher.publish(sensor_errors_message(result, self.estimator.config.imu_names))
+
+    def _publish_diagnostics(self) -> None:
+        msg = diagnostics_message(self.get_clock().now().to_msg(), self.get_name(), self.estimator,
+                                  self.statistics, time.monotonic(), dict(self.qos_events.counts))
+        self._diagnostics_publisher.publish(msg)
+
+    # ------------------------------------------------------------------ service and parameters
+    def _on_calibrate(self, request, response):
+        try:
+            result = self.estimator.calibrate()
+        except (CalibrationError, ValueError) as error:
+            response.success = False
+            response.message = str(error)
+            self.get_logger().warning(f"calibration refused: {error}")
+            return response
+        mountings = ", ".join(
+            f"{name}: R_BS quaternion (w, x, y, z) {np.round(matrix_to_quat(R), 6).tolist()}"
+            for name, R in result.R_BS.items()
+        )
+        response.success = True
+        response.message = (
+            f"calibrated {list(result.R_BS)} from {result.num_samples} samples (spread {result.max_spread_deg:.3g} "
+            f"deg); heading correction {math.degrees(result.heading_angle):.3f} deg; {mountings}"
+        )
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_set_parameters(self, parameters) -> SetParametersResult:
+        specs = {spec.name: spec for spec in ESTIMATION_PARAMETERS}
+        updated = dict(self._values)
+        for parameter in parameters:
+            spec = specs.get(parameter.name)
+            if spec is None:
+                continue  # read-only parameters are refused by rclpy itself; others (use_sim_time) are rclpy's
+            value = parameter.value
+            if isinstance(value, (tuple, np.ndarray)) or type(value).__name__ == "array":
+                value = list(value)
+            reason = validate_value(spec, value)
+            if reason:
+                return SetParametersResult(successful=False, reason=reason)
+            updated[parameter.name] = value
+        try:
+            config = estimator_config_from_parameters(updated, self.instance_names)
+            self.estimator.update_settings(config)
+        except (ParameterValueError, EstimatorConfigError) as error:
+            return SetParametersResult(successful=False, reason=str(error))
+        if updated["diagnostics_period"] != self._values["diagnostics_period"]:
+            self._diagnostics_timer.cancel()
+            self._diagnostics_timer = self.create_timer(updated["diagnostics_period"], self._publish_diagnostics)
+        self._values = updated
+        return SetParametersResult(successful=True)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console script ``estimator [--ros-args ...]``: exits 0 on SIGINT/SIGTERM, 2 when it cannot start."""
+    rclpy.init(args=args)
+    node = None
+    status = 0
+    try:
+        node = EstimatorNode()
+        rclpy.spin(node)
+    except StartupError as error:
+        rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {error}")
+        status = 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    if status:
+        sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

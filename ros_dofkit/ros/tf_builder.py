@@ -1,0 +1,81 @@
+"""TF for a plant: one transform per moving joint from the estimated body poses, fixed joints once (static).
+
+You are in the ROS edge. robot_state_publisher publishes only revolute/prismatic joints and turns planar and
+floating joints into fixed ones (SPEC 6.3); here every joint with coordinates is moving (planar and floating
+included, SPEC 9.10), stamped with the input's time, and every weld goes to ``/tf_static`` once. A mimic joint
+(no coordinates of its own) still moves and is published on ``/tf``.
+
+Frames: each transform is ``X_PC`` (parent link P -> child link C) = ``inv(X_WP) X_WC`` from the cycle's body
+poses; frame ids are link names with ``frame_prefix`` prepended (plain concatenation, as robot_state_publisher);
+the world body is ``world_frame``. Link names that occur in several model instances are qualified as
+``<instance>/<link>`` so that the TF tree stays a tree. The world frame is not prefixed (robots share it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from geometry_msgs.msg import Quaternion, Transform, TransformStamped, Vector3
+
+from ros_dofkit.core.spatial import matrix_to_quat
+
+
+def transform_msg(X: np.ndarray) -> Transform:
+    """``geometry_msgs/Transform`` of a 4x4 pose (quaternion reordered to x, y, z, w)."""
+    w, x, y, z = matrix_to_quat(X[:3, :3])
+    return Transform(
+        translation=Vector3(x=float(X[0, 3]), y=float(X[1, 3]), z=float(X[2, 3])),
+        rotation=Quaternion(x=float(x), y=float(y), z=float(z), w=float(w)),
+    )
+
+
+class TfBuilder:
+    """Builds TransformStamped lists for a finalized plant."""
+
+    def __init__(self, plant, frame_prefix: str = "", world_frame: str = "world"):
+        if not isinstance(frame_prefix, str) or not isinstance(world_frame, str) or not world_frame:
+            raise ValueError(f"frame_prefix must be a string and world_frame a non-empty string, got "
+                             f"{frame_prefix!r}, {world_frame!r}")
+        self._plant = plant
+        counts = Counter(plant.get_body(b).name for b in range(1, plant.num_bodies()))
+        names = []
+        for b in range(1, plant.num_bodies()):
+            body = plant.get_body(b)
+            name = body.name if counts[body.name] == 1 else (
+                f"{plant.get_model_instance_name(body.model_instance)}/{body.name}"
+            )
+            names.append(name)
+        # The world frame is shared by every robot in the TF tree, so the prefix applies to the links only.
+        self.frame_ids = (world_frame, *(frame_prefix + name for name in names))
+        parent = np.asarray(plant.tree.parent)
+        joint_type = np.asarray(plant.tree.joint_type)
+        mimic = np.asarray(plant.tree.mimic_q)
+        bodies = np.arange(1, plant.num_bodies())
+        moving = (joint_type[bodies] != 0) | (mimic[bodies] >= 0)
+        self._parent = parent
+        self.moving_bodies = tuple(int(b) for b in bodies[moving])
+        self.fixed_bodies = tuple(int(b) for b in bodies[~moving])
+
+    def _transforms(self, X_WB, bodies, sec: int, nanosec: int) -> list:
+        out = []
+        for b in bodies:
+            p = self._parent[b]
+            X_PC = np.linalg.solve(X_WB[p], X_WB[b]) if p > 0 else X_WB[b]
+            msg = TransformStamped()
+            msg.header.stamp.sec = sec
+            msg.header.stamp.nanosec = nanosec
+            msg.header.frame_id = self.frame_ids[p]
+            msg.child_frame_id = self.frame_ids[b]
+            msg.transform = transform_msg(X_PC)
+            out.append(msg)
+        return out
+
+    def moving_transforms(self, X_WB, sec: int, nanosec: int) -> list:
+        """One TransformStamped per moving joint at the body poses ``X_WB`` (num_bodies, 4, 4)."""
+        return self._transforms(X_WB, self.moving_bodies, sec, nanosec)
+
+    def static_transforms(self, sec: int = 0, nanosec: int = 0) -> list:
+        """One TransformStamped per weld joint (pose independent of q: computed at the default positions)."""
+        X_WB = self._plant.calc_body_poses(self._plant.default_positions())
+        return self._transforms(X_WB, self.fixed_bodies, sec, nanosec)
