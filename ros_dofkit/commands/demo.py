@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="dofkit_demo", metavar="DIR",
                         help="directory for summary.txt and demo.png (default ./dofkit_demo)")
     parser.add_argument("--no-dds", action="store_true",
-                        help="run the simulator and the estimator core in this process, without DDS")
+                        help="run the simulator and the estimator core in this process, without DDS (default: "
+                        "the simulator publishes over DDS in real time to the estimator node in its own process)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.set_defaults(func=run)
 
@@ -72,7 +73,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     progress = ProgressLine(enabled=not args.quiet)
     try:
-        outcome = run_demo_in_process(options, out_dir=args.out, progress=progress.update)
+        if args.no_dds:
+            outcome = run_demo_in_process(options, out_dir=args.out, progress=progress.update)
+        else:
+            from ros_dofkit.replay.demo_dds import DemoDdsError, run_demo_dds
+
+            try:
+                outcome = run_demo_dds(options, out_dir=args.out, progress=progress.update)
+            except DemoDdsError as error:
+                progress.close()
+                print(f"dofkit demo: error: {error}\n(--no-dds runs the same pipeline in this process, without DDS)",
+                      file=sys.stderr)
+                return 1
     finally:
         progress.close()
     print(summary_text(outcome.report, options, outcome.passed, outcome.path))

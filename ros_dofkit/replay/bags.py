@@ -185,12 +185,13 @@ class MessageFactory:
 # ---------------------------------------------------------------------------------------------- recording
 def simulation_records(run, factory: MessageFactory, imu_topics: dict, joint_states_topic: str = "/joint_states",
                        truth_topic: str | None = TRUTH_TOPIC, clock_topic: str | None = None,
-                       noise=None) -> Iterator[tuple[str, int, object]]:
+                       noise=None, stamp_offset_ns: int = 0) -> Iterator[tuple[str, int, object]]:
     """``(topic, stamp_ns, message)`` of a :class:`~ros_dofkit.core.simulation.SimulationRun`, in stamp order.
 
     ``imu_topics`` maps IMU name -> topic. Bag stamps equal header stamps. The truth (all articulated
     coordinates) and ``/clock`` are written on the IMU time grid when their topics are given. ``noise`` (a
-    SensorNoise) fills the IMU covariances with the configured standard deviations.
+    SensorNoise) fills the IMU covariances with the configured standard deviations. ``stamp_offset_ns`` is added
+    to every stamp (e.g. to put simulated time onto the wall clock).
     """
     from ros_dofkit.ros.imu_messages import make_imu_message
 
@@ -204,7 +205,7 @@ def simulation_records(run, factory: MessageFactory, imu_topics: dict, joint_sta
                        linear_acceleration_stddev=noise.accelerometer or None)
     entries = []  # (stamp_ns, order, topic, builder)
     for stamp, kind, name, k in run.events():
-        stamp_ns = int(round(stamp * 1e9))
+        stamp_ns = int(round(stamp * 1e9)) + stamp_offset_ns
         if kind == "imu":
             readings = run.imu(name)
             entries.append((stamp_ns, 2, imu_topics[name], lambda ns, r=readings, k=k: make_imu_message(
@@ -215,7 +216,7 @@ def simulation_records(run, factory: MessageFactory, imu_topics: dict, joint_sta
             entries.append((stamp_ns, 1, joint_states_topic, lambda ns, e=encoders, k=k: factory.joint_state(
                 ns, e.names, e.positions[k], e.velocities[k])))
     for k, stamp in enumerate(run.times):
-        stamp_ns = int(round(float(stamp) * 1e9))
+        stamp_ns = int(round(float(stamp) * 1e9)) + stamp_offset_ns
         if clock_topic is not None:
             entries.append((stamp_ns, 0, clock_topic, lambda ns: factory.clock(ns)))
         if truth_topic is not None:

@@ -22,6 +22,7 @@ class ProgressLine:
         self.log_period_s = log_period_s
         self._last_log = -float("inf")
         self._shown = False
+        self._finished = False
 
     def render(self, fraction: float, text: str) -> str:
         fraction = min(max(fraction, 0.0), 1.0)
@@ -36,10 +37,11 @@ class ProgressLine:
             self.stream.write("\r\033[K" + line)
             self.stream.flush()
             self._shown = True
-        elif time.monotonic() - self._last_log >= self.log_period_s or fraction >= 1.0:
+        elif not self._finished and (time.monotonic() - self._last_log >= self.log_period_s or fraction >= 1.0):
             self.stream.write(line + "\n")
             self.stream.flush()
             self._last_log = time.monotonic()
+            self._finished = fraction >= 1.0
 
     def close(self) -> None:
         if self.enabled and self.interactive and self._shown:
