@@ -289,13 +289,19 @@ class EstimatorNode(Node):
             self._warn_throttled("solve", f"cycle at {result.stamp:.6f} s not solved: {result.failure}")
         sec, nanosec = self._stamps.get(result.stamp) or seconds_to_sec_nanosec(result.stamp)
         stamp = Time(sec=sec, nanosec=nanosec)
-        self._joint_state_publisher.publish(self._joint_states.message(result, stamp))
+        # Outputs nobody subscribes to are not built (a cycle's budget is a few hundred microseconds).
+        if self._joint_state_publisher.get_subscription_count():
+            self._joint_state_publisher.publish(self._joint_states.message(result, stamp))
         for selection, publisher in self._instance_outputs:
-            publisher.publish(selection.message(result, stamp))
+            if publisher.get_subscription_count():
+                publisher.publish(selection.message(result, stamp))
         for builder, publisher in self._odometry:
-            publisher.publish(builder.message(result, stamp))
-        self._tf_publisher.publish(TFMessage(transforms=self.tf.moving_transforms(result.X_WB, sec, nanosec)))
-        self._errors_publisher.publish(sensor_errors_message(result, self.estimator.config.imu_names))
+            if publisher.get_subscription_count():
+                publisher.publish(builder.message(result, stamp))
+        if self._tf_publisher.get_subscription_count():
+            self._tf_publisher.publish(TFMessage(transforms=self.tf.moving_transforms(result.X_WB, sec, nanosec)))
+        if self._errors_publisher.get_subscription_count():
+            self._errors_publisher.publish(sensor_errors_message(result, self.estimator.config.imu_names))
 
     def _publish_diagnostics(self) -> None:
         msg = diagnostics_message(self.get_clock().now().to_msg(), self.get_name(), self.estimator,

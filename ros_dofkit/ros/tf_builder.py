@@ -58,16 +58,27 @@ class TfBuilder:
         self.fixed_bodies = tuple(int(b) for b in bodies[~moving])
 
     def _transforms(self, X_WB, bodies, sec: int, nanosec: int) -> list:
+        if not bodies:
+            return []
+        bodies = np.asarray(bodies)
+        X_WB = np.asarray(X_WB)
+        X_WP, X_WC = X_WB[self._parent[bodies]], X_WB[bodies]
+        # X_PC = inv(X_WP) X_WC for all bodies at once: R_PC = R_WP^T R_WC, p_PC = R_WP^T (p_WC - p_WP).
+        R_WP_T = np.swapaxes(X_WP[:, :3, :3], -1, -2)
+        R_PC = R_WP_T @ X_WC[:, :3, :3]
+        p_PC = np.einsum("bij,bj->bi", R_WP_T, X_WC[:, :3, 3] - X_WP[:, :3, 3])
+        quaternions = matrix_to_quat(R_PC)  # (w, x, y, z), one batched call
         out = []
-        for b in bodies:
-            p = self._parent[b]
-            X_PC = np.linalg.solve(X_WB[p], X_WB[b]) if p > 0 else X_WB[b]
+        for k, b in enumerate(bodies):
+            w, x, y, z = quaternions[k]
             msg = TransformStamped()
             msg.header.stamp.sec = sec
             msg.header.stamp.nanosec = nanosec
-            msg.header.frame_id = self.frame_ids[p]
+            msg.header.frame_id = self.frame_ids[self._parent[b]]
             msg.child_frame_id = self.frame_ids[b]
-            msg.transform = transform_msg(X_PC)
+            translation, rotation = msg.transform.translation, msg.transform.rotation
+            translation.x, translation.y, translation.z = float(p_PC[k, 0]), float(p_PC[k, 1]), float(p_PC[k, 2])
+            rotation.x, rotation.y, rotation.z, rotation.w = float(x), float(y), float(z), float(w)
             out.append(msg)
         return out
 
