@@ -1,0 +1,99 @@
+"""Static checks of launch/*.launch.py (launch_ros is not installable here, so the files are not executed):
+they parse, define generate_launch_description, and every executable, parameter file and launch argument they
+name exists; the shared helper's argument handling is checked directly."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from ros_dofkit.ros import launch_support
+from ros_dofkit.ros.launch_support import ESTIMATOR_LAUNCH_ARGUMENTS, launch_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
+REQUIRED_ARGUMENTS = {"config", "robot_description", "namespace", "use_sim_time"}
+
+
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def string_calls(tree: ast.AST, function: str) -> list:
+    """First string argument of every call to ``function`` (a Name or an Attribute's attr)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if name == function and node.args and isinstance(node.args[0], ast.Constant):
+                found.append(node.args[0].value)
+    return found
+
+
+def keyword_strings(tree: ast.AST, keyword: str) -> list:
+    return [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call) for kw in node.keywords
+            if kw.arg == keyword and isinstance(kw.value, ast.Constant)]
+
+
+def test_there_is_a_launch_file_per_use():
+    names = {p.name for p in LAUNCH_FILES}
+    assert {"arm_4imu.launch.py", "mobile_manipulator.launch.py", "quadruped.launch.py",
+            "joint_state_filter.launch.py"} <= names
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_file_parses_and_defines_generate_launch_description(path):
+    tree = parsed(path)
+    functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert "generate_launch_description" in functions
+    assert ast.get_docstring(tree)
+
+
+@pytest.mark.parametrize("path", [p for p in LAUNCH_FILES if "estimator_launch_description" in p.read_text()],
+                         ids=lambda p: p.name)
+def test_estimator_launch_files_name_an_existing_config(path):
+    (config,) = string_calls(parsed(path), "estimator_launch_description")
+    assert (ROOT / "config" / config).is_file(), f"{path.name} names config/{config}, which does not exist"
+
+
+def test_estimator_launch_arguments_are_declared_and_used():
+    tree = parsed(Path(launch_support.__file__))
+    declared = set(string_calls(tree, "DeclareLaunchArgument"))
+    assert declared == set(ESTIMATOR_LAUNCH_ARGUMENTS) >= REQUIRED_ARGUMENTS
+    used = set(re.findall(r'value\("(\w+)"\)', Path(launch_support.__file__).read_text()))
+    assert used == declared
+    assert keyword_strings(tree, "executable") == ["estimator"]
+
+
+def test_filter_launch_file_arguments_and_executable():
+    path = ROOT / "launch" / "joint_state_filter.launch.py"
+    tree = parsed(path)
+    declared = set(string_calls(tree, "DeclareLaunchArgument"))
+    used = set(re.findall(r'value\("(\w+)"\)', path.read_text())) | set(
+        re.findall(r'\("\w+", "(\w+)"\)', path.read_text()))
+    assert {"namespace", "use_sim_time"} <= declared
+    assert used <= declared
+    assert keyword_strings(tree, "executable") == ["joint_state_filter"]
+    from ros_dofkit.nodes.joint_state_filter import FILTER_PARAMETERS
+
+    parameters = {spec.name for spec in FILTER_PARAMETERS} | {"use_sim_time"}
+    set_in_file = set(re.findall(r'parameters\["(\w+)"\]', path.read_text())) | set(
+        re.findall(r'"(\w+)": value\(', path.read_text())) | set(re.findall(r'\(\("(\w+)", "\w+"\)', path.read_text()))
+    assert set_in_file <= parameters
+
+
+@pytest.mark.parametrize("executable", ["estimator", "joint_state_filter"])
+def test_named_executables_exist(executable):
+    """The launch files' executables are console scripts ``<name> = ros_dofkit.nodes.<name>:main``."""
+    module = importlib.import_module(f"ros_dofkit.nodes.{executable}")
+    assert callable(module.main)
+
+
+def test_launch_overrides():
+    assert launch_overrides("", "", "false") == {"use_sim_time": False}
+    assert launch_overrides("<robot/>", "a.urdf, b.urdf", "True") == {
+        "use_sim_time": True, "robot_description": "<robot/>", "urdf_files": ["a.urdf", "b.urdf"]}

@@ -1,0 +1,178 @@
+"""Tests of the estimator's ROS edge without DDS: Imu -> core input (quaternion order, covariance -1 markers),
+TF from body poses (frames, prefix, static vs moving, values against the plant), output messages (JointState per
+DofMask, Odometry twist in the child frame, sensor errors) and diagnostics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticStatus
+from sensor_msgs.msg import Imu
+
+from ros_dofkit.core.estimator import EstimatorConfig, ImuConfig
+from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
+from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_z, rotvec_to_matrix
+from ros_dofkit.ros.estimator_messages import (
+    FloatingBaseOdometry,
+    JointStateSelection,
+    NodeStatistics,
+    RateMeter,
+    diagnostics_message,
+    sensor_errors_message,
+)
+from ros_dofkit.ros.imu_input import (
+    feed_imu_msg,
+    imu_input_from_msg,
+    seconds_to_sec_nanosec,
+    stamp_to_nanoseconds,
+    stamp_to_seconds,
+)
+from ros_dofkit.ros.tf_builder import TfBuilder
+
+
+@pytest.fixture(scope="module")
+def mobile():
+    return build_plant([ModelSpec("mobile_base.urdf", "base", "planar"),
+                        ModelSpec("arm7.urdf", "arm", "fixed", "arm_mount")])
+
+
+@pytest.fixture(scope="module")
+def quadruped():
+    return build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+
+
+def test_imu_message_to_core_input():
+    msg = Imu()
+    msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id = 12, 500_000_000, "imu"
+    msg.orientation.x, msg.orientation.y, msg.orientation.z, msg.orientation.w = 0.1, 0.2, 0.3, 0.9
+    msg.angular_velocity.x, msg.angular_velocity.y, msg.angular_velocity.z = 1.0, 2.0, 3.0
+    sample = imu_input_from_msg(msg)
+    assert sample.stamp == 12.5 and sample.frame_id == "imu"
+    np.testing.assert_array_equal(sample.quaternion_wxyz, [0.9, 0.1, 0.2, 0.3])
+    np.testing.assert_array_equal(sample.angular_velocity, [1.0, 2.0, 3.0])
+    assert sample.orientation_present and sample.angular_velocity_present
+    msg.orientation_covariance[0] = -1.0
+    msg.angular_velocity_covariance[0] = -1.0
+    sample = imu_input_from_msg(msg)
+    assert not sample.orientation_present and not sample.angular_velocity_present
+
+
+def test_stamp_conversions():
+    class Stamp:
+        sec, nanosec = 1_700_000_000, 123_456_789
+
+    assert stamp_to_nanoseconds(Stamp) == 1_700_000_000_123_456_789
+    assert stamp_to_seconds(Stamp) == 1_700_000_000 + 123_456_789e-9
+    assert seconds_to_sec_nanosec(2.5) == (2, 500_000_000)
+    assert seconds_to_sec_nanosec(-0.25) == (-1, 750_000_000)
+
+
+def test_feed_imu_message_marks_absent_orientation(mobile):
+    estimator = Estimator(mobile, EstimatorConfig(imus=(ImuConfig("base", "base_imu_link"),)))
+    msg = Imu()
+    msg.orientation_covariance[0] = -1.0
+    status, results = feed_imu_msg(estimator, "base", msg)
+    assert status.accepted and status.reason.value == "orientation_absent"
+    assert len(results) == 1 and results[0].observed_sensors == ()
+
+
+def test_tf_frames_prefix_and_values(mobile):
+    tf = TfBuilder(mobile, frame_prefix="r1/", world_frame="map")
+    assert tf.frame_ids[0] == "map" and tf.frame_ids[1] == "r1/base_link"
+    moving = {mobile.get_body(b).name for b in tf.moving_bodies}
+    assert moving == {"base_link", "left_wheel", "right_wheel", *(f"arm_link{i}" for i in range(1, 8))}
+    fixed = {mobile.get_body(b).name for b in tf.fixed_bodies}
+    assert fixed == {"base_imu_link", "arm_mount", "arm_link0", "arm_flange", "arm_tool"}
+    rng = np.random.default_rng(0)
+    q = rng.uniform(-1, 1, mobile.num_positions())
+    X_WB = mobile.calc_body_poses(q)
+    transforms = tf.moving_transforms(X_WB, 5, 6)
+    index = {name: i for i, name in enumerate(tf.frame_ids)}
+    for t in transforms:
+        assert (t.header.stamp.sec, t.header.stamp.nanosec) == (5, 6)
+        X_PC = np.linalg.solve(X_WB[index[t.header.frame_id]], X_WB[index[t.child_frame_id]])
+        r, p = t.transform.rotation, t.transform.translation
+        np.testing.assert_allclose(quat_to_matrix([r.w, r.x, r.y, r.z]), X_PC[:3, :3], atol=1e-12)
+        np.testing.assert_allclose([p.x, p.y, p.z], X_PC[:3, 3], atol=1e-12)
+    planar = next(t for t in transforms if t.child_frame_id == "r1/base_link")
+    assert planar.header.frame_id == "map"
+    translation = planar.transform.translation
+    assert translation.x == pytest.approx(q[0]) and translation.y == pytest.approx(q[1])
+    (imu_mount,) = [t for t in tf.static_transforms() if t.child_frame_id == "r1/base_imu_link"]
+    assert imu_mount.transform.translation.z == pytest.approx(0.2)
+
+
+def test_tf_qualifies_link_names_used_by_two_instances():
+    plant = build_plant([ModelSpec("arm7.urdf", "left"), ModelSpec("arm7.urdf", "right")])
+    tf = TfBuilder(plant)
+    assert "left/arm_link3" in tf.frame_ids and "right/arm_link3" in tf.frame_ids
+    assert len(set(tf.frame_ids)) == len(tf.frame_ids)
+
+
+def test_joint_state_selection_follows_the_instance_masks(mobile):
+    estimator = Estimator(mobile, EstimatorConfig(imus=(ImuConfig("base", "base_imu_link"),)))
+    estimator.add_imu("base", 1.0, matrix_to_quat(rotation_z(0.4)))
+    result = estimator.step()
+    full = JointStateSelection(estimator).message(result, None)
+    assert list(full.name) == list(mobile.position_names())
+    base = JointStateSelection(estimator, estimator.instance_masks["base"]).message(result, None)
+    assert list(base.name) == ["base_link_x", "base_link_y", "base_link_qz", "left_wheel_joint", "right_wheel_joint"]
+    assert base.position[2] == pytest.approx(0.4, abs=1e-6)
+    arm = JointStateSelection(estimator, estimator.instance_masks["arm"]).message(result, None)
+    assert list(arm.name) == [f"arm_joint{i}" for i in range(1, 8)]
+
+
+def test_odometry_pose_in_world_twist_in_child_frame(quadruped):
+    estimator = Estimator(quadruped, EstimatorConfig(imus=(ImuConfig("trunk", "trunk_imu_link"),),
+                                                     estimated_joints={"quadruped": "none"}))
+    R_WB = rotation_z(0.7) @ rotation_x(0.2)
+    w_W = np.array([0.3, -0.5, 0.9])
+    w_S = R_WB.T @ w_W  # identity mounting: S = B's orientation
+    estimator.add_imu("trunk", 0.0, matrix_to_quat(R_WB), w_S)
+    estimator.step()
+    R_next = rotvec_to_matrix(w_W * 0.01) @ R_WB
+    estimator.add_imu("trunk", 0.01, matrix_to_quat(R_next), R_next.T @ w_W)
+    result = estimator.step()
+    (joint,) = estimator.floating_joints
+    msg = FloatingBaseOdometry(quadruped, joint, "odom", "r/trunk").message(result, None)
+    assert msg.header.frame_id == "odom" and msg.child_frame_id == "r/trunk"
+    o = msg.pose.pose.orientation
+    np.testing.assert_allclose(quat_to_matrix([o.w, o.x, o.y, o.z]), R_next, atol=1e-6)
+    a = msg.twist.twist.angular
+    np.testing.assert_allclose([a.x, a.y, a.z], R_next.T @ w_W, atol=1e-6)
+
+
+def test_sensor_errors_and_diagnostics(mobile):
+    imus = (ImuConfig("base", "base_imu_link"), ImuConfig("hand", "arm_link7"))
+    estimator = Estimator(mobile, EstimatorConfig(imus=imus, stale_timeout_s=0.05))
+    statistics = NodeStatistics(["joint_states", "base", "hand"])
+    empty = diagnostics_message(None, "est", estimator, statistics, 0.0)
+    assert empty.status[0].level == DiagnosticStatus.WARN and "no cycle" in empty.status[0].message
+    estimator.add_imu("base", 1.0, [1.0, 0.0, 0.0, 0.0])
+    estimator.add_imu("hand", 1.0, [0.0, 0.0, 0.0, 0.0])  # rejected: zero quaternion
+    estimator.add_imu("base", 1.1, [1.0, 0.0, 0.0, 0.0])
+    result = estimator.step()
+    statistics.record_input("base", 10.0)
+    statistics.record_output(result, 10.0)
+    errors = sensor_errors_message(result, ["base", "hand"])
+    assert errors.layout.dim[0].label == "sensor_error_deg:base,hand"
+    assert errors.data[0] == pytest.approx(0.0, abs=1e-6) and math.isnan(errors.data[1])
+    msg = diagnostics_message(None, "est", estimator, statistics, 10.0, {"/imu": 2})
+    main, base, hand = msg.status
+    values = {v.key: v.value for v in main.values}
+    assert main.level == DiagnosticStatus.WARN and "stale sensors: hand" in main.message
+    assert values["rejected.zero_quaternion"] == "1" and values["rejected.total"] == "1"
+    assert values["stale_sensors"] == "hand" and values["qos_incompatible./imu"] == "2"
+    assert values["cycles"] == "1" and float(values["input_rate_hz.base"]) == pytest.approx(0.5)
+    assert base.level == DiagnosticStatus.OK and hand.level == DiagnosticStatus.WARN and hand.message == "stale"
+
+
+def test_rate_meter_counts_a_sliding_window():
+    meter = RateMeter(window_s=2.0)
+    for k in range(10):
+        meter.tick(k * 0.1)
+    assert meter.rate(0.9) == pytest.approx(5.0)
+    assert meter.rate(5.0) == 0.0
