@@ -1,8 +1,9 @@
-"""The replay loop: inputs in stamp order into the estimator core, a cycle whenever the core is ready.
+"""The replay loop: inputs in stamp order into the estimator core's streaming entry points.
 
-You are in ``ros_dofkit.replay``. This is the rule the live node follows too (an input arrives, it is offered
-to :class:`~ros_dofkit.core.estimator.Estimator`, and a cycle runs when ``ready()`` says so), applied to inputs
-that come from a bag or from the simulator instead of DDS. Nothing here imports ROS: inputs are plain
+You are in ``ros_dofkit.replay``. This is what the live node does with each message (offer it to
+:class:`~ros_dofkit.core.estimator.Estimator` through ``process_imu`` / ``process_joint_state``, which run the
+cycles that are due and return their results), applied to inputs that come from a bag or from the simulator
+instead of DDS. Nothing here imports ROS: inputs are plain
 :class:`ImuInput` / :class:`JointStateInput` records and results are the core's ``EstimatorResult``.
 
 Truth comparison (:func:`tracking_report`): the estimate of a cycle stamped t is compared with the true
@@ -100,37 +101,38 @@ class ReplayLoop:
         self.results: list = []
         self.statistics = ReplayStatistics()
 
-    def feed(self, item):
-        """Offer one input; return the cycle's result when one ran, else None."""
+    def feed(self, item) -> tuple:
+        """Offer one input through the core's streaming entry points (``process_imu`` / ``process_joint_state``,
+        as the node does); return the results of the cycles it completed (0 to 2)."""
         started = time.perf_counter()
         stats = self.statistics
         estimator = self.estimator
         if isinstance(item, ImuInput):
             stats.imu_samples += 1
-            status = estimator.add_imu(item.name, item.stamp, item.quaternion_wxyz, item.angular_velocity,
-                                       item.orientation_present, item.angular_velocity_present)
+            status, results = estimator.process_imu(item.name, item.stamp, item.quaternion_wxyz,
+                                                    item.angular_velocity, item.orientation_present,
+                                                    item.angular_velocity_present)
         elif isinstance(item, JointStateInput):
             stats.joint_states += 1
-            status = estimator.add_joint_state(item.names, item.positions, item.velocities, stamp=item.stamp)
+            status, results = estimator.process_joint_state(item.names, item.positions, item.velocities,
+                                                            stamp=item.stamp)
         elif isinstance(item, ClockInput):
             stats.clock_messages += 1
             estimator.observe_clock(item.stamp)
-            return None
+            return ()
         else:
             raise TypeError(f"expected ImuInput, JointStateInput or ClockInput, got {type(item).__name__}")
         if not status.accepted:
             stats.rejected += 1
         stats.first_stamp = item.stamp if stats.first_stamp is None else min(stats.first_stamp, item.stamp)
         stats.last_stamp = item.stamp if stats.last_stamp is None else max(stats.last_stamp, item.stamp)
-        if not estimator.ready():
-            return None
-        result = estimator.step()
-        stats.cycles += 1
-        if self.on_result is not None:
-            self.on_result(result)
-        self.results.append(result)
-        stats.cycle_latency_s.append(time.perf_counter() - started)
-        return result
+        for result in results:
+            stats.cycles += 1
+            if self.on_result is not None:
+                self.on_result(result)
+            self.results.append(result)
+            stats.cycle_latency_s.append(time.perf_counter() - started)
+        return results
 
     def run(self, inputs: Iterable, progress: Callable | None = None) -> list:
         """Feed every input; ``progress(stats)`` is called about every 0.2 s of wall time. Returns the results."""
