@@ -50,3 +50,16 @@ def test_demo_rejects_bad_options(capsys):
     assert "duration_s" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["demo", "--noise", "loud"])
+
+
+def test_help_lists_the_subcommands_and_states_the_accuracy_promise(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for command in ("demo", "record", "replay", "play"):
+        assert command in text
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    text = capsys.readouterr().out
+    assert "below 2 degrees" in text and "--no-dds" in text and "exit status is 0 only" in text
