@@ -165,13 +165,19 @@ class EstimatorResult:
 
 @dataclass
 class _ImuSlot:
-    """Mutable per-sensor buffer: newest sample, whether a cycle has used it, and a calibration window."""
+    """Mutable per-sensor buffer: newest accepted stamp, the sample the next cycle uses, whether a cycle has used
+    it, the samples waiting for their instant (synchronized mode only), and a calibration window."""
 
     stamp: float | None = None
     R_GS: np.ndarray | None = None
     w_S: np.ndarray | None = None
     fresh: bool = False
     window: deque = field(default_factory=deque)
+    pending: deque = field(default_factory=lambda: deque(maxlen=_MAX_PENDING))
+
+
+#: Samples per IMU kept waiting for their instant in synchronized mode (half a second at 500 Hz).
+_MAX_PENDING = 256
 
 
 class Estimator:
@@ -318,6 +324,7 @@ class Estimator:
         self._q_prev = None
         self._stamp_prev = None
         self._newest_stamp = None
+        self._sync_instant = None
         self._first_stamp = None
         self._last_clock = None
         self._needs_assemble = True
@@ -476,8 +483,7 @@ class Estimator:
                 self._flushed += 1
                 results.append(self.step())
             self._store_joint_state(sample)
-            if self.ready():
-                results.append(self.step())
+            results.extend(self._run_due_cycles())
         return status, tuple(results)
 
     def _accept_imu(self, name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
@@ -503,6 +509,15 @@ class Estimator:
         self._counters.record(name, status)
         return status, sample
 
+    def _run_due_cycles(self) -> list:
+        """Every cycle that is ready now: one normally, several when queued instants (synchronized mode) wait."""
+        results = []
+        for _ in range(_MAX_PENDING + 1):
+            if not self.ready():
+                break
+            results.append(self.step())
+        return results
+
     def _should_flush(self, fresh: bool, buffered_stamp, new_stamp: float) -> bool:
         """Run the pending cycle before a source's new sample replaces its unused one? Only when the buffered
         sample is older than the new one and still belongs to a usable instant: free-running mode, not expired;
@@ -513,6 +528,17 @@ class Estimator:
 
     def _store_imu(self, name: str, sample) -> None:
         slot = self._slots[name]
+        if self._config.sync_tolerance_s:
+            # Synchronized mode: queue the sample until its instant is complete (see _select_instant).
+            if len(slot.pending) == slot.pending.maxlen:
+                self._overwritten += 1
+            slot.pending.append(sample)
+            slot.stamp = sample.stamp
+            slot.fresh = True
+            if sample.R_GS is not None:
+                slot.window.append(sample.R_GS)
+            self._note_stamp(sample.stamp)
+            return
         if slot.fresh:
             # The previous sample was never used: some live sensor is late. Count it, and run the next cycle
             # without waiting further (at most one sample period of delay until the late one goes stale).
@@ -559,7 +585,7 @@ class Estimator:
         angular_velocity_present: bool = True,
         now: float | None = None,
     ):
-        """:meth:`add_imu`, then run every cycle that is due; returns ``(status, results)`` (0 to 2 results).
+        """:meth:`add_imu`, then run every cycle that is due; returns ``(status, results)`` (usually 0 or 1).
 
         This is the streaming entry point (the node and bag replay use it): a valid sample that would replace
         one no cycle has used first runs that cycle with what is buffered (a late IMU costs at most one sample
@@ -573,8 +599,7 @@ class Estimator:
                 self._flushed += 1
                 results.append(self.step())
             self._store_imu(name, sample)
-            if self.ready():
-                results.append(self.step())
+            results.extend(self._run_due_cycles())
         return status, tuple(results)
 
     def _note_stamp(self, stamp: float) -> None:
@@ -697,10 +722,14 @@ class Estimator:
         ]
 
     def ready(self) -> bool:
-        """True when a cycle should run: there is new input and every live (non-stale) IMU has a new sample, or
-        some IMU already delivered a second sample while waiting (a late sensor delays cycles by at most one
-        sample period until it goes stale). With ``sync_joint_states`` the joint-state stream counts as one more
-        live source while it is arriving (its own second sample does not force a cycle)."""
+        """True when a cycle should run.
+
+        Free-running (``sync_tolerance_s`` = 0): there is new input and every waited IMU has a usable new sample,
+        or some IMU already delivered a second sample while waiting (a late sensor delays cycles by at most one
+        sample period until it goes stale). Synchronized: every waited IMU has a queued sample of one instant
+        (stamps within ``sync_tolerance_s``); samples older than an instant another IMU has already passed are
+        discarded (counted). With ``sync_joint_states`` the joint-state stream is waited for too while it arrives.
+        """
         if self._newest_stamp is None:
             return False
         fresh_any = self._joint_state_fresh or any(slot.fresh for slot in self._slots.values())
@@ -710,35 +739,83 @@ class Estimator:
             return True
         newest = self._newest_stamp
         timeout = self._config.stale_timeout_s
+        waited = self._waited_sensors()
+        if self._config.sync_tolerance_s:
+            instant = self._complete_instant(waited)
+            if instant is None:
+                # A waited IMU fell silent: once the oldest queued instant has waited stale_timeout, solve it with
+                # the IMUs that have it (the silent one goes stale and stops being waited for).
+                heads = [slot.pending[0].stamp for slot in self._slots.values() if slot.pending]
+                if not heads or min(heads) >= newest - timeout:
+                    return False
+                instant = min(heads)
+            self._sync_instant = instant
+        starting = self._first_stamp is not None and newest < self._first_stamp + timeout
+        if self._config.sync_joint_states and self._config.sync_tolerance_s:
+            # Encoders behind the instant (while they arrive) are waited for; encoders ahead are held.
+            if self._joint_state_stamp is None:
+                return not (starting and self._measured_count)
+            arriving = self._joint_state_stamp >= newest - timeout
+            return not (arriving and self._joint_state_stamp < self._sync_instant - self._config.sync_tolerance_s)
+        if self._config.sync_tolerance_s:
+            return True
         if self._config.sync_joint_states and not self._joint_state_fresh:
             reference = self._stamp_prev if self._stamp_prev is not None else newest
-            starting = self._first_stamp is not None and newest < self._first_stamp + timeout
             arriving = self._joint_state_stamp is not None and self._joint_state_stamp >= reference - timeout
             if arriving or (starting and self._joint_state_stamp is None and self._measured_count):
                 return False
-        if self._config.sync_joint_states and self._config.sync_tolerance_s and self._joint_state_fresh and (
-            self._joint_state_stamp < newest - self._config.sync_tolerance_s
-        ):
-            return False
-        return all(self._satisfies(self._slots[name]) for name in self._waited_sensors())
+        return all(self._satisfies(self._slots[name]) for name in waited)
 
     def _satisfies(self, slot) -> bool:
-        """A waited sensor's fresh sample is usable for a cycle at the newest stamp: not expired (within
-        stale_timeout) and, in synchronized mode, within sync_tolerance of the newest stamp."""
-        if not slot.fresh:
-            return False
-        window = self._config.sync_tolerance_s or self._config.stale_timeout_s
-        return slot.stamp >= self._newest_stamp - window
+        """Free-running mode: a waited sensor's fresh sample is usable for a cycle at the newest stamp (not
+        expired: within stale_timeout)."""
+        return slot.fresh and slot.stamp >= self._newest_stamp - self._config.stale_timeout_s
+
+    def _complete_instant(self, waited) -> float | None:
+        """Synchronized mode: the stamp of the oldest instant every waited IMU has a queued sample of, or None.
+
+        T = the latest of the waited queues' oldest stamps (no earlier instant can be complete); samples older
+        than T - tolerance can never complete an instant and are discarded; repeat until the heads agree."""
+        tolerance = self._config.sync_tolerance_s
+        slots = [self._slots[name] for name in waited]
+        if not slots:
+            return None
+        for _ in range(2 * len(slots) + 1):
+            if any(not slot.pending for slot in slots):
+                return None
+            instant = max(slot.pending[0].stamp for slot in slots)
+            settled = True
+            for slot in slots:
+                while slot.pending and slot.pending[0].stamp < instant - tolerance:
+                    slot.pending.popleft()
+                    self._overwritten += 1
+                    settled = False
+            if settled:
+                return instant
+        return None
+
+    def _select_instant(self, stamp: float) -> None:
+        """Synchronized mode: move each IMU's queued sample of the instant ``stamp`` into the slot for the cycle."""
+        tolerance = self._config.sync_tolerance_s
+        for slot in self._slots.values():
+            while slot.pending and slot.pending[0].stamp < stamp - tolerance:
+                slot.pending.popleft()  # older than the instant being solved: can no longer be used
+                self._overwritten += 1
+            if slot.pending and slot.pending[0].stamp <= stamp + tolerance:
+                sample = slot.pending.popleft()
+                slot.R_GS, slot.w_S = sample.R_GS, sample.w_S
 
     def step(self, stamp: float | None = None) -> EstimatorResult:
         """Run one cycle at ``stamp`` (default: the newest input stamp) and return its result."""
         if stamp is None:
             if self._newest_stamp is None:
                 raise EstimatorStateError("step() without a stamp needs at least one accepted input sample")
-            stamp = self._newest_stamp
+            stamp = self._sync_instant if self._sync_instant is not None else self._newest_stamp
         stamp = float(stamp)
         timeout = self._config.stale_timeout_s
         tracking_reset = self._needs_assemble
+        if self._config.sync_tolerance_s:
+            self._select_instant(stamp)
 
         q = self._q.copy()
         measured = ~self._estimated_art
@@ -789,7 +866,8 @@ class Estimator:
                 errors[imu.name] = math.nan
 
         for slot in self._slots.values():
-            slot.fresh = False
+            slot.fresh = bool(slot.pending)
+        self._sync_instant = None
         self._joint_state_fresh = False
         self._overdue = False
         self._q = q.copy()
