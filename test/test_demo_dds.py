@@ -27,3 +27,19 @@ def test_demo_over_dds_meets_its_accuracy(tmp_path, capsys):
     latency_line = next(line for line in summary.splitlines() if line.startswith("latency"))
     p50 = float(latency_line.split("p50")[1].split("ms")[0])
     assert math.isfinite(p50) and p50 > 0.0
+
+
+def test_demo_refuses_to_mix_with_another_estimator_in_the_domain(tmp_path, ros_processes, capsys):
+    import sys
+
+    from ros_dofkit.replay.demo_robot import demo_parameters, parameter_yaml
+
+    params = tmp_path / "other.yaml"
+    params.write_text(parameter_yaml(demo_parameters()))
+    other = ros_processes.start(sys.executable, "-m", "ros_dofkit.nodes.estimator", "--ros-args", "--params-file",
+                                str(params))
+    other.wait_for_output("estimator ready", timeout=60.0)
+    status = cli.main(["demo", "--duration", "2", "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "another estimator runs in this ROS domain" in err and "--no-dds" in err

@@ -166,6 +166,17 @@ def run_demo_dds(options, out_dir=None, progress=None):
                 raise DemoDdsError(f"topics never connected to the estimator node: {unmatched} (DDS discovery "
                                    "blocked? try --no-dds)")
             executor.spin_once(timeout_sec=0.05)
+        # A moment more of discovery, so that a second estimator in the same domain (whose outputs would mix with
+        # this one's) is seen before the run starts.
+        settle_until = time.monotonic() + 0.5
+        while time.monotonic() < settle_until:
+            executor.spin_once(timeout_sec=0.05)
+        if subscription.get_publisher_count() > 1:
+            raise DemoDdsError(
+                f"{subscription.get_publisher_count()} publishers on {output}/joint_states: another estimator runs "
+                f"in this ROS domain (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}); its estimates would "
+                "mix with the demo's. Stop it, choose another ROS_DOMAIN_ID, or use --no-dds"
+            )
 
         # Put simulated time on the wall clock: the first sample is stamped (and published) 0.3 s from now.
         first = float(run.times[0])
