@@ -53,6 +53,7 @@ PARAMS = f"""/**:
     output_namespace: {NAMESPACE}/estimated
     sync_tolerance: 0.0001
     stale_timeout: 0.1
+    input_qos_depth: 100
     future_tolerance: 0.5
     diagnostics_period: 1.0
 """
@@ -223,7 +224,8 @@ def main(argv=None) -> int:
             for status in last.status:
                 if status.name.endswith(": estimator"):
                     values = {v.key: v.value for v in status.values}
-                    keys = ["cycles", "dropped_samples", "flushed_cycles", "rejected.total", "solve_time_ms.mean",
+                    keys = ["cycles", "dropped_samples", "flushed_cycles", "rejected.total", "rejected.stale_stamp",
+                            "solve_time_ms.mean",
                             "solve_time_ms.max"]
                     print("  node says    " + ", ".join(f"{k}={values.get(k)}" for k in keys))
         ratio = p99 / BUDGET_P99_MS
