@@ -147,10 +147,11 @@ class MessageFactory:
     def clock(self, stamp_ns: int):
         return self._Clock(clock=self.time(stamp_ns))
 
-    def tf_message(self, stamp_ns: int, parents, children, X_PC):
-        """TFMessage of one transform per (parent frame, child frame, X_PC) with ``X_PC`` (n, 4, 4); the
-        quaternions are converted in one batch."""
-        quaternions = matrix_to_quat(X_PC[:, :3, :3]) if len(X_PC) else np.zeros((0, 4))
+    def tf_message(self, stamp_ns: int, parents, children, X_PC, quaternions=None):
+        """TFMessage of one transform per (parent frame, child frame, X_PC) with ``X_PC`` (n, 4, 4);
+        ``quaternions`` (n, 4) (w, x, y, z) of their rotations when already known (else computed, in one batch)."""
+        if quaternions is None:
+            quaternions = matrix_to_quat(X_PC[:, :3, :3]) if len(X_PC) else np.zeros((0, 4))
         Vector3, Quaternion, Transform = self._Vector3, self._Quaternion, self._Transform
         header = self.header
         transforms = []
@@ -307,6 +308,9 @@ def truth_from_records(records) -> Truth | None:
 class OutputWriter:
     """Writes each cycle's outputs (the node's topics and layouts) to an open :class:`BagWriter`."""
 
+    #: Cycles queued before they are written (bounds the memory of long replays).
+    BATCH = 256
+
     def __init__(self, bag: BagWriter, setup: ReplaySetup, estimator, factory: MessageFactory):
         self.bag = bag
         self.factory = factory
@@ -342,7 +346,9 @@ class OutputWriter:
             self._odometry.append((f"{self._namespace}/odometry/{instance}", joint.child_body.index,
                                    joint.velocity_start, R_WF))
         self._sensor_names = tuple(estimator.config.imu_names)
+        self._errors_label = "sensor_error_deg:" + ",".join(self._sensor_names)
         self._static_written = False
+        self._pending: list = []
 
     @staticmethod
     def _frame_names(plant, world_frame: str, prefix: str) -> tuple:
@@ -356,39 +362,55 @@ class OutputWriter:
         return tuple(names)
 
     def _relative(self, X_WB, bodies):
-        """(parent frames, child frames, X_PC (n, 4, 4)) of ``bodies``: X_PC = inv(X_WP) X_WC, batched."""
+        """(parent frames, child frames, X_PC (..., n, 4, 4)) of ``bodies``: X_PC = inv(X_WP) X_WC, batched over
+        the leading axes of ``X_WB`` (..., num_bodies, 4, 4)."""
         bodies = np.asarray(bodies, dtype=np.int64)
         parents = self._parent[bodies]
-        X_WP, X_WC = X_WB[parents], X_WB[bodies]
-        R_PW = np.swapaxes(X_WP[:, :3, :3], -1, -2)
-        X_PC = np.zeros((len(bodies), 4, 4))
-        X_PC[:, :3, :3] = R_PW @ X_WC[:, :3, :3]
-        X_PC[:, :3, 3] = np.einsum("nij,nj->ni", R_PW, X_WC[:, :3, 3] - X_WP[:, :3, 3])
-        X_PC[:, 3, 3] = 1.0
+        X_WP, X_WC = X_WB[..., parents, :, :], X_WB[..., bodies, :, :]
+        R_PW = np.swapaxes(X_WP[..., :3, :3], -1, -2)
+        X_PC = np.zeros(X_WC.shape)
+        X_PC[..., :3, :3] = R_PW @ X_WC[..., :3, :3]
+        X_PC[..., :3, 3] = np.einsum("...ij,...j->...i", R_PW, X_WC[..., :3, 3] - X_WP[..., :3, 3])
+        X_PC[..., 3, 3] = 1.0
         return ([self._frame_ids[p] for p in parents], [self._frame_ids[b] for b in bodies], X_PC)
 
     def write(self, result, stamp_ns: int) -> None:
+        """Queue one cycle's outputs; they are written in batches of :data:`BATCH` (TF rotations converted
+        together) and by :meth:`flush`, which must be called before the bag is closed."""
+        self._pending.append((result, stamp_ns))
+        if len(self._pending) >= self.BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every queued cycle, in order."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
         factory, bag = self.factory, self.bag
-        q, v = np.asarray(result.q), np.asarray(result.v)
         if not self._static_written and self._fixed:
+            stamp_ns = pending[0][1]
             X_default = self._plant.calc_body_poses(self._plant.default_positions())
             bag.write("/tf_static", stamp_ns, factory.tf_message(stamp_ns, *self._relative(X_default, self._fixed)))
         self._static_written = True
-        bag.write(f"{self._namespace}/joint_states", stamp_ns,
-                  factory.joint_state(stamp_ns, self._names, q[self._art_q], v[self._art_v]))
-        for topic, names, q_index, v_index in self._instances:
-            bag.write(topic, stamp_ns, factory.joint_state(stamp_ns, names, q[q_index], v[v_index]))
-        for topic, body, v_start, R_WF in self._odometry:
-            X_WB = np.asarray(result.X_WB[body])
-            odometry = factory.odometry(stamp_ns, self._frame_ids[0], self._frame_ids[body], X_WB,
-                                        R_WF @ v[v_start:v_start + 3], R_WF @ v[v_start + 3:v_start + 6])
-            bag.write(topic, stamp_ns, odometry)
         if self._moving:
-            bag.write("/tf", stamp_ns, factory.tf_message(stamp_ns, *self._relative(np.asarray(result.X_WB),
-                                                                                   self._moving)))
-        bag.write(f"{self._namespace}/sensor_errors", stamp_ns, factory.float_array(
-            "sensor_error_deg:" + ",".join(self._sensor_names),
-            [result.sensor_errors_deg[name] for name in self._sensor_names]))
+            X_WB = np.stack([np.asarray(result.X_WB) for result, _ in pending])
+            parents, children, X_PC = self._relative(X_WB, self._moving)
+            quaternions = matrix_to_quat(X_PC[..., :3, :3])
+        for k, (result, stamp_ns) in enumerate(pending):
+            q, v = np.asarray(result.q), np.asarray(result.v)
+            bag.write(f"{self._namespace}/joint_states", stamp_ns,
+                      factory.joint_state(stamp_ns, self._names, q[self._art_q], v[self._art_v]))
+            for topic, names, q_index, v_index in self._instances:
+                bag.write(topic, stamp_ns, factory.joint_state(stamp_ns, names, q[q_index], v[v_index]))
+            for topic, body, v_start, R_WF in self._odometry:
+                X_WB_k = np.asarray(result.X_WB[body])
+                odometry = factory.odometry(stamp_ns, self._frame_ids[0], self._frame_ids[body], X_WB_k,
+                                            R_WF @ v[v_start:v_start + 3], R_WF @ v[v_start + 3:v_start + 6])
+                bag.write(topic, stamp_ns, odometry)
+            if self._moving:
+                bag.write("/tf", stamp_ns, factory.tf_message(stamp_ns, parents, children, X_PC[k], quaternions[k]))
+            bag.write(f"{self._namespace}/sensor_errors", stamp_ns, factory.float_array(
+                self._errors_label, [result.sensor_errors_deg[name] for name in self._sensor_names]))
 
 
 # ---------------------------------------------------------------------------------------------- offline replay
@@ -452,6 +474,7 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
 
         loop.on_result = on_result
         loop.run(inputs(), progress=show)
+        outputs.flush()
         writer.close()
     except BaseException:
         writer.close()
