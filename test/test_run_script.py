@@ -1,7 +1,10 @@
-"""The ``./run`` entry point: usage, benchmark lookup, an idempotent set-up, and the README/CI agreement.
+"""The ``./run`` entry point: usage, benchmark lookup, the interpreter choice, an idempotent set-up, and the
+README/CI agreement.
 
 The set-up itself is exercised by every ``./run test`` (and from a fresh clone by ``bash .ci/run``); here the
-already set-up environment must be recognised as such: a second ``./run`` installs nothing.
+already set-up environment must be recognised as such: a second ``./run`` installs nothing. The interpreter choice
+is tested on the script's own functions (sourcing ``run`` defines them without running anything) with stand-in
+interpreters: tiny shell scripts that answer the version probe, so nothing is installed.
 """
 
 from __future__ import annotations
@@ -58,3 +61,100 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_command():
     assert commands == ["./run demo", "./run test"]
     ci_lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
     assert ci_lines[-1] == "exec ./run test"
+
+
+def write_fake_python(path: Path, version: str | None) -> Path:
+    """A stand-in interpreter answering ``run``'s probe with VERSION; None makes one that fails like a pyenv shim of
+    a version that is not selected."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if version is None:
+        path.write_text("#!/bin/sh\necho \"pyenv: $0: command not found\" >&2\nexit 127\n")
+    else:
+        path.write_text(f'#!/bin/sh\necho "{version} $0"\n')
+    path.chmod(0o755)
+    return path
+
+
+def choose_python(checkout: Path, path_dir: Path, dofkit_python: str | None = None) -> subprocess.CompletedProcess:
+    """Runs ``wheel_python`` of a copy of ``run`` placed in CHECKOUT (its .venv is CHECKOUT/.venv) with PATH set to
+    PATH_DIR only, so no interpreter of this machine can be picked up."""
+    script = checkout / "run"
+    script.write_text(RUN.read_text())
+    environment = {key: value for key, value in os.environ.items() if key != "DOFKIT_PYTHON"}
+    if dofkit_python is not None:
+        environment["DOFKIT_PYTHON"] = dofkit_python
+    return subprocess.run(["bash", "-c", 'source "$1"; PATH="$2"; wheel_python', "choose", str(script), str(path_dir)],
+                          capture_output=True, text=True, timeout=30, env=environment, stdin=subprocess.DEVNULL)
+
+
+def chosen(result: subprocess.CompletedProcess) -> tuple[str, str]:
+    assert result.returncode == 0, result.stderr
+    version, interpreter = result.stdout.split()
+    return version, Path(interpreter).name
+
+
+def test_python3_is_taken_when_supported(tmp_path):
+    bin_dir = tmp_path / "bin"
+    write_fake_python(bin_dir / "python3", "3.12")
+    write_fake_python(bin_dir / "python3.13", "3.13")
+    assert chosen(choose_python(tmp_path, bin_dir)) == ("3.12", "python3")
+
+
+@pytest.mark.parametrize("python3_version", ["3.10", "3.14", None])
+def test_newest_supported_python3_x_when_python3_is_not_usable(tmp_path, python3_version):
+    bin_dir = tmp_path / "bin"
+    write_fake_python(bin_dir / "python3", python3_version)
+    write_fake_python(bin_dir / "python3.11", "3.11")
+    write_fake_python(bin_dir / "python3.12", "3.12")
+    assert chosen(choose_python(tmp_path, bin_dir)) == ("3.12", "python3.12")
+    write_fake_python(bin_dir / "python3.13", "3.13")
+    assert chosen(choose_python(tmp_path, bin_dir)) == ("3.13", "python3.13")
+    write_fake_python(bin_dir / "python3.13", None)  # a shim that does not run is skipped, not chosen
+    assert chosen(choose_python(tmp_path, bin_dir)) == ("3.12", "python3.12")
+
+
+def test_dofkit_python_wins_and_must_be_supported(tmp_path):
+    bin_dir = tmp_path / "bin"
+    write_fake_python(bin_dir / "python3", "3.11")
+    write_fake_python(tmp_path / ".venv" / "bin" / "python", "3.12")
+    override = write_fake_python(tmp_path / "elsewhere" / "python-override", "3.13")
+    assert chosen(choose_python(tmp_path, bin_dir, str(override))) == ("3.13", "python-override")
+
+    old = write_fake_python(tmp_path / "elsewhere" / "python-old", "3.10")
+    result = choose_python(tmp_path, bin_dir, str(old))
+    assert result.returncode != 0
+    assert f"DOFKIT_PYTHON={old} is Python 3.10; expected one of: 3.11 3.12 3.13" in result.stderr
+
+    result = choose_python(tmp_path, bin_dir, str(tmp_path / "missing"))
+    assert result.returncode != 0
+    assert "does not run as a Python interpreter" in result.stderr
+
+
+def test_existing_venv_keeps_its_python_over_python3(tmp_path):
+    bin_dir = tmp_path / "bin"
+    write_fake_python(bin_dir / "python3", "3.11")
+    write_fake_python(tmp_path / ".venv" / "bin" / "python", "3.13")
+    assert chosen(choose_python(tmp_path, bin_dir)) == ("3.13", "python")
+
+
+def test_no_supported_python_says_what_to_do(tmp_path):
+    bin_dir = tmp_path / "bin"
+    write_fake_python(bin_dir / "python3", "3.9")
+    write_fake_python(bin_dir / "python3.10", "3.10")
+    result = choose_python(tmp_path, bin_dir)
+    assert result.returncode != 0
+    assert "no Python 3.11 3.12 3.13 found" in result.stderr
+    assert "DOFKIT_PYTHON" in result.stderr
+
+
+def test_setup_stamp_depends_on_the_python_version():
+    def stamp(mode: str, version: str) -> str:
+        result = subprocess.run(["bash", "-c", 'source "$1"; setup_hash "$2" "$3"', "stamp", str(RUN), mode, version],
+                                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0, result.stderr
+        assert re.fullmatch(r"[0-9a-f]{64}\n", result.stdout)
+        return result.stdout
+
+    assert stamp("wheels", "3.12") == stamp("wheels", "3.12")
+    stamps = {stamp("wheels", "3.11"), stamp("wheels", "3.12"), stamp("wheels", "3.13"), stamp("system", "3.12")}
+    assert len(stamps) == 4
