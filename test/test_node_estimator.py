@@ -129,6 +129,7 @@ class Stream:
         self.joint_publisher = ros_node.create_publisher(JointState, joint_states_topic, RELIABLE)
         self.truth = {}
         self.t0 = time.monotonic()
+        self.clock = stamp_now  # (sec, nanosec) of the next sample set
 
     def wait_connected(self):
         for publisher in [*self.imu_publishers.values(), self.joint_publisher]:
@@ -138,7 +139,7 @@ class Stream:
         """One sample of every sensor at the same stamp (now); returns the stamp."""
         t = time.monotonic() - self.t0
         q, v = self.motion(t) if static_q is None else (static_q, np.zeros(self.plant.num_velocities()))
-        sec, nanosec = stamp_now()
+        sec, nanosec = self.clock()
         self.truth[(sec, nanosec)] = (q, v)
         X_WB = self.plant.calc_body_poses(q)
         if self.encoder_names:
@@ -480,3 +481,47 @@ stale_timeout: 0.3
         np.testing.assert_allclose([a.x, a.y, a.z], w_B, atol=1e-5)
         lin = msg.twist.twist.linear
         np.testing.assert_allclose([lin.x, lin.y, lin.z], 0.0, atol=1e-9)
+
+
+def test_use_sim_time_stamps_and_a_looping_bag_resets_tracking(ros_node, ros_processes, tmp_path, arm_plant):
+    """Under use_sim_time the node's clock is /clock: inputs stamped in simulated time pass the stamp checks, the
+    outputs carry those stamps, and a clock that jumps back (a bag replayed in a loop) resets tracking."""
+    from rosgraph_msgs.msg import Clock
+
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, ARM_PARAMS), "-p", "use_sim_time:=true")
+    process.wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
+    clock = ros_node.create_publisher(Clock, "/clock", 10)
+    outputs = ros_node.collect(JointState, "/t/out/joint_states", output_qos())
+    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    stream = arm_stream(ros_node, arm_plant)
+    ros_node.wait_for_subscriptions(clock, timeout=STARTUP_TIMEOUT)
+    sim = {"t": 100.0}
+
+    def sim_stamp():
+        sec = int(sim["t"])
+        return sec, int(round((sim["t"] - sec) * 1e9))
+
+    def tick():
+        sim["t"] += 0.01
+        sec, nanosec = sim_stamp()
+        message = Clock()
+        message.clock.sec, message.clock.nanosec = sec, nanosec
+        clock.publish(message)
+
+    stream.clock = sim_stamp  # the stream stamps its samples with the simulated clock
+    ros_node.wait_for_messages(outputs, 10, timeout=TIMEOUT, every=lambda: (tick(), stream.publish()), period=0.01)
+    assert all(95.0 < m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 < 110.0 for m in outputs.messages)
+    sim["t"] = 50.0  # the bag starts again
+    start = len(outputs)
+    ros_node.wait_for_messages(outputs, start + 10, timeout=TIMEOUT, every=lambda: (tick(), stream.publish()),
+                               period=0.01)
+    assert all(m.header.stamp.sec < 60 for m in outputs.messages[start + 2:])
+
+    def reset_counted():
+        return bool(diagnostics.messages) and int(
+            diagnostics_value(diagnostics.messages[-1], "tracking_resets") or 0) >= 1
+
+    ros_node.spin_until(reset_counted, "the clock jump counted as a tracking reset", TIMEOUT,
+                        every=lambda: (tick(), stream.publish()), period=0.01)
+    assert process.is_running()
