@@ -617,3 +617,28 @@ def test_synchronized_mode_solves_every_instant_despite_interleaving(arm_plant):
         assert result.observed_sensors == tuple(names)
         np.testing.assert_allclose(result.q, truth[round(result.stamp / DT)][0], atol=1e-6)
     assert estimator.statistics()["overwritten_samples"] == 0
+
+
+def test_joint_limits_bound_the_estimate_only_when_enabled(arm_plant):
+    imus = (ImuConfig("hand", "arm_link7"),)
+    q_target = arm_plant.default_positions().copy()
+    q_target[6] = 2.95  # beyond arm_joint7's upper limit 2.8973
+    R_WS = arm_plant.calc_body_poses(q_target)[arm_plant.get_body_by_name("arm_link7").index, :3, :3]
+    for use_limits, expected in ((True, 2.8973), (False, 2.95)):
+        config = EstimatorConfig(imus=imus, estimated_joints={"arm": ["arm_joint7"]}, use_joint_limits=use_limits)
+        estimator = Estimator(arm_plant, config)
+        estimator.add_joint_state([f"arm_joint{i}" for i in range(1, 7)], q_target[:6], stamp=0.0)
+        estimator.add_imu("hand", 0.0, matrix_to_quat(R_WS))
+        assert estimator.step().q[6] == pytest.approx(expected, abs=1e-6)
+
+
+def test_zero_weight_imu_is_not_used_by_the_solve(arm_plant):
+    imus = (ImuConfig("hand", "arm_link7"), ImuConfig("wrist", "arm_link6", weight=0.0))
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=imus, estimated_joints={"arm": "none"}))
+    q, v = arm_trajectory(0.0)
+    readings = sensor_readings(arm_plant, imus, q, v)
+    estimator.add_joint_state([f"arm_joint{i}" for i in range(1, 8)], q, stamp=0.0)
+    for name, reading in readings.items():
+        estimator.add_imu(name, 0.0, *reading)
+    result = estimator.step()
+    assert result.observed_sensors == ("hand",) and math.isnan(result.sensor_errors_deg["wrist"])

@@ -525,3 +525,33 @@ def test_use_sim_time_stamps_and_a_looping_bag_resets_tracking(ros_node, ros_pro
     ros_node.spin_until(reset_counted, "the clock jump counted as a tracking reset", TIMEOUT,
                         every=lambda: (tick(), stream.publish()), period=0.01)
     assert process.is_running()
+
+
+def test_robot_description_and_input_qos_parameters(ros_node, ros_processes, tmp_path):
+    """The robot can come from robot_description (URDF XML); input_qos: reliable makes the inputs refuse a
+    best-effort publisher, which is logged and counted in /diagnostics."""
+    from ros_dofkit.core.estimator.robot import MODELS_DIR
+
+    urdf = (MODELS_DIR / "arm7.urdf").read_text()
+    params = tmp_path / "rd.yaml"
+    params.write_text(
+        "/**:\n  ros__parameters:\n    imu_names: [hand]\n    imus:\n      hand: {body: arm_link7, topic: /rd/imu}\n"
+        "    input_qos: reliable\n    diagnostics_period: 0.2\n    frame_prefix: rd/\n"
+        "    robot_description: |\n" + "".join(f"      {line}\n" for line in urdf.splitlines())
+    )
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file", str(params))
+    process.wait_for_output("estimator ready: 7 positions", timeout=STARTUP_TIMEOUT)
+    static = ros_node.collect(TFMessage, "/tf_static", tf_static_qos())
+    (message,) = ros_node.wait_for_messages(static, 1, timeout=TIMEOUT)
+    assert ("world", "rd/arm_link0") in {(t.header.frame_id, t.child_frame_id) for t in message.transforms}
+    from rclpy.qos import QoSProfile, QoSReliabilityPolicy
+
+    best_effort = ros_node.create_publisher(Imu, "/rd/imu", QoSProfile(
+        depth=10, reliability=QoSReliabilityPolicy.BEST_EFFORT))
+    process.wait_for_output(r"incompatible QoS on subscription '/rd/imu'.*RELIABILITY", timeout=TIMEOUT)
+    assert best_effort.get_subscription_count() == 0
+    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    ros_node.spin_until(
+        lambda: bool(diagnostics.messages)
+        and int(diagnostics_value(diagnostics.messages[-1], "qos_incompatible./rd/imu") or 0) >= 1,
+        "the incompatible QoS counted in /diagnostics", TIMEOUT)
