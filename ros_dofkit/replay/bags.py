@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -451,7 +451,8 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     writer = BagWriter(out_path, storage=storage, typestore=factory.typestore)
     try:
         outputs = OutputWriter(writer, setup, estimator, factory)
-        stamps_ns: dict = {}
+        # Input stamp (s) -> its header stamp (ns), for the recent inputs: outputs carry the exact nanoseconds.
+        stamps_ns: OrderedDict = OrderedDict()
         loop = ReplayLoop(estimator)
 
         def show(stats):
@@ -463,14 +464,14 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         def inputs():
             for stamp_ns, item in bag_inputs(in_path, setup, factory.typestore, truth_records):
                 stamps_ns[item.stamp] = stamp_ns
+                if len(stamps_ns) > 4096:
+                    stamps_ns.popitem(last=False)
                 yield item
 
         def on_result(result):
             if not getattr(result, "initialized", True):
                 return
             outputs.write(result, stamps_ns.get(result.stamp, int(round(result.stamp * 1e9))))
-            if len(stamps_ns) > 4096:
-                stamps_ns.clear()
 
         loop.on_result = on_result
         loop.run(inputs(), progress=show)
