@@ -54,6 +54,7 @@ class TfBuilder:
         bodies = np.arange(1, plant.num_bodies())
         moving = (joint_type[bodies] != 0) | (mimic[bodies] >= 0)
         self._parent = parent
+        self._cache = {}
         self.moving_bodies = tuple(int(b) for b in bodies[moving])
         self.fixed_bodies = tuple(int(b) for b in bodies[~moving])
 
@@ -68,22 +69,33 @@ class TfBuilder:
         R_PC = R_WP_T @ X_WC[:, :3, :3]
         p_PC = np.einsum("bij,bj->bi", R_WP_T, X_WC[:, :3, 3] - X_WP[:, :3, 3])
         quaternions = matrix_to_quat(R_PC)  # (w, x, y, z), one batched call
-        out = []
-        for k, b in enumerate(bodies):
+        out = self._messages(tuple(int(b) for b in bodies))
+        for k, msg in enumerate(out):
             w, x, y, z = quaternions[k]
-            msg = TransformStamped()
             msg.header.stamp.sec = sec
             msg.header.stamp.nanosec = nanosec
-            msg.header.frame_id = self.frame_ids[self._parent[b]]
-            msg.child_frame_id = self.frame_ids[b]
             translation, rotation = msg.transform.translation, msg.transform.rotation
             translation.x, translation.y, translation.z = float(p_PC[k, 0]), float(p_PC[k, 1]), float(p_PC[k, 2])
             rotation.x, rotation.y, rotation.z, rotation.w = float(x), float(y), float(z), float(w)
-            out.append(msg)
-        return out
+        return list(out)
+
+    def _messages(self, bodies: tuple) -> tuple:
+        """TransformStamped objects for ``bodies`` with their frame ids, made once and refilled every cycle
+        (publishing serializes them immediately; building messages is a large part of a cycle's cost)."""
+        cached = self._cache.get(bodies)
+        if cached is None:
+            cached = []
+            for b in bodies:
+                msg = TransformStamped()
+                msg.header.frame_id = self.frame_ids[self._parent[b]]
+                msg.child_frame_id = self.frame_ids[b]
+                cached.append(msg)
+            cached = self._cache[bodies] = tuple(cached)
+        return cached
 
     def moving_transforms(self, X_WB, sec: int, nanosec: int) -> list:
-        """One TransformStamped per moving joint at the body poses ``X_WB`` (num_bodies, 4, 4)."""
+        """One TransformStamped per moving joint at the body poses ``X_WB`` (num_bodies, 4, 4). The message objects
+        are reused (refilled) by the next call: publish or copy them before calling again."""
         return self._transforms(X_WB, self.moving_bodies, sec, nanosec)
 
     def static_transforms(self, sec: int = 0, nanosec: int = 0) -> list:

@@ -901,7 +901,10 @@ class Estimator:
         nv = plant.num_velocities()
         dt = None if self._stamp_prev is None else stamp - self._stamp_prev
         if dt is not None and dt > 0.0:
-            v_prior = np.asarray(plant.position_difference(self._q_prev, q), dtype=float) / dt
+            if self._floating_joints:
+                v_prior = np.asarray(plant.position_difference(self._q_prev, q), dtype=float) / dt
+            else:
+                v_prior = (q - self._q_prev) / dt  # v = q-dot for every joint: the difference is a subtraction
         else:
             v_prior = np.zeros(nv)
         measured = ~self._estimated_art
