@@ -19,7 +19,8 @@ stored (serialized CDR) on reliable publishers; a /clock topic inside the bag is
 estimator resets its tracking on that jump instead of mixing the passes. Example:
 
   dofkit record demo_bag --clock
-  ros2 run ros_dofkit estimator --ros-args --params-file demo_bag.estimator.yaml -p use_sim_time:=true &
+  estimator --ros-args --params-file demo_bag.estimator.yaml -p use_sim_time:=true &
+      (with a ROS 2 installation: ros2 run ros_dofkit estimator --ros-args ...)
   dofkit play demo_bag --wait-for-subscribers
 """
 
