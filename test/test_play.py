@@ -35,8 +35,8 @@ def test_play_publishes_the_bag_unchanged_with_clock(demo_bag, ros_node, ros_pro
 
     topics = ["/imu/hand/data", "/joint_states"]
     collectors = collect(ros_node, [*topics, "/clock"])
-    process = ros_processes.start("dofkit", "play", str(demo_bag), "--topics", *topics, "--wait-for-subscribers",
-                                  "--quiet")
+    process = ros_processes.start("dofkit", "play", str(demo_bag), "--topics", *topics, "--quiet",
+                                  "--wait-for-subscribers", *topics)
     expected = {topic: [r.message for r in read_bag(demo_bag, topics=[topic])] for topic in topics}
     ros_node.spin_until(
         lambda: all(len(collectors[t]) >= len(expected[t]) for t in topics),
@@ -65,7 +65,7 @@ def test_looping_sends_the_clock_back_once_per_restart(demo_bag, ros_node, ros_p
     topics = ["/imu/forearm/data"]
     collectors = collect(ros_node, [*topics, "/clock"])
     process = ros_processes.start("dofkit", "play", str(demo_bag), "--topics", *topics, "--count", "2",
-                                  "--rate", "4", "--wait-for-subscribers", "--quiet")
+                                  "--rate", "4", "--quiet", "--wait-for-subscribers")  # any subscriber, then 1 s
     assert process.wait_for_exit(timeout=30.0) == 0
     ros_node.spin_until(lambda: len(collectors["/clock"]) > 0 and len(collectors[topics[0]]) >= 2 * 90,
                         "messages of two passes", timeout=10.0)
@@ -89,3 +89,13 @@ def test_play_rejects_unknown_topics(demo_bag, capsys):
     assert cli.main(["play", str(demo_bag), "--topics", "/imu/hnd/data"]) == 1
     err = capsys.readouterr().err
     assert "/imu/hnd/data" in err and "/imu/hand/data" in err
+    assert cli.main(["play", str(demo_bag), "--topics", "/imu/hand/data", "--wait-for-subscribers",
+                     "/joint_states"]) == 1
+    assert "not played" in capsys.readouterr().err
+
+
+def test_waiting_for_subscribers_times_out_with_the_topics_named(demo_bag, capsys):
+    assert cli.main(["play", str(demo_bag), "--topics", "/imu/hand/data", "--wait-for-subscribers",
+                     "/imu/hand/data", "--wait-timeout", "0.5"]) == 1
+    err = capsys.readouterr().err
+    assert "no subscriber on ['/imu/hand/data']" in err

@@ -80,8 +80,8 @@ def test_online_replay_matches_offline_and_a_clock_jump_resets_tracking(tmp_path
     node.wait_for_output("estimator ready", timeout=60.0)
     ros_node.wait_for_publishers(collector, timeout=30.0)
     topics = ["/joint_states", "/imu/upper_arm/data", "/imu/forearm/data", "/imu/wrist/data", "/imu/hand/data"]
-    player = ros_processes.start("dofkit", "play", str(bag), "--topics", *topics, "--count", "2",
-                                 "--wait-for-subscribers", "--quiet")
+    player = ros_processes.start("dofkit", "play", str(bag), "--topics", *topics, "--count", "2", "--quiet",
+                                 "--wait-for-subscribers", *topics)
     ros_node.spin_until(lambda: not player.is_running(), "the two passes of dofkit play", timeout=60.0)
     assert player.wait_for_exit(timeout=5.0) == 0
     count = -1

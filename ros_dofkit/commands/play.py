@@ -37,8 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default 1)")
     parser.add_argument("--topics", nargs="+", metavar="TOPIC", help="play only these topics (default: all)")
     parser.add_argument("--no-clock", action="store_true", help="do not publish /clock")
-    parser.add_argument("--wait-for-subscribers", action="store_true",
-                        help="start only when every played topic has a subscriber (at most --wait-timeout s)")
+    parser.add_argument("--wait-for-subscribers", nargs="*", metavar="TOPIC", default=None,
+                        help="start only when these topics have a subscriber; without TOPIC, when any played topic "
+                        "has one (plus 1 s of discovery); at most --wait-timeout s")
     parser.add_argument("--wait-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="longest wait for subscribers (default 30)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
@@ -65,10 +66,10 @@ def run(args: argparse.Namespace) -> int:
         except (BagError, ValueError) as error:
             print(f"dofkit play: error: {error}", file=sys.stderr)
             return 1
-        if args.wait_for_subscribers:
+        if args.wait_for_subscribers is not None:
             try:
-                player.wait_for_subscribers(timeout_s=args.wait_timeout)
-            except TimeoutError as error:
+                player.wait_for_subscribers(args.wait_for_subscribers or None, timeout_s=args.wait_timeout)
+            except (TimeoutError, BagError) as error:
                 print(f"dofkit play: error: {error}", file=sys.stderr)
                 return 1
 

@@ -98,23 +98,36 @@ class BagPlayer:
         """{topic: rclpy Publisher} of the played topics."""
         return dict(self._publishers)
 
-    def wait_for_subscribers(self, topics=None, timeout_s: float = 10.0, spin: Callable | None = None) -> None:
-        """Wait until each of ``topics`` (default: every played topic) has a matched subscription.
+    def wait_for_subscribers(self, topics=None, timeout_s: float = 10.0, settle_s: float = 1.0,
+                             spin: Callable | None = None) -> None:
+        """Wait until each of ``topics`` has a matched subscription; with ``topics`` None, until any played topic
+        has one, then ``settle_s`` more (so that the subscriber's other subscriptions match too: a bag usually
+        holds topics nobody subscribes to, e.g. a ground truth).
 
-        ``spin()`` is called while waiting (e.g. to serve the node's executor). Raises TimeoutError naming the
-        topics still without subscribers.
+        ``spin()`` is called while waiting. Raises TimeoutError naming the topics still without subscribers, and
+        :class:`BagError` for a topic that is not played.
         """
-        topics = list(self.topics if topics is None else topics)
+        if topics is not None:
+            unknown = [t for t in topics if t not in self._publishers]
+            if unknown:
+                raise BagError(f"cannot wait for subscribers on {unknown}: not played (played: {list(self.topics)})")
         deadline = time.monotonic() + timeout_s
         while True:
-            missing = [t for t in topics if self._publishers[t].get_subscription_count() == 0]
-            if not missing:
-                return
+            matched = [t for t in self.topics if self._publishers[t].get_subscription_count() > 0]
+            missing = [t for t in (topics or ()) if t not in matched]
+            if (topics is None and matched) or (topics is not None and not missing):
+                break
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no subscriber on {missing} after {timeout_s:g} s")
+                raise TimeoutError(f"no subscriber on {missing or list(self.topics)} after {timeout_s:g} s")
             if spin is not None:
                 spin()
             time.sleep(0.01)
+        if topics is None:
+            settle_until = time.monotonic() + settle_s
+            while time.monotonic() < settle_until:
+                if spin is not None:
+                    spin()
+                time.sleep(0.01)
 
     def _records(self):
         from rosbags.rosbag2 import Reader
