@@ -43,6 +43,8 @@ setup(
         "console_scripts": [
             "dofkit = ros_dofkit.cli:main",
             "dofkit_relay = ros_dofkit.nodes.relay:main",
+            "estimator = ros_dofkit.nodes.estimator:main",
+            "joint_state_filter = ros_dofkit.nodes.joint_state_filter:main",
         ],
     },
 )
