@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from rosbags.rosbag2 import Reader
 
-from ros_dofkit.ros.bag_io import BagError, BagWriter, bag_topics, make_typestore, read_bag, write_bag
+from ros_dofkit.ros.bag_io import BagError, BagWriter, bag_topics, make_typestore, read_bag, read_raw, write_bag
 
 STORAGES = ["sqlite3", "mcap"]
 
@@ -163,3 +163,56 @@ def test_unknown_storage_and_distro(tmp_path):
     with pytest.raises(BagError, match="unknown ROS 2 distribution 'rolling'"):
         make_typestore("rolling")
     assert not (tmp_path / "bag").exists()
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_raw_bulk_write_and_read_round_trip(tmp_path, typestore, storage):
+    """write_raw stores pre-serialized bytes as given (counts and metadata kept); read_raw returns them in the
+    order read_bag decodes them, and rosbags reads the bag."""
+    records = []
+    for k in range(40):
+        stamp = 1_000_000_000 + 5_000_000 * k
+        records.append(("/joint_states", stamp, joint_state(typestore, stamp, [0.1 * k, -0.2 * k])))
+        if k % 3 == 0:
+            records.append(("/tf", stamp, tf_message(typestore, stamp, 0.5 * k)))
+    path = tmp_path / "raw"
+    with BagWriter(path, storage=storage, typestore=typestore) as bag:
+        bag.add_topic("/joint_states", "sensor_msgs/msg/JointState")
+        bag.add_topic("/tf", "tf2_msgs/msg/TFMessage")
+        raw = [(t, s, bytes(typestore.serialize_cdr(m, m.__msgtype__))) for t, s, m in records]
+        bag.write_raw(raw[:10])
+        bag.write_raw(iter(raw[10:]))
+        bag.write_raw([])
+        assert bag.counts == {"/joint_states": 40, "/tf": 14}
+        with pytest.raises(BagError, match="not declared"):
+            bag.write_raw([("/other", 5, b"\x00\x01\x00\x00")])
+        with pytest.raises(BagError, match="non-negative"):
+            bag.write_raw([("/tf", -5, raw[1][2])])
+    assert bag_topics(path) == {"/joint_states": ("sensor_msgs/msg/JointState", 40),
+                                "/tf": ("tf2_msgs/msg/TFMessage", 14)}
+    decoded = list(read_bag(path, typestore=typestore))
+    got = read_raw(path)
+    assert got.topics == [r.topic for r in decoded]
+    assert got.stamps_ns.tolist() == [r.stamp_ns for r in decoded]
+    assert got.msgtypes == {"/joint_states": "sensor_msgs/msg/JointState", "/tf": "tf2_msgs/msg/TFMessage"}
+    by_stamp = {(t, s): d for t, s, d in raw}
+    keys = zip(got.topics, got.stamps_ns.tolist(), strict=True)
+    assert [bytes(d) for d in got.data] == [by_stamp[key] for key in keys]
+    only_tf = read_raw(path, topics=["/tf"])
+    assert set(only_tf.topics) == {"/tf"} and len(only_tf.data) == 14
+    with pytest.raises(BagError, match="not in"):
+        read_raw(path, topics=["/nope"])
+    with Reader(path) as reader:
+        assert reader.duration == 39 * 5_000_000 + 1
+
+
+def test_garbled_message_body_is_a_bag_error(tmp_path, typestore):
+    """A message whose bytes do not decode (rosbags' SerdeError) is reported as a BagError, not a traceback."""
+    path = tmp_path / "garbled"
+    with BagWriter(path, typestore=typestore) as bag:
+        bag.add_topic("/joint_states", "sensor_msgs/msg/JointState")
+        bag.write_raw([("/joint_states", 5, b"\x00\x01\x00\x00" + b"\xff" * 9)])
+    with pytest.raises(BagError, match="corrupt bag"):
+        list(read_bag(path, typestore=typestore))
+    with pytest.raises(BagError, match="missing"):
+        read_raw(tmp_path / "missing")

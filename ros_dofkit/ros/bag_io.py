@@ -12,6 +12,10 @@ here opens in ``ros2 bag`` and a bag recorded by ``ros2 bag record`` reads here.
         bag.write("/imu/pelvis/data", stamp_ns, imu_message)
     for record in read_bag("out_bag"):           # BagRecord(topic, stamp_ns, msgtype, message), stamp order
         ...
+
+Bulk path (offline replay, with the NumPy codecs of ``ros_dofkit.ros.cdr``): :func:`read_raw` returns a bag's
+serialized messages in stamp order without decoding them, and :meth:`BagWriter.write_raw` appends pre-serialized
+messages (one SQL statement per batch on sqlite3).
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from __future__ import annotations
 import difflib
 import sqlite3
 import struct
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple, Self
 
-from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
+import numpy as np
+from rosbags.rosbag2 import CompressionMode, Reader, ReaderError, StoragePlugin, Writer, WriterError
+from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 #: Storage back-ends (the rosbag2 plugin names).
@@ -36,9 +43,11 @@ _BAG_VERSION = 9
 
 
 # What a damaged storage file raises inside rosbags: its own errors, the sqlite3 driver's (apsw), I/O, and the
-# CDR deserializer's and the mcap parser's (struct/index/overflow/unicode errors on truncated or garbled bytes).
-_STORAGE_ERRORS: tuple[type[BaseException], ...] = (ReaderError, OSError, ValueError, KeyError, IndexError,
-                                                     ArithmeticError, struct.error, sqlite3.DatabaseError)
+# CDR deserializer's (SerdeError, a garbled message body) and the mcap parser's (struct/index/overflow/unicode
+# errors on truncated or garbled bytes).
+_STORAGE_ERRORS: tuple[type[BaseException], ...] = (ReaderError, SerdeError, OSError, ValueError, KeyError,
+                                                     IndexError, ArithmeticError, struct.error,
+                                                     sqlite3.DatabaseError)
 try:
     import apsw
 
@@ -138,6 +147,39 @@ class BagWriter:
         self._writer.write(connection, stamp_ns, data)
         self._counts[topic] += 1
 
+    def write_raw(self, records: Iterable[tuple[str, int, bytes]]) -> None:
+        """Append pre-serialized messages ``(topic, stamp_ns, CDR bytes)``, in the order given.
+
+        Every topic must have been declared with :meth:`add_topic` (the bytes carry no type). The bytes are stored
+        as given (e.g. from ``ros_dofkit.ros.cdr``); on sqlite3 the whole batch is one ``executemany``.
+        """
+        self._check_open()
+        records = list(records)
+        if not records:
+            return
+        connections = self._connections
+        undeclared = sorted({topic for topic, _, _ in records if topic not in connections})
+        if undeclared:
+            raise BagError(f"write_raw: topics {undeclared} were not declared with add_topic "
+                           f"(declared: {sorted(connections)})")
+        stamps = np.fromiter((stamp for _, stamp, _ in records), dtype=np.int64, count=len(records))
+        if np.any(stamps < 0):
+            raise BagError("write_raw: stamps must be non-negative integer nanoseconds")
+        writer = self._writer
+        storage = writer.storage
+        if self.storage == "sqlite3" and hasattr(storage, "cursor") and writer.compression_mode == CompressionMode.NONE:
+            rows = [(connections[topic].id, stamp, data) for topic, stamp, data in records]
+            storage.cursor.executemany("INSERT INTO messages (topic_id, timestamp, data) VALUES(?, ?, ?)", rows)
+            for topic, count in Counter(topic for topic, _, _ in records).items():
+                writer.counts[connections[topic].id] += count
+            writer.min_timestamp = min(int(stamps.min()), writer.min_timestamp)
+            writer.max_timestamp = max(int(stamps.max()), writer.max_timestamp)
+        else:
+            for topic, stamp, data in records:
+                writer.write(connections[topic], stamp, data)
+        for topic, count in Counter(topic for topic, _, _ in records).items():
+            self._counts[topic] += count
+
     def write_all(self, records: Iterable[tuple[str, int, object]]) -> dict[str, int]:
         """Write every ``(topic, stamp_ns, message)``; returns the counts per topic."""
         for topic, stamp_ns, message in records:
@@ -222,5 +264,51 @@ def read_bag(path, topics: Iterable[str] | None = None, distro: str = DEFAULT_DI
                                "bag's storage files overlap in time, so its messages cannot be streamed in order")
             previous = stamp_ns
             yield BagRecord(connection.topic, int(stamp_ns), connection.msgtype, message)
+    finally:
+        reader.close()
+
+
+class RawMessages(NamedTuple):
+    """A bag's serialized messages in stamp order: parallel lists of topic, bag stamp (ns) and CDR bytes, and
+    ``{topic: msgtype}``."""
+
+    topics: list
+    stamps_ns: np.ndarray
+    data: list
+    msgtypes: dict
+
+
+def read_raw(path, topics: Iterable[str] | None = None) -> RawMessages:
+    """All messages of ``topics`` (default all) in stamp order, undecoded (the bulk counterpart of
+    :func:`read_bag`: same order, same errors: :class:`BagError` for unknown topics, damaged storage and
+    split files that overlap in time)."""
+    path = Path(path)
+    reader = _open_reader(path)
+    try:
+        connections = list(reader.connections)
+        if topics is not None:
+            wanted = list(topics)
+            present = {c.topic for c in connections}
+            unknown = [t for t in wanted if t not in present]
+            if unknown:
+                raise BagError(f"topics {unknown} are not in {path}; it has {sorted(present)}")
+            connections = [c for c in connections if c.topic in wanted]
+        msgtypes = {c.topic: c.msgtype for c in connections}
+        names, stamps, data = [], [], []
+        if connections:
+            try:
+                for connection, stamp_ns, raw in reader.messages(connections=connections):
+                    names.append(connection.topic)
+                    stamps.append(stamp_ns)
+                    data.append(raw)
+            except _STORAGE_ERRORS as error:
+                raise BagError(f"corrupt bag {path}: {error}") from None
+        stamps = np.asarray(stamps, dtype=np.int64)
+        backwards = np.flatnonzero(np.diff(stamps) < 0)
+        if backwards.size:
+            k = int(backwards[0]) + 1
+            raise BagError(f"{path}: stamp {stamps[k]} ns on {names[k]} comes after {stamps[k - 1]} ns; the "
+                           "bag's storage files overlap in time, so its messages cannot be streamed in order")
+        return RawMessages(names, stamps, data, msgtypes)
     finally:
         reader.close()

@@ -1,0 +1,459 @@
+"""Bulk CDR codecs for the few message types offline replay reads and writes, in NumPy.
+
+Where you are: ``ros_dofkit.ros`` (the ROS edge). rosbags' generic (de)serializers walk a message field by field
+in Python (tens of microseconds per message); replay moves tens of thousands of messages whose layout repeats
+message after message. Here a message type's layout is computed once and whole batches are read or written as
+rows of a byte matrix: values sit at fixed offsets, so one NumPy view per field decodes (or fills) every message.
+
+The wire format (OMG CDR as ROS 2 uses it, "XCDR1"): a 4-byte encapsulation header (byte 1 = 0x01 for little
+endian), then the fields in declaration order; a primitive of size s starts at an offset (counted after the
+header) that is a multiple of s (8 for float64); strings are a uint32 length that counts the terminating NUL,
+then the bytes and the NUL; sequences are a uint32 element count, then the elements; fixed arrays have no count.
+
+Decoders take a list of raw messages and return arrays; a message that does not match the expected layout
+(big-endian, another frame_id length than its batch, trailing bytes, an unexpected JointState shape) is decoded by
+rosbags instead, so the result is always what rosbags would give. Encoders return one ``bytes`` per message,
+byte-identical to rosbags' ``serialize_cdr`` (checked by test/test_cdr.py, with rclpy's ``serialize_message``
+where rclpy is installed).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Encapsulation header of little-endian plain CDR (the only representation encoded or fast-decoded here).
+CDR_LE_HEADER = b"\x00\x01\x00\x00"
+_HEADER = 4
+
+IMU_MSGTYPE = "sensor_msgs/msg/Imu"
+JOINT_STATE_MSGTYPE = "sensor_msgs/msg/JointState"
+
+
+class CdrLayoutError(ValueError):
+    """A message does not have the layout a fast codec expects (the caller falls back to rosbags)."""
+
+
+def _align(offset: int, size: int) -> int:
+    return offset + (-offset % size)
+
+
+class _Builder:
+    """Appends CDR fields to a little-endian message body and remembers where named values were put."""
+
+    def __init__(self):
+        self.body = bytearray()
+        self.offsets: dict[str, int] = {}
+
+    def _pad(self, size: int) -> None:
+        self.body.extend(b"\x00" * (-len(self.body) % size))
+
+    def primitive(self, fmt: str, value, key: str | None = None) -> None:
+        size = struct.calcsize(fmt)
+        self._pad(size)
+        if key is not None:
+            self.offsets[key] = _HEADER + len(self.body)
+        self.body.extend(struct.pack("<" + fmt, value))
+
+    def float64s(self, count: int, key: str | None = None) -> None:
+        """``count`` float64 zeros (a fixed array or the elements of a sequence), aligned to 8 when non-empty."""
+        if count:
+            self._pad(8)
+        if key is not None:
+            self.offsets[key] = _HEADER + len(self.body)
+        self.body.extend(b"\x00" * (8 * count))
+
+    def string(self, text: str) -> None:
+        encoded = text.encode("utf-8")
+        self.primitive("I", len(encoded) + 1)
+        self.body.extend(encoded + b"\x00")
+
+    def header(self, frame_id: str, key: str) -> None:
+        """std_msgs/Header: stamp (int32 sec, uint32 nanosec) at ``key``, then frame_id."""
+        self.primitive("i", 0, key)
+        self.primitive("I", 0)
+        self.string(frame_id)
+
+    def message(self) -> bytes:
+        return CDR_LE_HEADER + bytes(self.body)
+
+
+class _Template:
+    """One encoded message with zero values, and the offsets at which a batch fills in its values."""
+
+    def __init__(self, builder: _Builder):
+        self.bytes = np.frombuffer(builder.message(), dtype=np.uint8)
+        self.offsets = builder.offsets
+
+    def fill(self, count: int) -> np.ndarray:
+        return np.tile(self.bytes, (count, 1))
+
+
+def _put(rows: np.ndarray, offset: int, values: np.ndarray, dtype: str) -> None:
+    """Write ``values`` (count, k) as ``dtype`` into every row at byte ``offset``."""
+    values = np.ascontiguousarray(values, dtype=dtype)
+    count = rows.shape[0]
+    raw = values.reshape(count, -1).view(np.uint8)
+    rows[:, offset:offset + raw.shape[1]] = raw
+
+
+def _put_stamps(rows: np.ndarray, offset: int, stamps_ns) -> None:
+    stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
+    if np.any(stamps_ns < 0):
+        raise ValueError("stamps must be non-negative nanoseconds")
+    pair = np.empty((stamps_ns.size, 2), dtype=np.int64)
+    pair[:, 0], pair[:, 1] = np.divmod(stamps_ns, 1_000_000_000)
+    if np.any(pair[:, 0] > np.iinfo(np.int32).max):
+        raise ValueError("stamps beyond the int32 seconds of builtin_interfaces/Time")
+    _put(rows, offset, pair[:, :1], "<i4")
+    _put(rows, offset + 4, pair[:, 1:], "<u4")
+
+
+def _rows_to_bytes(rows: np.ndarray) -> list[bytes]:
+    return [row.tobytes() for row in rows]
+
+
+def _batch(count: int, name: str, array, width: int | None) -> np.ndarray:
+    array = np.asarray(array, dtype=float)
+    if width is None:
+        array = array.reshape(count, -1)
+    elif array.shape != (count, width):
+        raise ValueError(f"{name}: expected shape ({count}, {width}), got {array.shape}")
+    return array
+
+
+# ---------------------------------------------------------------------------------------------- encoders
+def encode_joint_states(stamps_ns, names, positions=None, velocities=None, efforts=None,
+                        frame_id: str = "") -> list[bytes]:
+    """sensor_msgs/JointState messages sharing ``names`` and ``frame_id``: one per stamp.
+
+    ``positions`` / ``velocities`` / ``efforts``: (N, len(names)) arrays, or None for an empty field.
+    """
+    stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
+    count, n = stamps_ns.size, len(names)
+    fields = {}
+    builder = _Builder()
+    builder.header(frame_id, "stamp")
+    builder.primitive("I", n)
+    for name in names:
+        builder.string(name)
+    for key, values in (("position", positions), ("velocity", velocities), ("effort", efforts)):
+        width = 0 if values is None else n
+        builder.primitive("I", width)
+        builder.float64s(width, key)
+        if values is not None:
+            fields[key] = _batch(count, key, values, n)
+    template = _Template(builder)
+    rows = template.fill(count)
+    _put_stamps(rows, template.offsets["stamp"], stamps_ns)
+    for key, values in fields.items():
+        _put(rows, template.offsets[key], values, "<f8")
+    return _rows_to_bytes(rows)
+
+
+def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_xyzw) -> list[bytes]:
+    """tf2_msgs/TFMessage, one per stamp, each with the transforms parent[i] -> child[i] (all stamped alike).
+
+    ``translations`` (N, k, 3), ``quaternions_xyzw`` (N, k, 4) in geometry_msgs' (x, y, z, w) order.
+    """
+    stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
+    count, k = stamps_ns.size, len(parents)
+    if len(children) != k:
+        raise ValueError(f"expected as many child frames as parent frames, got {len(children)} and {k}")
+    translations = np.asarray(translations, dtype=float).reshape(count, k, 3)
+    quaternions_xyzw = np.asarray(quaternions_xyzw, dtype=float).reshape(count, k, 4)
+    builder = _Builder()
+    builder.primitive("I", k)
+    for i, (parent, child) in enumerate(zip(parents, children, strict=True)):
+        builder.header(parent, f"stamp{i}")
+        builder.string(child)
+        builder.float64s(3, f"translation{i}")
+        builder.float64s(4, f"rotation{i}")
+    template = _Template(builder)
+    rows = template.fill(count)
+    for i in range(k):
+        _put_stamps(rows, template.offsets[f"stamp{i}"], stamps_ns)
+        _put(rows, template.offsets[f"translation{i}"], translations[:, i], "<f8")
+        _put(rows, template.offsets[f"rotation{i}"], quaternions_xyzw[:, i], "<f8")
+    return _rows_to_bytes(rows)
+
+
+def encode_odometry(stamps_ns, frame_id: str, child_frame_id: str, positions, quaternions_xyzw, linear,
+                    angular, pose_covariance=None, twist_covariance=None) -> list[bytes]:
+    """nav_msgs/Odometry, one per stamp: positions (N, 3), quaternions (N, 4) (x, y, z, w), twist linear and
+    angular (N, 3); covariances (N, 36) or None for zeros."""
+    stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
+    count = stamps_ns.size
+    builder = _Builder()
+    builder.header(frame_id, "stamp")
+    builder.string(child_frame_id)
+    builder.float64s(3, "position")
+    builder.float64s(4, "orientation")
+    builder.float64s(36, "pose_covariance")
+    builder.float64s(3, "linear")
+    builder.float64s(3, "angular")
+    builder.float64s(36, "twist_covariance")
+    template = _Template(builder)
+    rows = template.fill(count)
+    _put_stamps(rows, template.offsets["stamp"], stamps_ns)
+    for key, values, width in (("position", positions, 3), ("orientation", quaternions_xyzw, 4),
+                               ("linear", linear, 3), ("angular", angular, 3),
+                               ("pose_covariance", pose_covariance, 36), ("twist_covariance", twist_covariance, 36)):
+        if values is not None:
+            _put(rows, template.offsets[key], _batch(count, key, values, width), "<f8")
+    return _rows_to_bytes(rows)
+
+
+def encode_float64_multi_arrays(label: str, values) -> list[bytes]:
+    """std_msgs/Float64MultiArray, one per row of ``values`` (N, n): one dimension (``label``, size n, stride n),
+    data_offset 0."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2:
+        raise ValueError(f"values: expected (N, n), got shape {values.shape}")
+    count, n = values.shape
+    builder = _Builder()
+    builder.primitive("I", 1)
+    builder.string(label)
+    builder.primitive("I", n)
+    builder.primitive("I", n)
+    builder.primitive("I", 0)
+    builder.primitive("I", n)
+    builder.float64s(n, "data")
+    template = _Template(builder)
+    rows = template.fill(count)
+    if n:
+        _put(rows, template.offsets["data"], values, "<f8")
+    return _rows_to_bytes(rows)
+
+
+# ---------------------------------------------------------------------------------------------- decoders
+def _uint32(data, offset: int) -> int:
+    return struct.unpack_from("<I", data, offset)[0]
+
+
+def _is_little_endian_cdr(data) -> bool:
+    return len(data) >= _HEADER and data[0] == 0 and data[1] == 1
+
+
+@dataclass(frozen=True)
+class ImuBatch:
+    """Decoded sensor_msgs/Imu messages, one row each. Quaternions in the message's (x, y, z, w) order."""
+
+    stamp_ns: np.ndarray               # (N,) int64
+    frame_id: list                     # N str
+    orientation_xyzw: np.ndarray       # (N, 4)
+    orientation_covariance: np.ndarray  # (N, 9)
+    angular_velocity: np.ndarray       # (N, 3)
+    angular_velocity_covariance: np.ndarray  # (N, 9)
+    linear_acceleration: np.ndarray    # (N, 3)
+    linear_acceleration_covariance: np.ndarray  # (N, 9)
+
+
+def _imu_body_offset(frame_length: int) -> int:
+    """Offset (after the encapsulation header) of Imu.orientation for a frame_id of ``frame_length`` bytes
+    (NUL included)."""
+    return _align(12 + frame_length, 8)
+
+
+_IMU_FIELDS = (("orientation_xyzw", 0, 4), ("orientation_covariance", 32, 9), ("angular_velocity", 104, 3),
+               ("angular_velocity_covariance", 128, 9), ("linear_acceleration", 200, 3),
+               ("linear_acceleration_covariance", 224, 9))
+_IMU_TAIL = 296
+
+
+def _imu_from_rosbags(message) -> tuple:
+    stamp = message.header.stamp
+    o, w, a = message.orientation, message.angular_velocity, message.linear_acceleration
+    return (int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec), message.header.frame_id,
+            {"orientation_xyzw": [o.x, o.y, o.z, o.w], "orientation_covariance": message.orientation_covariance,
+             "angular_velocity": [w.x, w.y, w.z], "angular_velocity_covariance": message.angular_velocity_covariance,
+             "linear_acceleration": [a.x, a.y, a.z],
+             "linear_acceleration_covariance": message.linear_acceleration_covariance})
+
+
+def decode_imus(datas, typestore=None) -> ImuBatch:
+    """Decode sensor_msgs/Imu messages (a list of raw CDR messages, encapsulation header included).
+
+    Messages are grouped by frame_id length; each group is one byte matrix read through fixed offsets. A message
+    that is not little-endian CDR or whose size does not match its frame_id is decoded by rosbags (``typestore``,
+    default Jazzy) and raises rosbags' SerdeError if it cannot be decoded at all.
+    """
+    count = len(datas)
+    out = {name: np.empty((count, width)) for name, _, width in _IMU_FIELDS}
+    stamp_ns = np.empty(count, dtype=np.int64)
+    frame_ids: list = [None] * count
+    groups: dict[tuple[int, int], list[int]] = {}
+    slow = []
+    for index, data in enumerate(datas):
+        if not _is_little_endian_cdr(data) or len(data) < _HEADER + 12:
+            slow.append(index)
+            continue
+        frame_length = _uint32(data, _HEADER + 8)
+        expected = _HEADER + _imu_body_offset(frame_length) + _IMU_TAIL
+        if frame_length == 0 or len(data) != expected or data[_HEADER + 12 + frame_length - 1] != 0:
+            slow.append(index)
+            continue
+        groups.setdefault((frame_length, expected), []).append(index)
+    for (frame_length, size), indices in groups.items():
+        rows = np.frombuffer(b"".join(datas[i] for i in indices), dtype=np.uint8).reshape(len(indices), size)
+        index = np.asarray(indices, dtype=np.int64)
+        sec = rows[:, _HEADER:_HEADER + 4].copy().view("<i4").reshape(-1).astype(np.int64)
+        nanosec = rows[:, _HEADER + 4:_HEADER + 8].copy().view("<u4").reshape(-1).astype(np.int64)
+        stamp_ns[index] = sec * 1_000_000_000 + nanosec
+        body = _HEADER + _imu_body_offset(frame_length)
+        for name, offset, width in _IMU_FIELDS:
+            start = body + offset
+            out[name][index] = rows[:, start:start + 8 * width].copy().view("<f8")
+        text_start = _HEADER + 12
+        frames = {}
+        for i in indices:
+            raw = bytes(datas[i][text_start:text_start + frame_length - 1])
+            frame = frames.get(raw)
+            if frame is None:
+                frame = frames[raw] = raw.decode("utf-8")
+            frame_ids[i] = frame
+    if slow:
+        typestore = typestore if typestore is not None else _default_typestore()
+        for i in slow:
+            message = typestore.deserialize_cdr(bytes(datas[i]), IMU_MSGTYPE)
+            stamp_ns[i], frame_ids[i], values = _imu_from_rosbags(message)
+            for name, _, _ in _IMU_FIELDS:
+                out[name][i] = np.asarray(values[name], dtype=float)
+    return ImuBatch(stamp_ns=stamp_ns, frame_id=frame_ids, **out)
+
+
+@dataclass(frozen=True)
+class JointStateBatch:
+    """Decoded sensor_msgs/JointState messages: per message its stamp, frame_id, names and value arrays
+    (float64, possibly empty; messages of one layout share one matrix, so the arrays are read-only views)."""
+
+    stamp_ns: np.ndarray  # (N,) int64
+    frame_id: list
+    name: list            # N tuples of str
+    position: list        # N arrays
+    velocity: list
+    effort: list
+
+
+def _parse_joint_state_layout(data) -> tuple:
+    """Walk one little-endian JointState: (frame_id, names, {field: (count, count offset, values offset)}).
+    Raises CdrLayoutError (or struct.error / UnicodeDecodeError / IndexError) when the bytes are not one."""
+    offset = _HEADER + 8
+    frame_length = _uint32(data, offset)
+    offset += 4
+    if frame_length == 0 or offset + frame_length > len(data) or data[offset + frame_length - 1] != 0:
+        raise CdrLayoutError("frame_id is not NUL-terminated")
+    frame_id = bytes(data[offset:offset + frame_length - 1]).decode("utf-8")
+    offset += frame_length
+    offset = _HEADER + _align(offset - _HEADER, 4)
+    count = _uint32(data, offset)
+    offset += 4
+    if count > len(data):
+        raise CdrLayoutError("name count beyond the message")
+    names = []
+    for _ in range(count):
+        offset = _HEADER + _align(offset - _HEADER, 4)
+        length = _uint32(data, offset)
+        offset += 4
+        if length == 0 or offset + length > len(data) or data[offset + length - 1] != 0:
+            raise CdrLayoutError("a name is not NUL-terminated")
+        names.append(bytes(data[offset:offset + length - 1]).decode("utf-8"))
+        offset += length
+    fields = {}
+    for key in ("position", "velocity", "effort"):
+        count_offset = _HEADER + _align(offset - _HEADER, 4)
+        n = _uint32(data, count_offset)
+        offset = count_offset + 4
+        if n:
+            offset = _HEADER + _align(offset - _HEADER, 8)
+        fields[key] = (n, count_offset, offset)
+        offset += 8 * n
+        if offset > len(data):
+            raise CdrLayoutError(f"{key} runs beyond the message")
+    if offset != len(data):
+        raise CdrLayoutError(f"{len(data) - offset} unexpected bytes after the message")
+    return frame_id, tuple(names), fields
+
+
+def decode_joint_states(datas, typestore=None) -> JointStateBatch:
+    """Decode sensor_msgs/JointState messages (raw CDR, encapsulation header included).
+
+    The first message of each layout is parsed once; its prefix (frame_id, names and the position count) and
+    size identify the messages that repeat it, which are read as rows of one matrix (their velocity and effort
+    counts are compared too). Others (including big-endian ones) go through rosbags.
+    """
+    count = len(datas)
+    stamp_ns = np.empty(count, dtype=np.int64)
+    frame_ids: list = [None] * count
+    names: list = [None] * count
+    values = {key: [None] * count for key in ("position", "velocity", "effort")}
+    layouts: dict[tuple[int, bytes], tuple] = {}  # (size, prefix) -> (frame_id, names, fields, indices)
+    known: dict[int, list] = {}  # size -> prefixes seen with it
+    slow = []
+    for index, data in enumerate(datas):
+        if not _is_little_endian_cdr(data) or len(data) < _HEADER + 12:
+            slow.append(index)
+            continue
+        size = len(data)
+        for prefix in known.get(size, ()):
+            if data[_HEADER + 8:_HEADER + 8 + len(prefix)] == prefix:
+                layouts[(size, prefix)][3].append(index)
+                break
+        else:
+            try:
+                frame_id, message_names, fields = _parse_joint_state_layout(data)
+            except (CdrLayoutError, struct.error, UnicodeDecodeError, IndexError):
+                slow.append(index)
+                continue
+            prefix = bytes(data[_HEADER + 8:fields["position"][1] + 4])
+            layouts[(size, prefix)] = (frame_id, message_names, fields, [index])
+            known.setdefault(size, []).append(prefix)
+    for (size, _), (frame_id, message_names, fields, indices) in layouts.items():
+        rows = np.frombuffer(b"".join(datas[i] for i in indices), dtype=np.uint8).reshape(len(indices), size)
+        same = np.ones(len(indices), dtype=bool)
+        for key in ("velocity", "effort"):
+            at = fields[key][1]
+            same &= np.all(rows[:, at:at + 4] == rows[0, at:at + 4], axis=1)
+        index = np.asarray(indices, dtype=np.int64)
+        sec = rows[:, _HEADER:_HEADER + 4].copy().view("<i4").reshape(-1).astype(np.int64)
+        nanosec = rows[:, _HEADER + 4:_HEADER + 8].copy().view("<u4").reshape(-1).astype(np.int64)
+        stamp_ns[index] = sec * 1_000_000_000 + nanosec
+        matrices = {}
+        for key in values:
+            n, _, offset = fields[key]
+            matrix = rows[:, offset:offset + 8 * n].copy().view("<f8").reshape(len(indices), n)
+            matrix.setflags(write=False)
+            matrices[key] = matrix
+        for row, i in enumerate(indices):
+            if not same[row]:
+                slow.append(i)
+                continue
+            frame_ids[i] = frame_id
+            names[i] = message_names
+            for key in values:
+                values[key][i] = matrices[key][row]
+    if slow:
+        typestore = typestore if typestore is not None else _default_typestore()
+        for i in slow:
+            message = typestore.deserialize_cdr(bytes(datas[i]), JOINT_STATE_MSGTYPE)
+            stamp = message.header.stamp
+            stamp_ns[i] = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+            frame_ids[i] = message.header.frame_id
+            names[i] = tuple(message.name)
+            for key in values:
+                values[key][i] = np.asarray(getattr(message, key), dtype=float)
+    return JointStateBatch(stamp_ns=stamp_ns, frame_id=frame_ids, name=names, **values)
+
+
+_TYPESTORE = None
+
+
+def _default_typestore():
+    global _TYPESTORE
+    if _TYPESTORE is None:
+        from ros_dofkit.ros.bag_io import make_typestore
+
+        _TYPESTORE = make_typestore()
+    return _TYPESTORE
