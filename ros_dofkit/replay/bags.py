@@ -412,6 +412,57 @@ class OutputWriter:
             bag.write(f"{self._namespace}/sensor_errors", stamp_ns, factory.float_array(
                 self._errors_label, [result.sensor_errors_deg[name] for name in self._sensor_names]))
 
+    def write_run(self, run, rows) -> None:
+        """Write the cycles ``rows`` of an :class:`~ros_dofkit.core.estimator.offline.OfflineRun` at once: the same
+        topics, messages and order as :meth:`write` + :meth:`flush`, encoded in bulk (``ros_dofkit.ros.cdr``)."""
+        from ros_dofkit.ros import cdr
+
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return
+        self.flush()
+        bag, factory = self.bag, self.factory
+        stamps = np.asarray(run.stamp_ns)[rows]
+        if not self._static_written and self._fixed:
+            stamp_ns = int(stamps[0])
+            X_default = self._plant.calc_body_poses(self._plant.default_positions())
+            bag.write("/tf_static", stamp_ns, factory.tf_message(stamp_ns, *self._relative(X_default, self._fixed)))
+        self._static_written = True
+        q, v, X_WB = run.q[rows], run.v[rows], run.X_WB[rows]
+        streams = []  # (topic, msgtype, encoded messages), in the per-cycle order of flush()
+        topic = f"{self._namespace}/joint_states"
+        streams.append((topic, JOINT_STATE_MSGTYPE,
+                        cdr.encode_joint_states(stamps, self._names, q[:, self._art_q], v[:, self._art_v])))
+        for topic, names, q_index, v_index in self._instances:
+            streams.append((topic, JOINT_STATE_MSGTYPE, cdr.encode_joint_states(stamps, names, q[:, q_index],
+                                                                                v[:, v_index])))
+        for topic, body, v_start, R_WF in self._odometry:
+            R_WB = X_WB[:, body, :3, :3]
+            w_W = v[:, v_start:v_start + 3] @ R_WF.T
+            v_W = v[:, v_start + 3:v_start + 6] @ R_WF.T
+            R_BW = np.swapaxes(R_WB, -1, -2)
+            linear = np.einsum("nij,nj->ni", R_BW, v_W)
+            angular = np.einsum("nij,nj->ni", R_BW, w_W)
+            quaternions = matrix_to_quat(R_WB)
+            streams.append((topic, "nav_msgs/msg/Odometry", cdr.encode_odometry(
+                stamps, self._frame_ids[0], self._frame_ids[body], X_WB[:, body, :3, 3], quaternions[:, [1, 2, 3, 0]],
+                linear, angular)))
+        if self._moving:
+            parents, children, X_PC = self._relative(X_WB, self._moving)
+            quaternions = matrix_to_quat(X_PC[..., :3, :3])
+            streams.append(("/tf", "tf2_msgs/msg/TFMessage", cdr.encode_tf_messages(
+                stamps, parents, children, X_PC[..., :3, 3], quaternions[..., [1, 2, 3, 0]])))
+        columns = [list(run.sensor_names).index(name) for name in self._sensor_names]
+        streams.append((f"{self._namespace}/sensor_errors", "std_msgs/msg/Float64MultiArray",
+                        cdr.encode_float64_multi_arrays(self._errors_label, run.sensor_errors_deg[rows][:, columns])))
+        for topic, msgtype, _ in streams:
+            bag.add_topic(topic, msgtype)
+        stamps_list = stamps.tolist()
+        topics = [topic for topic, _, _ in streams]
+        encoded = [messages for _, _, messages in streams]
+        bag.write_raw((topic, stamp, messages[k]) for k, stamp in enumerate(stamps_list)
+                      for topic, messages in zip(topics, encoded, strict=True))
+
 
 # ---------------------------------------------------------------------------------------------- offline replay
 @dataclass(frozen=True)
@@ -428,21 +479,28 @@ class ReplayOutcome:
 
 
 def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", progress=None,
-               settle_s: float = 0.5) -> ReplayOutcome:
+               settle_s: float = 0.5, batch: bool = True) -> ReplayOutcome:
     """Run the estimator core over the bag at ``in_path`` and write its outputs to a new bag at ``out_path``.
 
     The input bag is only read. On any error the partial output bag is removed (it was created here: the writer
     refuses existing paths) and the error propagates: :class:`BagError` for unreadable, truncated or corrupt
     bags and wrong topic types, :class:`ReplayError` for inputs that give no estimate.
     ``progress(fraction, text)`` is called about five times a second.
+
+    ``batch`` (default): when the configuration allows it (``offline.supports_batch``), run the batched offline
+    path (:mod:`ros_dofkit.replay.batch`: the same results, much faster); otherwise, or with ``batch=False``,
+    feed the streaming entry points message by message (:class:`ReplayLoop`).
     """
     from ros_dofkit.core.estimator import Estimator
+    from ros_dofkit.core.estimator.offline import supports_batch
     from ros_dofkit.replay.pipeline import ReplayLoop, tracking_report
 
     in_path, out_path = Path(in_path), Path(out_path)
     if in_path.resolve() == out_path.resolve():
         raise BagError(f"the output bag must differ from the input bag {in_path}")
     topics = check_input_topics(in_path, setup)
+    if batch and supports_batch(setup.config) == "":
+        return _replay_bag_batch(in_path, setup, out_path, topics, storage, progress, settle_s)
     total = sum(count for topic, (_, count) in topics.items()
                 if topic in setup.imu_topics or topic == setup.joint_states_topic)
     factory = MessageFactory()
@@ -497,3 +555,66 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         report = tracking_report(results, truth, compared, estimated_names, counts,
                                  loop.statistics.cycle_latency_s, settle_s=settle_s)
     return ReplayOutcome(results, loop.statistics, writer.counts, truth, report, estimated_names, joint_names)
+
+
+def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, topics: dict, storage: str, progress,
+                      settle_s: float) -> ReplayOutcome:
+    """:func:`replay_bag` through the batched offline path (``ros_dofkit.replay.batch``)."""
+    import time
+
+    from ros_dofkit.core.estimator.offline import OfflineEstimator
+    from ros_dofkit.replay.batch import read_offline_inputs
+    from ros_dofkit.replay.pipeline import ReplayStatistics, tracking_report
+
+    started = time.perf_counter()
+    total = sum(count for topic, (_, count) in topics.items()
+                if topic in setup.imu_topics or topic == setup.joint_states_topic)
+
+    def show(fraction, stage):
+        if progress is not None:
+            progress(fraction, f"{total} inputs: {stage}")
+
+    show(0.0, "reading")
+    factory = MessageFactory()
+    inputs, truth_records = read_offline_inputs(in_path, setup, topics, TRUTH_TOPIC, factory.typestore)
+    show(0.2, "estimating")
+    offline = OfflineEstimator(setup.plant, setup.config)
+    run = offline.run(inputs, progress=lambda f: show(0.2 + 0.6 * f, "estimating"))
+    show(0.8, "writing")
+    estimator = offline.estimator
+    writer = BagWriter(out_path, storage=storage, typestore=factory.typestore)
+    try:
+        outputs = OutputWriter(writer, setup, estimator, factory)
+        outputs.write_run(run, np.flatnonzero(run.initialized))
+        writer.close()
+    except BaseException:
+        writer.close()
+        shutil.rmtree(out_path, ignore_errors=True)
+        raise
+    wall = time.perf_counter() - started
+    stamps = inputs.input_stamps()
+    cycles = len(run)
+    statistics = ReplayStatistics(
+        imu_samples=int(np.sum(inputs.kind == 0)), joint_states=int(np.sum(inputs.kind == 1)),
+        rejected=int(run.rejected.sum()), cycles=cycles, resets=run.statistics["resets"],
+        # Offline, cycles are computed together: the per-cycle figure is the wall time shared out.
+        cycle_latency_s=[wall / cycles] * cycles if cycles else [], wall_time_s=wall,
+        first_stamp=float(stamps.min()) if stamps.size else None,
+        last_stamp=float(stamps.max()) if stamps.size else None)
+    show(1.0, f"{cycles} cycles, {statistics.span_s:.1f} s of input")
+    results = run.results(run.initialized)
+    truth = truth_from_records(truth_records)
+    estimated_mask = np.asarray(list(estimator.estimated_mask), dtype=bool)
+    names = tuple(estimator.joint_state_names)
+    estimated_names = tuple(n for n, e in zip(names, estimated_mask, strict=True) if e)
+    joint_names = estimated_names + tuple(n for n, e in zip(names, estimated_mask, strict=True) if not e)
+    report = None
+    if truth is not None and len(results):
+        compared = tuple(n for n in joint_names if n in truth.names)
+        counts = {f"imu {name}": 0 for name in setup.config.imu_names}
+        for topic, name in setup.imu_topics.items():
+            counts[f"imu {name}"] = topics.get(topic, (None, 0))[1]
+        counts["joint_states"] = topics.get(setup.joint_states_topic, (None, 0))[1]
+        report = tracking_report(results, truth, compared, estimated_names, counts, statistics.cycle_latency_s,
+                                 settle_s=settle_s)
+    return ReplayOutcome(results, statistics, writer.counts, truth, report, estimated_names, joint_names)

@@ -241,6 +241,20 @@ class TrackingReport:
         return "\n".join(lines)
 
 
+def result_columns(results) -> tuple:
+    """``(stamps (C,), q (C, nq), sensor names, sensor errors (C, n) deg)`` of a list of EstimatorResult, or
+    straight from the arrays of an offline run's lazy result sequence
+    (``ros_dofkit.core.estimator.offline.ResultSequence``)."""
+    run = getattr(results, "run", None)
+    if run is not None:
+        rows = results.indices
+        return run.stamp[rows], run.q[rows], list(run.sensor_names), run.sensor_errors_deg[rows]
+    sensor_names = list(results[0].sensor_errors_deg)
+    return (np.array([r.stamp for r in results]), np.array([np.asarray(r.q) for r in results]), sensor_names,
+            np.array([[r.sensor_errors_deg[name] for name in sensor_names] for r in results]).reshape(
+                len(results), len(sensor_names)))
+
+
 def tracking_report(results, truth: Truth, joint_names, estimated_names, input_counts: dict,
                     latencies_s=(), settle_s: float = 0.5) -> TrackingReport:
     """Compare ``results`` (EstimatorResult list) with ``truth`` over ``joint_names``.
@@ -256,8 +270,8 @@ def tracking_report(results, truth: Truth, joint_names, estimated_names, input_c
     if unknown:
         raise ReplayError(f"unknown coordinates {unknown}; the estimate has {position_names}")
     columns = [position_names.index(n) for n in joint_names]
-    stamps = np.array([r.stamp for r in results])
-    estimate = np.array([np.asarray(r.q)[columns] for r in results])
+    stamps, q_all, sensor_names, errors_all = result_columns(results)
+    estimate = q_all[:, columns]
     keep = stamps >= stamps[0] + settle_s
     true = truth.at(stamps[keep], joint_names)
     error = np.degrees(estimate[keep] - true)
@@ -265,10 +279,9 @@ def tracking_report(results, truth: Truth, joint_names, estimated_names, input_c
     error = error[valid]
     if error.shape[0] == 0:
         raise ReplayError("no estimate falls inside the truth's time span (after the settling time)")
-    sensor_names = list(results[0].sensor_errors_deg)
     sensor_error = {}
-    for name in sensor_names:
-        values = np.array([r.sensor_errors_deg[name] for r in results])
+    for i, name in enumerate(sensor_names):
+        values = errors_all[:, i]
         values = values[np.isfinite(values)]
         sensor_error[name] = float(np.mean(values)) if values.size else math.nan
     duration = float(stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
@@ -302,9 +315,9 @@ def plot_tracking(results, truth: Truth | None, joint_names, path, title: str = 
 
     joint_names = list(joint_names)
     position_names = list(results[0].position_names)
-    stamps = np.array([r.stamp for r in results])
+    stamps, q_all, _, _ = result_columns(results)
     t0 = stamps[0]
-    estimate = np.degrees(np.array([[r.q[position_names.index(n)] for n in joint_names] for r in results]))
+    estimate = np.degrees(q_all[:, [position_names.index(n) for n in joint_names]])
     rows = len(joint_names)
     figure, axes = plt.subplots(rows, 1, figsize=(9, 1.6 * rows + 0.8), sharex=True, squeeze=False)
     true = None if truth is None else np.degrees(truth.at(stamps, joint_names))

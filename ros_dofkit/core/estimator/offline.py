@@ -1,0 +1,839 @@
+"""Offline estimation over a whole recording at once: the streaming estimator's rules, batched.
+
+You are in the ROS-free estimator core. :class:`~ros_dofkit.core.estimator.estimator.Estimator` is driven one
+message at a time (``process_imu`` / ``process_joint_state``) by the live node; offline replay knows every input
+in advance, so it can afford three passes instead of one Python call chain per message:
+
+1. validation, vectorized: ``parse_imu``'s checks (finite, non-zero, unit quaternion; finite gyro; absent
+   fields) over all IMU samples at once, ``parse_joint_state``'s per distinct name list;
+2. the cycle rules, compiled (numba): the same state machine as the streaming path (stamp checks, jump-back
+   resets, flushes of a sensor's unused sample, overdue cycles, waited / stale sensors), producing for each
+   cycle its stamp, the samples it uses and the encoder values it locks;
+3. the solve: ``Assembler.assemble`` on the first cycle after a (re)start, ``Assembler.track_sequence`` over
+   the following cycles in chunks (a chunk with a failing frame is redone frame by frame, as the streaming path
+   would: the failed frame keeps its previous coordinates); then forward kinematics, gyro velocities (the
+   same regularized least squares as ``velocity.solve_velocities_from_gyros``) and sensor errors in one
+   compiled loop.
+
+The results equal the streaming path's (test/test_replay_batch.py compares q, v, sensor errors, stamps, flags
+and counters to 1e-9 on bags with dropouts, a stale IMU, rejected samples, partial encoder messages and a clock
+jump back). Rules that are not batched: synchronized mode (``sync_tolerance_s`` > 0), ``sync_joint_states``
+and IMUs waiting for calibration; :func:`supports_batch` says so and callers use the streaming path instead.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ros_dofkit.core.assembly import kernels
+from ros_dofkit.core.estimator.inputs import RejectReason
+from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE, quat_to_matrix
+
+_REASONS = tuple(RejectReason)
+_R = {reason: i for i, reason in enumerate(_REASONS)}
+_OK = -1
+_ABSENT_KEPT = -2  # accepted; the orientation is absent (counted as orientation_absent), the gyro kept
+_UNKNOWN_KEPT = -3  # accepted; some names unknown (counted as unknown_name)
+
+#: Chunk of frames given to ``Assembler.track_sequence`` at once (a failing frame redoes one chunk per frame).
+TRACK_CHUNK = 512
+
+
+class OfflineInputError(ValueError):
+    """Inputs given to :class:`OfflineEstimator` have inconsistent shapes or unknown IMU indices."""
+
+
+def supports_batch(config) -> str:
+    """"" when :class:`OfflineEstimator` reproduces the streaming path for ``config``, else why not."""
+    if config.sync_tolerance_s:
+        return "synchronized mode (sync_tolerance_s > 0) is run through the streaming path"
+    if config.sync_joint_states:
+        return "sync_joint_states is run through the streaming path"
+    waiting = [imu.name for imu in config.imus if imu.needs_calibration]
+    if waiting:
+        return f"IMUs {waiting} wait for calibration; run through the streaming path"
+    return ""
+
+
+@dataclass(frozen=True)
+class OfflineInputs:
+    """Every input of a recording, in the order they are offered (stamp order).
+
+    ``kind`` (M,) 0 = IMU sample, 1 = joint-state message; ``row`` (M,) its row in the IMU arrays or the index in
+    the joint-state lists. IMU arrays (one row per sample): ``imu_sensor`` (index into ``config.imus``),
+    ``imu_stamp`` (s), ``imu_quaternion_wxyz`` (NaN rows allowed), ``imu_angular_velocity``,
+    ``imu_orientation_present``, ``imu_angular_velocity_present`` (the arguments of ``process_imu``).
+    Joint states: ``js_stamp`` (s), ``js_names`` (tuples), ``js_positions``, ``js_velocities`` (arrays; empty or
+    None = no velocities). ``stamp_ns`` (M,) optional integer stamps the outputs carry (default round(s * 1e9)).
+    """
+
+    kind: np.ndarray
+    row: np.ndarray
+    imu_sensor: np.ndarray
+    imu_stamp: np.ndarray
+    imu_quaternion_wxyz: np.ndarray
+    imu_angular_velocity: np.ndarray
+    imu_orientation_present: np.ndarray
+    imu_angular_velocity_present: np.ndarray
+    js_stamp: np.ndarray
+    js_names: list
+    js_positions: list
+    js_velocities: list
+    stamp_ns: np.ndarray | None = None
+
+    def __post_init__(self):
+        m = len(self.kind)
+        if len(self.row) != m or (self.stamp_ns is not None and len(self.stamp_ns) != m):
+            raise OfflineInputError(f"kind, row (and stamp_ns) must have one entry per input; got {m}, "
+                                    f"{len(self.row)}, {None if self.stamp_ns is None else len(self.stamp_ns)}")
+        n_imu = len(self.imu_stamp)
+        for name in ("imu_sensor", "imu_orientation_present", "imu_angular_velocity_present"):
+            if len(getattr(self, name)) != n_imu:
+                raise OfflineInputError(f"{name}: expected {n_imu} entries, got {len(getattr(self, name))}")
+        if np.shape(self.imu_quaternion_wxyz) != (n_imu, 4) or np.shape(self.imu_angular_velocity) != (n_imu, 3):
+            raise OfflineInputError(f"expected imu_quaternion_wxyz ({n_imu}, 4) and imu_angular_velocity "
+                                    f"({n_imu}, 3), got {np.shape(self.imu_quaternion_wxyz)} and "
+                                    f"{np.shape(self.imu_angular_velocity)}")
+        n_js = len(self.js_stamp)
+        if not (len(self.js_names) == len(self.js_positions) == len(self.js_velocities) == n_js):
+            raise OfflineInputError("js_stamp, js_names, js_positions and js_velocities must have equal lengths")
+
+    def input_stamps(self) -> np.ndarray:
+        """(M,) stamp in seconds of every input."""
+        stamps = np.empty(len(self.kind))
+        imu = self.kind == 0
+        stamps[imu] = np.asarray(self.imu_stamp, dtype=float)[self.row[imu]]
+        stamps[~imu] = np.asarray(self.js_stamp, dtype=float)[self.row[~imu]]
+        return stamps
+
+
+# ---------------------------------------------------------------------------------------------- validation
+def _validate_imus(inputs: OfflineInputs):
+    """parse_imu over every sample: (code (n,) int: _OK / _ABSENT_KEPT / a reason index, R_GS (n, 3, 3),
+    w_S (n, 3), has_R (n,), has_w (n,))."""
+    quaternion = np.asarray(inputs.imu_quaternion_wxyz, dtype=float)
+    gyro = np.asarray(inputs.imu_angular_velocity, dtype=float)
+    o_present = np.asarray(inputs.imu_orientation_present, dtype=bool)
+    w_present = np.asarray(inputs.imu_angular_velocity_present, dtype=bool)
+    n = len(quaternion)
+    code = np.full(n, _OK, dtype=np.int64)
+    finite_q = np.all(np.isfinite(quaternion), axis=1)
+    norm = np.sqrt(np.einsum("ij,ij->i", np.where(finite_q[:, None], quaternion, 0.0),
+                             np.where(finite_q[:, None], quaternion, 0.0)))
+    bad_gyro = w_present & ~np.all(np.isfinite(gyro), axis=1)
+    # Order of parse_imu: quaternion checks first, then the gyro, then "nothing present".
+    code[w_present & bad_gyro] = _R[RejectReason.NON_FINITE]
+    code[~o_present & ~w_present] = _R[RejectReason.ORIENTATION_ABSENT]
+    code[~o_present & w_present & ~bad_gyro] = _ABSENT_KEPT
+    checks = o_present.copy()
+    code[checks & (np.abs(norm - 1.0) > QUAT_NORM_TOLERANCE)] = _R[RejectReason.NON_UNIT_QUATERNION]
+    code[checks & (norm == 0.0)] = _R[RejectReason.ZERO_QUATERNION]
+    code[checks & ~finite_q] = _R[RejectReason.NON_FINITE]
+    has_R = o_present & (code == _OK)
+    R_GS = np.full((n, 3, 3), np.nan)
+    if has_R.any():
+        R_GS[has_R] = quat_to_matrix(quaternion[has_R] / norm[has_R, None])
+    has_w = w_present & ((code == _OK) | (code == _ABSENT_KEPT))
+    return code, R_GS, np.where(has_w[:, None], gyro, np.nan), has_R, has_w
+
+
+def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
+    """parse_joint_state over every message: (code (n,), CSR offsets (n + 1,), indices, positions, velocities
+    (NaN = none))."""
+    n = len(inputs.js_stamp)
+    code = np.full(n, _OK, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    pieces_index, pieces_position, pieces_velocity = [], [], []
+    by_names: dict = {}
+    total = 0
+    for k in range(n):
+        names = inputs.js_names[k]
+        entry = by_names.get(names)
+        if entry is None:
+            names_list = list(names)
+            if not names_list:
+                entry = (_R[RejectReason.EMPTY], None, None, False)
+            elif len(set(names_list)) != len(names_list):
+                entry = (_R[RejectReason.DUPLICATE_NAME], None, None, False)
+            else:
+                known = np.array([i for i, name in enumerate(names_list) if name in name_to_index], dtype=np.int64)
+                indices = np.array([name_to_index[names_list[i]] for i in known], dtype=np.int64)
+                entry = (_OK, known, indices, len(known) != len(names_list))
+            by_names[names] = entry
+        status, known, indices, partial = entry
+        positions = np.asarray(inputs.js_positions[k], dtype=float).reshape(-1)
+        velocities = inputs.js_velocities[k]
+        velocities = None if velocities is None else np.asarray(velocities, dtype=float).reshape(-1)
+        if velocities is not None and velocities.size == 0:
+            velocities = None
+        count = len(names)
+        if status == _R[RejectReason.EMPTY]:
+            code[k] = status
+        elif positions.size != count or (velocities is not None and velocities.size != count):
+            code[k] = _R[RejectReason.MISMATCHED_ARRAYS]
+        elif status != _OK:
+            code[k] = status
+        elif not np.all(np.isfinite(positions)) or (velocities is not None and not np.all(np.isfinite(velocities))):
+            code[k] = _R[RejectReason.NON_FINITE]
+        elif known.size == 0:
+            code[k] = _R[RejectReason.UNKNOWN_NAME]
+        else:
+            code[k] = _UNKNOWN_KEPT if partial else _OK
+            pieces_index.append(indices)
+            pieces_position.append(positions[known])
+            pieces_velocity.append(np.full(known.size, np.nan) if velocities is None else velocities[known])
+            total += known.size
+        offsets[k + 1] = total
+    if pieces_index:
+        return (code, offsets, np.concatenate(pieces_index), np.concatenate(pieces_position),
+                np.concatenate(pieces_velocity))
+    return code, offsets, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+
+
+# ---------------------------------------------------------------------------------------------- cycle rules
+_SOURCE_CLOCK = -1
+_SOURCE_JOINT_STATES = -2
+
+
+@njit(cache=True)
+def _count(counts, source, reason):
+    counts[source, reason] += 1
+
+
+@njit(cache=True)
+def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, js_stamp, js_code, js_offsets,
+              js_index, js_position, js_velocity, encoder_default, n_imu, timeout, jump_reset, reasons):
+    """The streaming cycle rules (free-running mode) over every input; see Estimator.process_imu /
+    process_joint_state / ready / step. Returns per-cycle arrays and the counters.
+
+    ``reasons``: reason indices (non_finite, out_of_order, clock_jump_back, orientation_absent, unknown_name).
+    Counter rows: IMUs 0..n_imu-1, then joint_states (n_imu), then clock (n_imu + 1)."""
+    NON_FINITE, OUT_OF_ORDER, JUMP, ABSENT, UNKNOWN = reasons[0], reasons[1], reasons[2], reasons[3], reasons[4]
+    m = kind.shape[0]
+    n_art = encoder_default.shape[0]
+    max_cycles = 2 * m + 1
+    c_stamp = np.empty(max_cycles)
+    c_newest_input = np.empty(max_cycles, dtype=np.int64)
+    c_input = np.empty(max_cycles, dtype=np.int64)
+    c_reset = np.zeros(max_cycles, dtype=np.bool_)
+    c_stamp_prev = np.empty(max_cycles)
+    c_R = np.empty((max_cycles, n_imu), dtype=np.int64)
+    c_w = np.empty((max_cycles, n_imu), dtype=np.int64)
+    c_stale = np.empty((max_cycles, n_imu), dtype=np.bool_)
+    c_enc_q = np.empty((max_cycles, n_art))
+    c_enc_v = np.empty((max_cycles, n_art))
+    c_have = np.empty((max_cycles, n_art), dtype=np.bool_)
+    counts = np.zeros((n_imu + 2, 16), dtype=np.int64)
+    rejected = np.zeros(m, dtype=np.bool_)
+
+    slot_stamp = np.full(n_imu, np.nan)
+    slot_R = np.full(n_imu, -1, dtype=np.int64)
+    slot_w = np.full(n_imu, -1, dtype=np.int64)
+    slot_fresh = np.zeros(n_imu, dtype=np.bool_)
+    enc_q = encoder_default.copy()
+    enc_v = np.full(n_art, np.nan)
+    enc_stamp = np.full(n_art, -np.inf)
+    have = np.zeros(n_art, dtype=np.bool_)
+    js_fresh = False
+    overdue = False
+    stamp_prev = np.nan
+    newest = np.nan
+    newest_input = -1
+    first = np.nan
+    pending_reset = True
+    resets = 0
+    overwritten = 0
+    flushed = 0
+    cycles = 0
+
+    for e in range(m):
+        r = row[e]
+        i = 0
+        if kind[e] == 0:
+            i = imu_sensor[r]
+            source = i
+            code = imu_code[r]
+            stamp = imu_stamp[r]
+            if code >= 0:
+                _count(counts, source, code)
+                rejected[e] = True
+                continue
+            last = slot_stamp[i]
+        else:
+            source = n_imu
+            code = js_code[r]
+            stamp = js_stamp[r]
+            if code >= 0:
+                _count(counts, source, code)
+                rejected[e] = True
+                continue
+            last = -np.inf
+            for k in range(js_offsets[r], js_offsets[r + 1]):
+                if enc_stamp[js_index[k]] > last:
+                    last = enc_stamp[js_index[k]]
+            if last == -np.inf:
+                last = np.nan
+        # offline jump back: reset tracking (Estimator._offline_jump)
+        if not math.isnan(last) and math.isfinite(stamp) and stamp < last - jump_reset:
+            _count(counts, n_imu + 1, JUMP)
+            for j in range(n_imu):
+                slot_stamp[j] = np.nan
+                slot_R[j] = -1
+                slot_w[j] = -1
+                slot_fresh[j] = False
+            enc_q[:] = encoder_default
+            enc_v[:] = np.nan
+            enc_stamp[:] = -np.inf
+            have[:] = False
+            js_fresh = False
+            overdue = False
+            stamp_prev = np.nan
+            newest = np.nan
+            newest_input = -1
+            first = np.nan
+            pending_reset = True
+            resets += 1
+            last = np.nan
+        if not math.isfinite(stamp):
+            _count(counts, source, NON_FINITE)
+            rejected[e] = True
+            continue
+        if not math.isnan(last) and stamp < last:
+            _count(counts, source, OUT_OF_ORDER)
+            rejected[e] = True
+            continue
+        if code == -2:
+            _count(counts, source, ABSENT)
+        elif code == -3:
+            _count(counts, source, UNKNOWN)
+
+        due_flush = False
+        if kind[e] == 0:
+            # _should_flush: the sensor's buffered sample is unused, older, and not expired
+            if slot_fresh[i] and not math.isnan(slot_stamp[i]) and slot_stamp[i] < stamp and (
+                    slot_stamp[i] >= newest - timeout):
+                due_flush = True
+        for attempt in range(2 + 257):
+            run = False
+            if attempt == 0:
+                if due_flush:
+                    flushed += 1
+                    run = True
+                else:
+                    continue
+            elif attempt == 1:
+                # store the sample (after a flush, before the due cycles)
+                if kind[e] == 0:
+                    if slot_fresh[i]:
+                        overwritten += 1
+                        overdue = True
+                    slot_stamp[i] = stamp
+                    slot_R[i] = r if imu_has_R[r] else -1
+                    slot_w[i] = r if imu_has_w[r] else -1
+                    slot_fresh[i] = True
+                else:
+                    for k in range(js_offsets[r], js_offsets[r + 1]):
+                        j = js_index[k]
+                        enc_q[j] = js_position[k]
+                        enc_v[j] = js_velocity[k]
+                        enc_stamp[j] = stamp
+                        have[j] = True
+                    js_fresh = True
+                if math.isnan(first):
+                    first = stamp
+                if math.isnan(newest) or stamp > newest:
+                    newest = stamp
+                    newest_input = e
+                continue
+            else:
+                # ready()
+                if math.isnan(newest):
+                    break
+                fresh_any = js_fresh
+                for j in range(n_imu):
+                    if slot_fresh[j]:
+                        fresh_any = True
+                if not fresh_any:
+                    break
+                if not overdue:
+                    reference = newest if math.isnan(stamp_prev) else stamp_prev
+                    starting = (not math.isnan(first)) and newest < first + timeout
+                    ready = True
+                    for j in range(n_imu):
+                        if math.isnan(slot_stamp[j]):
+                            waited = starting
+                        else:
+                            waited = slot_stamp[j] >= reference - timeout
+                        if waited and not (slot_fresh[j] and slot_stamp[j] >= newest - timeout):
+                            ready = False
+                            break
+                    if not ready:
+                        break
+                run = True
+            if run:
+                c = cycles
+                cycle_stamp = newest
+                c_stamp[c] = cycle_stamp
+                c_newest_input[c] = newest_input
+                c_input[c] = e
+                c_reset[c] = pending_reset
+                pending_reset = False
+                c_stamp_prev[c] = stamp_prev
+                for j in range(n_imu):
+                    c_R[c, j] = slot_R[j]
+                    c_w[c, j] = slot_w[j]
+                    c_stale[c, j] = math.isnan(slot_stamp[j]) or slot_stamp[j] < cycle_stamp - timeout
+                    slot_fresh[j] = False
+                c_enc_q[c] = enc_q
+                c_enc_v[c] = enc_v
+                c_have[c] = have
+                js_fresh = False
+                overdue = False
+                stamp_prev = cycle_stamp
+                cycles += 1
+    n = cycles
+    stats = np.array([resets, overwritten, flushed])
+    return (c_stamp[:n], c_newest_input[:n], c_input[:n], c_reset[:n], c_stamp_prev[:n], c_R[:n], c_w[:n],
+            c_stale[:n], c_enc_q[:n], c_enc_v[:n], c_have[:n], counts, rejected, stats)
+
+
+# ---------------------------------------------------------------------------------------------- velocities
+@njit(cache=True)
+def _kinematics_and_velocities(tree, Q, v_prior, use_gyro, gyro_rows, w_S, bodies, R_BS, free_v, regularization,
+                               X_WB_out, V_out, from_gyro_out):
+    """Per cycle c: X_WB at Q[c]; v from the gyros of the sensors with use_gyro[c, i] (their samples' rows in
+    w_S), least squares around v_prior[c] (velocity.solve_velocities_from_gyros)."""
+    n_cycles, nb = Q.shape[0], X_WB_out.shape[1]
+    nv = v_prior.shape[1]
+    n_imu = bodies.shape[0]
+    R_WF = np.empty((nb, 3, 3))
+    p_WM = np.empty((nb, 3))
+    J = np.empty((6, nv))
+    origin = np.zeros(3)
+    free = np.flatnonzero(free_v)
+    n_free = free.shape[0]
+    for c in range(n_cycles):
+        kernels.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
+        k = 0
+        for i in range(n_imu):
+            if use_gyro[c, i]:
+                k += 1
+        V_out[c] = v_prior[c]
+        for j in range(nv):
+            from_gyro_out[c, j] = False
+        if k == 0 or n_free == 0:
+            continue
+        A = np.empty((3 * k, nv))
+        b = np.empty(3 * k)
+        row = 0
+        for i in range(n_imu):
+            if not use_gyro[c, i]:
+                continue
+            body = bodies[i]
+            R_WS = np.ascontiguousarray(X_WB_out[c, body, :3, :3]) @ R_BS[i]
+            rate = R_WS @ w_S[gyro_rows[c, i]]
+            kernels.point_jacobian(tree, R_WF, p_WM, body, origin, False, J)
+            for a in range(3):
+                for j in range(nv):
+                    A[row + a, j] = J[a, j]
+                b[row + a] = rate[a]
+            row += 3
+        residual = b - A @ v_prior[c]
+        A_free = np.empty((3 * k, n_free))
+        for j in range(n_free):
+            A_free[:, j] = A[:, free[j]]
+        normal = A_free.T @ A_free
+        lhs = normal + regularization * np.eye(n_free)
+        dv = np.linalg.solve(lhs, A_free.T @ residual)
+        resolution = np.linalg.solve(lhs, normal)
+        for j in range(n_free):
+            V_out[c, free[j]] += dv[j]
+            from_gyro_out[c, free[j]] = resolution[j, j] > 0.5
+
+
+def _rotation_angles(R_A, R_B) -> np.ndarray:
+    """Batched ``estimator.rotation_angle_between``: angle of R_A^T R_B (rad)."""
+    R = np.swapaxes(R_A, -1, -2) @ R_B
+    sine = 0.5 * np.sqrt((R[..., 2, 1] - R[..., 1, 2]) ** 2 + (R[..., 0, 2] - R[..., 2, 0]) ** 2
+                         + (R[..., 1, 0] - R[..., 0, 1]) ** 2)
+    cosine = 0.5 * (R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2] - 1.0)
+    return np.arctan2(sine, cosine)
+
+
+# ---------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class OfflineRun:
+    """Every cycle of an offline run as arrays (C cycles); :meth:`result` gives one as an EstimatorResult.
+
+    ``stamp`` (C,) s; ``stamp_ns`` (C,) the integer stamp of the input whose stamp the cycle carries; ``input``
+    (C,) index of the input whose offering ran the cycle; ``q`` (C, nq); ``v`` (C, nv); ``velocity_from_gyro``
+    (C, nv); ``X_WB`` (C, nb, 4, 4); ``goal``, ``solved``, ``failure`` (C,); ``sensor_errors_deg`` (C, n_imu)
+    in ``sensor_names`` order (NaN = not observed); ``observed`` / ``stale`` (C, n_imu) bool;
+    ``missing`` (C, n_art) bool (measured, never received); ``tracking_reset``, ``initialized`` (C,) bool;
+    ``solve_time_s`` (C,); ``rejected`` (M,) bool per input; ``counts_by_reason`` / ``counts_by_source`` as
+    ``Estimator.reject_counts()`` / ``reject_counts_by_source()``; ``statistics`` as ``Estimator.statistics()``.
+    """
+
+    stamp: np.ndarray
+    stamp_ns: np.ndarray
+    input: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    velocity_from_gyro: np.ndarray
+    X_WB: np.ndarray
+    goal: np.ndarray
+    solved: np.ndarray
+    failure: list
+    sensor_errors_deg: np.ndarray
+    observed: np.ndarray
+    stale: np.ndarray
+    missing: np.ndarray
+    tracking_reset: np.ndarray
+    initialized: np.ndarray
+    solve_time_s: np.ndarray
+    rejected: np.ndarray
+    counts_by_reason: dict
+    counts_by_source: dict
+    statistics: dict
+    sensor_names: tuple
+    position_names: tuple
+    velocity_names: tuple
+    articulated_names: tuple
+
+    def __len__(self) -> int:
+        return len(self.stamp)
+
+    def result(self, k: int):
+        """Cycle ``k`` as the streaming path's :class:`EstimatorResult` (cycle numbers from 1)."""
+        from ros_dofkit.core.estimator.estimator import EstimatorResult, _frozen
+
+        observed = self.observed[k]
+        stale = self.stale[k]
+        names = self.sensor_names
+        return EstimatorResult(
+            stamp=float(self.stamp[k]), q=_frozen(self.q[k]), v=_frozen(self.v[k]),
+            position_names=self.position_names, velocity_names=self.velocity_names,
+            velocity_from_gyro=_frozen(self.velocity_from_gyro[k]), X_WB=_frozen(self.X_WB[k]),
+            goal=float(self.goal[k]), solved=bool(self.solved[k]), failure=self.failure[k],
+            sensor_errors_deg={name: float(self.sensor_errors_deg[k, i]) for i, name in enumerate(names)},
+            observed_sensors=tuple(n for n, o in zip(names, observed, strict=True) if o),
+            stale_sensors=tuple(n for n, s in zip(names, stale, strict=True) if s),
+            uncalibrated_sensors=(),
+            missing_encoders=tuple(n for n, m in zip(self.articulated_names, self.missing[k], strict=True) if m),
+            solve_time_s=float(self.solve_time_s[k]), tracking_reset=bool(self.tracking_reset[k]),
+            cycle=k + 1, initialized=bool(self.initialized[k]),
+        )
+
+    def results(self, mask=None) -> ResultSequence:
+        """The cycles (those where ``mask`` is True) as a lazy sequence of EstimatorResult."""
+        indices = np.arange(len(self)) if mask is None else np.flatnonzero(mask)
+        return ResultSequence(self, indices)
+
+
+class ResultSequence(Sequence):
+    """A read-only list of EstimatorResult built on demand from an :class:`OfflineRun` (and its ``run`` / row
+    ``indices``, for columnar consumers)."""
+
+    def __init__(self, run: OfflineRun, indices: np.ndarray):
+        self.run = run
+        self.indices = indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return ResultSequence(self.run, self.indices[item])
+        return self.run.result(int(self.indices[item]))
+
+
+# ---------------------------------------------------------------------------------------------- the estimator
+class OfflineEstimator:
+    """Runs a whole recording through the streaming estimator's rules in batches (see the module docstring).
+
+    Built on a streaming :class:`~ros_dofkit.core.estimator.estimator.Estimator` (which validates the
+    configuration and defines the masks, bodies and mountings); ``run(inputs)`` starts from that estimator's
+    initial state every time. Raises :class:`OfflineInputError` when ``supports_batch(config)`` says no.
+    """
+
+    def __init__(self, plant, config):
+        from ros_dofkit.core.assembly import Assembler, OrientationSensors
+        from ros_dofkit.core.estimator.estimator import Estimator
+
+        reason = supports_batch(config)
+        if reason:
+            raise OfflineInputError(f"the offline batch path cannot run this configuration: {reason}")
+        self.estimator = estimator = Estimator(plant, config)
+        self._plant = plant
+        self._config = config
+        view = estimator.articulated_view
+        self._art_q = np.asarray(view.q_indices, dtype=np.int64)
+        self._art_v = np.asarray(view.v_indices, dtype=np.int64)
+        self._art_names = tuple(estimator.joint_state_names)
+        self._name_to_art = {name: i for i, name in enumerate(self._art_names)}
+        self._estimated_art = np.asarray(list(estimator.estimated_mask), dtype=bool)
+        nq, nv = plant.num_positions(), plant.num_velocities()
+        free_q = np.zeros(nq, dtype=bool)
+        free_q[self._art_q[self._estimated_art]] = True
+        free_v = np.zeros(nv, dtype=bool)
+        free_v[self._art_v[self._estimated_art]] = True
+        self._floating = tuple(estimator.floating_joints)
+        for joint in self._floating:
+            free_q[joint.position_start:joint.position_start + 4] = True
+            free_v[joint.velocity_start:joint.velocity_start + 3] = True
+        self._free_q, self._free_v = free_q, free_v
+        self._q_default = np.asarray(plant.default_positions(), dtype=float).copy()
+        self._imus = config.imus
+        self._bodies = np.array([estimator.imu_body(imu.name).index for imu in config.imus], dtype=np.int64)
+        self._R_BS = np.stack([estimator.mounting(imu.name) for imu in config.imus]) if config.imus else (
+            np.zeros((0, 3, 3)))
+        self._weights = np.array([imu.weight for imu in config.imus], dtype=float)
+        self._R_WG = estimator.R_WG
+        tree = plant.tree
+        self._tree = (tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start,
+                      tree.mimic_q, tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset)
+        # The solver, built as Estimator._build_solver builds it (every IMU has a mounting here).
+        self._osensors = OrientationSensors()
+        for imu, body in zip(config.imus, self._bodies, strict=True):
+            self._osensors.add_osensor(imu.name, plant.get_body(int(body)), estimator.mounting(imu.name),
+                                       weight=imu.weight)
+        self._osensors.define_observation_order([imu.name for imu in config.imus])
+        self._assembler = Assembler(plant)
+        self._assembler.adopt_assembly_goal(self._osensors)
+        self._assembler.set_accuracy(config.accuracy)
+        if config.use_joint_limits:
+            self._assembler.use_joint_limits()
+        locked = np.flatnonzero(~free_q)
+        if locked.size:
+            self._assembler.lock_positions(locked)
+
+    @property
+    def plant(self):
+        return self._plant
+
+    @property
+    def config(self):
+        return self._config
+
+    def run(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
+        """All cycles of ``inputs``; ``progress(fraction)`` is called between the solver's chunks."""
+        config = self._config
+        n_imu = len(self._imus)
+        imu_sensor = np.asarray(inputs.imu_sensor, dtype=np.int64)
+        if imu_sensor.size and (imu_sensor.min() < 0 or imu_sensor.max() >= n_imu):
+            raise OfflineInputError(f"imu_sensor must index the {n_imu} configured IMUs, got values in "
+                                    f"[{imu_sensor.min()}, {imu_sensor.max()}]")
+        imu_code, R_GS, w_S, has_R, has_w = _validate_imus(inputs)
+        js_code, js_offsets, js_index, js_position, js_velocity = _validate_joint_states(inputs, self._name_to_art)
+        reasons = np.array([_R[RejectReason.NON_FINITE], _R[RejectReason.OUT_OF_ORDER],
+                            _R[RejectReason.CLOCK_JUMP_BACK], _R[RejectReason.ORIENTATION_ABSENT],
+                            _R[RejectReason.UNKNOWN_NAME]], dtype=np.int64)
+        (stamp, newest_input, cycle_input, reset, stamp_prev, slot_R, slot_w, stale, enc_q, enc_v, have, counts,
+         rejected, stats) = _schedule(
+            np.asarray(inputs.kind, dtype=np.int64), np.asarray(inputs.row, dtype=np.int64), imu_sensor,
+            np.asarray(inputs.imu_stamp, dtype=float), imu_code, has_R, has_w,
+            np.asarray(inputs.js_stamp, dtype=float), js_code, js_offsets, js_index, js_position, js_velocity,
+            self._q_default[self._art_q].copy(), n_imu, float(config.stale_timeout_s),
+            float(config.stamp_jump_reset_s), reasons)
+        C = len(stamp)
+        measured = ~self._estimated_art
+        # Observed: fresh enough, with an orientation, weight > 0 (Estimator.step).
+        observed = ~stale & (slot_R >= 0) & (self._weights > 0.0)[None, :]
+        use_gyro = ~stale & (slot_w >= 0)
+
+        Q, goal, solved, failure, initialized, solve_time = self._solve(stamp, reset, observed, slot_R, R_GS,
+                                                                       enc_q, progress)
+        v_prior = self._velocity_priors(Q, stamp, stamp_prev, reset, enc_v)
+        nb = self._plant.num_bodies()
+        X_WB = np.empty((C, nb, 4, 4))
+        V = np.empty_like(v_prior)
+        from_gyro = np.zeros(v_prior.shape, dtype=bool)
+        if C:
+            _kinematics_and_velocities(self._tree, np.ascontiguousarray(Q), v_prior, use_gyro,
+                                       np.maximum(slot_w, 0), np.ascontiguousarray(w_S), self._bodies,
+                                       np.ascontiguousarray(self._R_BS), self._free_v,
+                                       float(config.velocity_regularization), X_WB, V, from_gyro)
+        errors = np.full((C, n_imu), np.nan)
+        for i in range(n_imu):
+            rows = np.flatnonzero(observed[:, i])
+            if rows.size:
+                R_WS = X_WB[rows, self._bodies[i], :3, :3] @ self._R_BS[i]
+                R_WO = self._R_WG @ R_GS[slot_R[rows, i]]
+                errors[rows, i] = np.degrees(_rotation_angles(R_WS, R_WO))
+
+        stamps_input = inputs.stamp_ns
+        if stamps_input is None:
+            cycle_ns = np.round(stamp * 1e9).astype(np.int64)
+        else:
+            cycle_ns = np.asarray(stamps_input, dtype=np.int64)[newest_input]
+        names = [imu.name for imu in self._imus]
+        by_source = {}
+        sources = names + ["joint_states", "clock"]
+        for s, r in zip(*np.nonzero(counts), strict=True):
+            by_source[(sources[s], _REASONS[r].value)] = int(counts[s, r])
+        totals = counts.sum(axis=0)
+        by_reason = {reason.value: int(totals[i]) for i, reason in enumerate(_REASONS)}
+        return OfflineRun(
+            stamp=stamp, stamp_ns=cycle_ns, input=cycle_input, q=Q, v=V, velocity_from_gyro=from_gyro, X_WB=X_WB,
+            goal=goal, solved=solved, failure=failure, sensor_errors_deg=errors, observed=observed, stale=stale,
+            missing=measured[None, :] & ~have, tracking_reset=reset, initialized=initialized,
+            solve_time_s=solve_time, rejected=rejected, counts_by_reason=by_reason, counts_by_source=by_source,
+            statistics={"cycles": C, "resets": int(stats[0]), "overwritten_samples": int(stats[1]),
+                        "flushed_cycles": int(stats[2]), "solve_failures": int(sum(1 for f in failure
+                                                                                    if f.startswith("assembler")))},
+            sensor_names=tuple(names), position_names=tuple(self._plant.position_names()),
+            velocity_names=tuple(self._plant.velocity_names()),
+            articulated_names=self._art_names)
+
+    # ------------------------------------------------------------------ the solve
+    def _solve(self, stamp, reset, observed, slot_R, R_GS, enc_q, progress):
+        """q per cycle as the streaming path computes it (assemble after a reset, then warm-started tracking)."""
+        C = len(stamp)
+        nq = len(self._q_default)
+        n_imu = len(self._imus)
+        measured = ~self._estimated_art
+        measured_q = self._art_q[measured]
+        locked_values = np.full((C, nq), np.nan)
+        locked_values[:, measured_q] = enc_q[:, measured]
+        R_WO = np.full((C, n_imu, 3, 3), np.nan)
+        identity = np.array_equal(self._R_WG, np.eye(3))
+        for i in range(n_imu):
+            rows = np.flatnonzero(observed[:, i])
+            R_WO[rows, i] = R_GS[slot_R[rows, i]] if identity else self._R_WG @ R_GS[slot_R[rows, i]]
+        any_observed = observed.any(axis=1)
+        Q = np.empty((C, nq))
+        goal = np.zeros(C)
+        solved = np.zeros(C, dtype=bool)
+        initialized = np.zeros(C, dtype=bool)
+        solve_time = np.zeros(C)
+        failure = [""] * C
+        nothing = "no IMU observed this cycle; estimated coordinates hold their previous values"
+        assembler, osensors = self._assembler, self._osensors
+        q_current = self._q_default.copy()
+        needs_assemble = True
+        is_initialized = not self._free_q.any()
+        c = 0
+        while c < C:
+            if reset[c]:
+                q_current = self._q_default.copy()
+                needs_assemble = True
+                is_initialized = not self._free_q.any()
+            q = q_current.copy()
+            q[measured_q] = enc_q[c, measured]
+            if not any_observed[c]:
+                failure[c] = nothing
+                Q[c] = q
+                q_current = q
+                initialized[c] = is_initialized
+                c += 1
+                continue
+            if needs_assemble:
+                started = time.perf_counter()
+                assembler.set_positions(q)
+                osensors.move_all_observations(R_WO[c])
+                try:
+                    goal[c] = float(assembler.assemble())
+                    q = assembler.get_positions()
+                    solved[c] = True
+                    needs_assemble = False
+                    is_initialized = True
+                except (RuntimeError, ValueError) as error:
+                    failure[c] = f"assembler failed: {error}"
+                solve_time[c] = time.perf_counter() - started
+                Q[c] = q
+                q_current = q
+                initialized[c] = is_initialized
+                c += 1
+                continue
+            # Tracking: the observed cycles up to the next reset (or chunk end) in one compiled call.
+            end = c + 1
+            while end < C and not reset[end] and end - c < TRACK_CHUNK:
+                end += 1
+            frames = c + np.flatnonzero(any_observed[c:end])
+            started = time.perf_counter()
+            assembler.set_positions(q)
+            try:
+                Q_frames, info = assembler.track_sequence(stamp[frames], R_WO[frames], positions=locked_values[frames],
+                                                          return_info=True)
+                frame_goal = info["goal"]
+                ok = np.ones(len(frames), dtype=bool)
+                messages = [""] * len(frames)
+            except RuntimeError:
+                Q_frames, frame_goal, ok, messages = self._track_one_by_one(q_current, frames, stamp, R_WO, enc_q,
+                                                                           measured_q, measured)
+            elapsed = time.perf_counter() - started
+            # Fill every cycle of [c, end): solved frames take their solution, the others carry q forward.
+            position = 0
+            for k in range(c, end):
+                q = q_current.copy()
+                q[measured_q] = enc_q[k, measured]
+                if position < len(frames) and frames[position] == k:
+                    if ok[position]:
+                        q = Q_frames[position].copy()
+                        goal[k] = frame_goal[position]
+                        solved[k] = True
+                        is_initialized = True
+                    else:
+                        failure[k] = messages[position]
+                    solve_time[k] = elapsed / len(frames)
+                    position += 1
+                else:
+                    failure[k] = nothing
+                Q[k] = q
+                q_current = q
+                initialized[k] = is_initialized
+            c = end
+            if progress is not None:
+                progress(c / C)
+        return Q, goal, solved, failure, initialized, solve_time
+
+    def _track_one_by_one(self, q_current, frames, stamp, R_WO, enc_q, measured_q, measured):
+        """The streaming path's per-cycle tracking over ``frames`` (after a failure inside track_sequence)."""
+        assembler, osensors = self._assembler, self._osensors
+        Q = np.empty((len(frames), len(q_current)))
+        goal = np.zeros(len(frames))
+        ok = np.zeros(len(frames), dtype=bool)
+        messages = [""] * len(frames)
+        q_current = q_current.copy()
+        for position, k in enumerate(frames):
+            q = q_current.copy()
+            q[measured_q] = enc_q[k, measured]
+            assembler.set_positions(q)
+            osensors.move_all_observations(R_WO[k])
+            try:
+                goal[position] = float(assembler.track(stamp[k]))
+                q = assembler.get_positions()
+                ok[position] = True
+            except (RuntimeError, ValueError) as error:
+                messages[position] = f"assembler failed: {error}"
+            Q[position] = q
+            q_current = q
+        return Q, goal, ok, messages
+
+    def _velocity_priors(self, Q, stamp, stamp_prev, reset, enc_v):
+        """Finite differences of q over the previous cycle (none after a reset), encoder velocities on the
+        measured coordinates (Estimator._velocities)."""
+        C = len(stamp)
+        nv = self._plant.num_velocities()
+        v_prior = np.zeros((C, nv))
+        if C > 1:
+            dt = stamp[1:] - stamp_prev[1:]
+            use = np.isfinite(stamp_prev[1:]) & (dt > 0.0)
+            rows = 1 + np.flatnonzero(use)
+            if rows.size:
+                if self._floating:
+                    difference = np.asarray(self._plant.position_difference(Q[rows - 1], Q[rows]), dtype=float)
+                else:
+                    difference = Q[rows] - Q[rows - 1]
+                v_prior[rows] = difference / dt[use][:, None]
+        measured = ~self._estimated_art
+        columns = self._art_v[measured]
+        values = enc_v[:, measured]
+        v_prior[:, columns] = np.where(np.isfinite(values), values, v_prior[:, columns])
+        return np.ascontiguousarray(v_prior)

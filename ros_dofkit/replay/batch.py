@@ -1,0 +1,77 @@
+"""Offline replay in bulk: a bag's raw messages -> arrays -> the batched estimator -> encoded outputs -> a bag.
+
+You are in ``ros_dofkit.replay``. ``dofkit replay`` takes this path whenever the configuration allows it
+(``ros_dofkit.core.estimator.offline.supports_batch``); it computes what the streaming path
+(:class:`~ros_dofkit.replay.pipeline.ReplayLoop` over ``process_imu`` / ``process_joint_state``) computes, but
+decodes and encodes whole topics with ``ros_dofkit.ros.cdr``, runs the cycle rules compiled and the solver over
+sequences (``ros_dofkit.core.estimator.offline``), and writes the output bag with one bulk insert.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from rosbags.serde import SerdeError
+
+from ros_dofkit.core.estimator.offline import OfflineInputs
+from ros_dofkit.ros.bag_io import BagError, read_raw
+from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
+
+_DECODE_ERRORS = (SerdeError, struct.error, ValueError, IndexError, UnicodeDecodeError, OverflowError)
+
+
+def read_offline_inputs(path, setup, topics: dict, truth_topic: str | None = None, typestore=None):
+    """The estimator inputs of the bag at ``path`` (topics already checked against ``setup``), in bag order.
+
+    Returns ``(inputs, truth_records)``: an :class:`OfflineInputs` (header stamps, as the streaming path offers
+    them) and ``(stamp_ns, names, positions)`` of the ``truth_topic`` messages (empty without it). Raises
+    :class:`BagError` for a message that cannot be decoded.
+    """
+    wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in topics]
+    if truth_topic is not None and truth_topic in topics:
+        wanted.append(truth_topic)
+    raw = read_raw(path, topics=wanted)
+    imu_index = {topic: setup.config.imu_names.index(name) for topic, name in setup.imu_topics.items()}
+    codes = {topic: 0 for topic in imu_index}
+    codes[setup.joint_states_topic] = 1
+    if truth_topic is not None:
+        codes[truth_topic] = 2
+    code = np.fromiter((codes[t] for t in raw.topics), dtype=np.int8, count=len(raw.topics))
+    imu_positions = np.flatnonzero(code == 0)
+    js_positions = np.flatnonzero(code == 1)
+    truth_positions = np.flatnonzero(code == 2)
+    data = raw.data
+    try:
+        imus = decode_imus([data[k] for k in imu_positions], typestore)
+        joint_states = decode_joint_states([data[k] for k in js_positions], typestore)
+        truth = decode_joint_states([data[k] for k in truth_positions], typestore)
+    except _DECODE_ERRORS as error:
+        raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
+
+    # As ros.imu_messages.imu_message_to_arrays + bags.bag_inputs: a field whose covariance[0] is -1 is absent
+    # (NaN), and presence is read from the first component.
+    xyzw = imus.orientation_xyzw
+    quaternion = np.where((imus.orientation_covariance[:, :1] == -1), np.nan, xyzw[:, [3, 0, 1, 2]])
+    gyro = np.where(imus.angular_velocity_covariance[:, :1] == -1, np.nan, imus.angular_velocity)
+    topics_of_imus = [raw.topics[k] for k in imu_positions]
+    imu_sensor = np.fromiter((imu_index[t] for t in topics_of_imus), dtype=np.int64, count=len(topics_of_imus))
+
+    inputs_mask = code != 2
+    kind = code[inputs_mask].astype(np.int64)
+    row = np.empty(len(code), dtype=np.int64)
+    row[imu_positions] = np.arange(len(imu_positions))
+    row[js_positions] = np.arange(len(js_positions))
+    stamp_ns = np.empty(len(code), dtype=np.int64)
+    stamp_ns[imu_positions] = imus.stamp_ns
+    stamp_ns[js_positions] = joint_states.stamp_ns
+    velocities = [v if v.size else None for v in joint_states.velocity]
+    inputs = OfflineInputs(
+        kind=kind, row=row[inputs_mask], imu_sensor=imu_sensor, imu_stamp=imus.stamp_ns * 1e-9,
+        imu_quaternion_wxyz=quaternion, imu_angular_velocity=gyro,
+        imu_orientation_present=~np.isnan(quaternion[:, 0]), imu_angular_velocity_present=~np.isnan(gyro[:, 0]),
+        js_stamp=joint_states.stamp_ns * 1e-9, js_names=joint_states.name, js_positions=joint_states.position,
+        js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
+    truth_records = [(int(ns), names, np.asarray(p)) for ns, names, p in
+                     zip(truth.stamp_ns, truth.name, truth.position, strict=True)]
+    return inputs, truth_records

@@ -1,0 +1,221 @@
+"""The batched offline path (ros_dofkit.core.estimator.offline + ros_dofkit.replay.batch) gives the streaming path's
+results: the same bag is replayed through ``process_imu`` / ``process_joint_state`` (ReplayLoop) and through the
+batch, and every output is compared (q, v, gyro flags, per-sensor errors, stamps, observed/stale sensors, missing
+encoders, resets, reject counters by reason and source, cycle statistics) to 1e-9, on a bag with dropouts, a
+stale IMU, rejected samples (NaN / zero / non-unit quaternions, covariance[0] == -1, non-finite gyro), encoder
+messages for some joints only (and bad ones), a sample out of order and a clock jump back; then the two output
+bags are compared message by message."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from ros_dofkit.core.estimator import Estimator
+from ros_dofkit.core.estimator.offline import OfflineEstimator, OfflineInputError, supports_batch
+from ros_dofkit.replay.bags import (
+    MessageFactory,
+    ReplaySetup,
+    bag_inputs,
+    check_input_topics,
+    replay_bag,
+    simulation_records,
+)
+from ros_dofkit.replay.batch import read_offline_inputs
+from ros_dofkit.replay.demo import DemoOptions, simulate_demo
+from ros_dofkit.replay.demo_robot import build_demo_robot
+from ros_dofkit.replay.pipeline import ReplayLoop
+from ros_dofkit.ros.bag_io import BagWriter, read_bag
+
+TOLERANCE = 1e-9
+
+
+def _stamp_ns(message) -> int:
+    return message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
+
+
+def _with_stamp(factory, message, stamp_ns):
+    return dataclasses.replace(message, header=factory.header(stamp_ns, message.header.frame_id))
+
+
+def edge_case_records(robot, factory):
+    """A 1.5 s recording (default noise: dropouts, jitter) made hard: see the module docstring."""
+    run = simulate_demo(robot, DemoOptions(duration_s=1.5, imu_rate_hz=200.0, encoder_rate_hz=100.0, seed=3))
+    imu_topics = {imu.name: "/" + imu.topic for imu in robot.estimator_config.imus}
+    records = list(simulation_records(run, factory, imu_topics))
+    Quaternion = factory.typestore.types["geometry_msgs/msg/Quaternion"]
+    Vector3 = factory.typestore.types["geometry_msgs/msg/Vector3"]
+    out = []
+    imu_seen = {}
+    encoder_seen = 0
+    t0 = records[0][1]
+    for topic, stamp_ns, message in records:
+        t = (stamp_ns - t0) * 1e-9
+        if topic == "/imu/wrist/data" and 0.5 <= t < 0.8:
+            continue  # the wrist IMU falls silent for 0.3 s: stale
+        if topic.startswith("/imu/"):
+            k = imu_seen[topic] = imu_seen.get(topic, -1) + 1
+            if topic == "/imu/hand/data":
+                o = message.orientation
+                if k == 30:
+                    message = dataclasses.replace(message, orientation=Quaternion(x=math.nan, y=o.y, z=o.z, w=o.w))
+                elif k == 40:
+                    message = dataclasses.replace(message, orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=0.0))
+                elif k == 50:
+                    message = dataclasses.replace(message, orientation=Quaternion(x=1.5 * o.x, y=1.5 * o.y,
+                                                                                  z=1.5 * o.z, w=1.5 * o.w))
+                elif k == 60:
+                    covariance = np.array(message.orientation_covariance)
+                    covariance[0] = -1.0
+                    message = dataclasses.replace(message, orientation_covariance=covariance)
+                elif k == 70:
+                    covariance = np.array(message.angular_velocity_covariance)
+                    covariance[0] = -1.0
+                    message = dataclasses.replace(message, angular_velocity_covariance=covariance)
+                elif k == 80:
+                    covariance_o = np.array(message.orientation_covariance)
+                    covariance_o[0] = -1.0
+                    covariance_w = np.array(message.angular_velocity_covariance)
+                    covariance_w[0] = -1.0
+                    message = dataclasses.replace(message, orientation_covariance=covariance_o,
+                                                  angular_velocity_covariance=covariance_w)
+                elif k == 90:
+                    w = message.angular_velocity
+                    message = dataclasses.replace(message, angular_velocity=Vector3(x=math.inf, y=w.y, z=w.z))
+            if topic == "/imu/forearm/data" and k == 100:
+                message = _with_stamp(factory, message, _stamp_ns(message) - 20_000_000)  # out of order
+            out.append((topic, stamp_ns, message))
+            continue
+        if topic == "/joint_states":
+            encoder_seen += 1
+            names, position = list(message.name), np.asarray(message.position)
+            velocity = np.asarray(message.velocity)
+            if encoder_seen % 3 == 0:  # only the first joint
+                message = factory.joint_state(_stamp_ns(message), names[:1], position[:1], velocity[:1])
+            elif encoder_seen == 10:
+                message = factory.joint_state(_stamp_ns(message), [*names, "not_a_joint"], [*position, 1.0])
+            elif encoder_seen == 11:
+                message = factory.joint_state(_stamp_ns(message), ["not_a_joint"], [1.0])
+            elif encoder_seen == 13:
+                message = factory.joint_state(_stamp_ns(message), names, position[:1])
+            elif encoder_seen == 14:
+                message = factory.joint_state(_stamp_ns(message), [names[0], names[0]], [1.0, 2.0])
+            elif encoder_seen == 16:
+                message = factory.joint_state(_stamp_ns(message), names, [math.nan, *position[1:]])
+            elif encoder_seen == 17:
+                message = factory.joint_state(_stamp_ns(message), [], [])
+            elif encoder_seen == 19:
+                message = factory.joint_state(_stamp_ns(message), names, position)  # no velocities
+        out.append((topic, stamp_ns, message))
+    # Looping playback: the same messages again, bag time going on, header stamps back at the start.
+    offset = out[-1][1] - out[0][1] + 10_000_000
+    return out + [(topic, stamp_ns + offset, message) for topic, stamp_ns, message in out]
+
+
+@pytest.fixture(scope="module")
+def edge_bag(tmp_path_factory):
+    robot = build_demo_robot()
+    factory = MessageFactory()
+    path = tmp_path_factory.mktemp("batch") / "edge"
+    with BagWriter(path, typestore=factory.typestore) as bag:
+        bag.write_all(edge_case_records(robot, factory))
+    return path, ReplaySetup.from_parameters(robot.parameters)
+
+
+def test_batch_equals_streaming_cycle_by_cycle(edge_bag):
+    path, setup = edge_bag
+    streaming = Estimator(setup.plant, setup.config)
+    loop = ReplayLoop(streaming)
+    stamps_ns = {}
+    for stamp_ns, item in bag_inputs(path, setup):
+        stamps_ns[item.stamp] = stamp_ns
+        loop.feed(item)
+    expected = loop.results
+
+    topics = check_input_topics(path, setup)
+    inputs, _ = read_offline_inputs(path, setup, topics)
+    run = OfflineEstimator(setup.plant, setup.config).run(inputs)
+    got = run.results()
+
+    assert len(got) == len(expected) > 400
+    reasons = streaming.reject_counts()
+    for reason in ("non_finite", "zero_quaternion", "non_unit_quaternion", "orientation_absent", "out_of_order",
+                   "clock_jump_back", "unknown_name", "duplicate_name", "mismatched_arrays", "empty_message"):
+        assert reasons[reason] > 0, reason  # every edge case happened
+    assert run.counts_by_reason == reasons
+    assert run.counts_by_source == streaming.reject_counts_by_source()
+    assert run.statistics == streaming.statistics()
+    assert streaming.statistics()["resets"] == 1 and streaming.statistics()["flushed_cycles"] > 0
+    assert int(run.rejected.sum()) == loop.statistics.rejected
+    assert any(r.stale_sensors for r in expected) and any(r.missing_encoders for r in expected)
+    for a, b in zip(expected, got, strict=True):
+        assert a.stamp == b.stamp and a.cycle == b.cycle
+        assert stamps_ns[a.stamp] == run.stamp_ns[b.cycle - 1]
+        np.testing.assert_allclose(b.q, a.q, rtol=0, atol=TOLERANCE)
+        np.testing.assert_allclose(b.v, a.v, rtol=0, atol=TOLERANCE)
+        np.testing.assert_allclose(b.X_WB, a.X_WB, rtol=0, atol=TOLERANCE)
+        np.testing.assert_array_equal(b.velocity_from_gyro, a.velocity_from_gyro)
+        assert list(b.sensor_errors_deg) == list(a.sensor_errors_deg)
+        np.testing.assert_allclose(list(b.sensor_errors_deg.values()), list(a.sensor_errors_deg.values()), rtol=0,
+                                   atol=TOLERANCE)
+        assert (b.observed_sensors, b.stale_sensors, b.missing_encoders) == (
+            a.observed_sensors, a.stale_sensors, a.missing_encoders)
+        assert (b.solved, b.failure, b.tracking_reset, b.initialized) == (
+            a.solved, a.failure, a.tracking_reset, a.initialized)
+        assert b.goal == pytest.approx(a.goal, rel=1e-6, abs=1e-15)
+
+
+def test_batch_and_streaming_replays_write_the_same_bag(edge_bag, tmp_path):
+    path, setup = edge_bag
+    fast = replay_bag(path, setup, tmp_path / "fast")
+    slow = replay_bag(path, setup, tmp_path / "slow", batch=False)
+    assert fast.output_counts == slow.output_counts
+    assert fast.statistics.cycles == slow.statistics.cycles and fast.statistics.resets == slow.statistics.resets
+    assert fast.statistics.rejected == slow.statistics.rejected
+    assert fast.statistics.span_s == slow.statistics.span_s
+    assert len(fast.results) == len(slow.results)
+    np.testing.assert_allclose(fast.report.rms_deg, slow.report.rms_deg, rtol=0, atol=1e-9)
+    fast_messages, slow_messages = list(read_bag(tmp_path / "fast")), list(read_bag(tmp_path / "slow"))
+    assert [(r.topic, r.stamp_ns) for r in fast_messages] == [(r.topic, r.stamp_ns) for r in slow_messages]
+
+    def flat(message):
+        """(strings and integers, floats) of a message, recursively."""
+        exact, floats = [], []
+
+        def walk(value):
+            if dataclasses.is_dataclass(value):
+                for field in dataclasses.fields(value):
+                    walk(getattr(value, field.name))
+            elif isinstance(value, np.ndarray):
+                floats.extend(value.astype(float).tolist())
+            elif isinstance(value, list):
+                for item in value:
+                    walk(item)
+            elif isinstance(value, float):
+                floats.append(value)
+            else:
+                exact.append(value)
+
+        walk(message)
+        return exact, np.array(floats)
+
+    for a, b in zip(slow_messages, fast_messages, strict=True):
+        exact_a, floats_a = flat(a.message)
+        exact_b, floats_b = flat(b.message)
+        assert exact_a == exact_b, a.topic
+        np.testing.assert_allclose(floats_b, floats_a, rtol=0, atol=TOLERANCE, err_msg=a.topic)
+
+
+def test_configurations_the_batch_does_not_cover_use_the_streaming_path(edge_bag, tmp_path):
+    path, setup = edge_bag
+    assert supports_batch(setup.config) == ""
+    synchronized = dataclasses.replace(setup.config, sync_tolerance_s=0.001)
+    assert "synchronized" in supports_batch(synchronized)
+    assert "sync_joint_states" in supports_batch(dataclasses.replace(setup.config, sync_joint_states=True))
+    with pytest.raises(OfflineInputError, match="streaming path"):
+        OfflineEstimator(setup.plant, synchronized)
+    outcome = replay_bag(path, dataclasses.replace(setup, config=synchronized), tmp_path / "sync")
+    assert outcome.statistics.cycles > 0 and not hasattr(outcome.results, "run")  # the streaming loop's list
