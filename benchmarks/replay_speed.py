@@ -5,12 +5,15 @@ DESIGN.md's budget: offline replay of a bag runs at >= 100x real time; the issue
 to a temporary bag, then replays it exactly as `dofkit replay` does (read + decode, estimator core, encode +
 write the node's output topics) and prints
 
-* the real-time factor (input seconds / wall seconds) of the whole replay, best of --repeat runs;
-* where the wall time goes: reading and decoding the bag alone, the estimator core alone on the decoded inputs
-  (add_* + ready + step per input), and the rest (writing the output bag);
-* per-cycle cost of the estimator core (microseconds) and the factor the core alone could reach;
+* the real-time factor (input seconds / wall seconds) of the whole replay, best of --repeat runs (the batched
+  offline path that `dofkit replay` takes for this configuration);
+* where the wall time goes, each stage timed alone (best of --repeat): reading the bag (topic check, raw
+  messages, bulk CDR decoding), the estimator (``OfflineEstimator.run``: validation, compiled cycle rules,
+  ``track_sequence``, velocities and sensor errors), and encoding + writing the output bag;
+* the streaming path for comparison (``replay_bag(batch=False)``: every message through ``process_imu`` /
+  ``process_joint_state``, rosbags' (de)serializers), one run, unless --no-streaming;
 * for reference, the compiled IK alone: ``Assembler.track_sequence`` over the same IMU frames (one frame per IMU
-  sample instant, encoders as per-frame locked positions), the bound of a batched offline path;
+  sample instant, encoders as per-frame locked positions);
 * the ratio to the 100x budget and a PASS/MISS line.
 
 The process pins itself to one CPU and sets the BLAS/numba thread counts to 1 before NumPy is imported. Compiled
@@ -101,15 +104,17 @@ def main(argv=None) -> int:
     parser.add_argument("--encoder-rate", type=float, default=100.0, help="encoder rate in Hz (default 100)")
     parser.add_argument("--storage", default="sqlite3", choices=["sqlite3", "mcap"])
     parser.add_argument("--repeat", type=int, default=3, help="timed runs, best reported (default 3)")
+    parser.add_argument("--no-streaming", action="store_true", help="skip the streaming-path comparison run")
     args = parser.parse_args(argv)
     pin_to_one_cpu()
 
-    from ros_dofkit.core.estimator import Estimator
-    from ros_dofkit.replay.bags import ReplaySetup, bag_inputs
+    from ros_dofkit.core.estimator.offline import OfflineEstimator
+    from ros_dofkit.replay.bags import TRUTH_TOPIC, MessageFactory, OutputWriter, ReplaySetup, check_input_topics
+    from ros_dofkit.replay.batch import read_offline_inputs
     from ros_dofkit.replay.demo import DemoOptions
     from ros_dofkit.replay.demo_robot import build_demo_robot
-    from ros_dofkit.replay.pipeline import ReplayLoop
     from ros_dofkit.replay.record import record_demo
+    from ros_dofkit.ros.bag_io import BagWriter
 
     robot = build_demo_robot()
     setup = ReplaySetup.from_parameters(robot.parameters)
@@ -127,22 +132,31 @@ def main(argv=None) -> int:
             totals.append(wall)
         best = min(totals)
         span = outcome.statistics.span_s
+        cycles = outcome.statistics.cycles
 
-        read_times = []
-        for _ in range(args.repeat):
+        factory = MessageFactory()
+        read_times, core_times, write_times = [], [], []
+        for k in range(args.repeat):
             started = time.perf_counter()
-            inputs = [item for _, item in bag_inputs(recorded.bag_path, setup)]
+            topics = check_input_topics(recorded.bag_path, setup)
+            inputs, _ = read_offline_inputs(recorded.bag_path, setup, topics, TRUTH_TOPIC, factory.typestore)
             read_times.append(time.perf_counter() - started)
-        core_times = []
-        cycles = 0
-        for _ in range(args.repeat):
-            loop = ReplayLoop(Estimator(setup.plant, setup.config))
+            offline = OfflineEstimator(setup.plant, setup.config)
             started = time.perf_counter()
-            for item in inputs:
-                loop.feed(item)
+            run = offline.run(inputs)
             core_times.append(time.perf_counter() - started)
-            cycles = loop.statistics.cycles
-        read, core = min(read_times), min(core_times)
+            started = time.perf_counter()
+            with BagWriter(tmp / f"write_{k}", storage=args.storage, typestore=factory.typestore) as writer:
+                OutputWriter(writer, setup, offline.estimator, factory).write_run(run, run.initialized.nonzero()[0])
+            write_times.append(time.perf_counter() - started)
+        read, core, write = min(read_times), min(core_times), min(write_times)
+        streaming = None
+        if not args.no_streaming:
+            from ros_dofkit.replay.bags import replay_bag
+
+            started = time.perf_counter()
+            replay_bag(recorded.bag_path, setup, tmp / "streaming", storage=args.storage, batch=False)
+            streaming = time.perf_counter() - started
         solve, frames = compiled_solve_time(robot, options, args.repeat)
 
     imu_messages = sum(count for topic, count in recorded.counts.items() if topic.startswith("/imu/"))
@@ -150,12 +164,15 @@ def main(argv=None) -> int:
     print(f"replay_speed: demo arm, {len(robot.imus)} IMUs at {args.imu_rate:g} Hz, encoders at "
           f"{args.encoder_rate:g} Hz, {span:.1f} s of input ({imu_messages} IMU messages, {cycles} cycles), "
           f"{args.storage}, best of {args.repeat}")
-    print(f"  whole replay:           {best:8.3f} s wall  -> {factor:8.1f}x real time")
-    print(f"  read + decode bag:      {read:8.3f} s wall  ({100 * read / best:5.1f}%)  -> {span / read:8.1f}x alone")
-    print(f"  estimator core:         {core:8.3f} s wall  ({100 * core / best:5.1f}%)  -> {span / core:8.1f}x alone, "
-          f"{1e6 * core / max(cycles, 1):.0f} us per cycle")
-    rest = max(best - read - core, 0.0)
-    print(f"  encode + write outputs: {rest:8.3f} s wall  ({100 * rest / best:5.1f}%)")
+    print(f"  whole replay (batched):   {best:8.3f} s wall  -> {factor:8.1f}x real time")
+    print(f"  read + decode bag:        {read:8.3f} s wall  ({100 * read / best:5.1f}%)  -> {span / read:8.1f}x alone")
+    print(f"  estimator (offline core): {core:8.3f} s wall  ({100 * core / best:5.1f}%)  -> {span / core:8.1f}x alone, "
+          f"{1e6 * core / max(cycles, 1):.1f} us per cycle")
+    print(f"  encode + write outputs:   {write:8.3f} s wall  ({100 * write / best:5.1f}%)  -> "
+          f"{span / write:8.1f}x alone")
+    if streaming is not None:
+        print(f"  streaming path (process_imu/process_joint_state, rosbags serde), one run: {streaming:.3f} s -> "
+              f"{span / streaming:.1f}x real time ({streaming / best:.1f}x slower)")
     print(f"  reference, compiled IK alone (track_sequence, {frames} frames): {solve:.3f} s -> {span / solve:.1f}x, "
           f"{1e6 * solve / frames:.1f} us per frame")
     print(f"  budget >= {BUDGET_REALTIME_FACTOR:g}x real time: ratio {factor / BUDGET_REALTIME_FACTOR:.3f} "
