@@ -91,6 +91,8 @@ def test_named_executables_exist(executable):
     """The launch files' executables are console scripts ``<name> = ros_dofkit.nodes.<name>:main``."""
     module = importlib.import_module(f"ros_dofkit.nodes.{executable}")
     assert callable(module.main)
+    setup = (ROOT / "setup.py").read_text()
+    assert f'"{executable} = ros_dofkit.nodes.{executable}:main"' in setup, f"setup.py does not install {executable}"
 
 
 def test_launch_overrides():
