@@ -176,3 +176,17 @@ def test_rate_meter_counts_a_sliding_window():
         meter.tick(k * 0.1)
     assert meter.rate(0.9) == pytest.approx(5.0)
     assert meter.rate(5.0) == 0.0
+
+
+def test_tf_publishes_the_floating_base(quadruped):
+    tf = TfBuilder(quadruped)
+    trunk = quadruped.get_body_by_name("trunk").index
+    assert trunk in tf.moving_bodies
+    q = quadruped.default_positions().copy()
+    q[:4] = matrix_to_quat(rotation_z(0.5) @ rotation_x(0.3))
+    q[4:7] = [1.0, -2.0, 0.4]
+    (base,) = [t for t in tf.moving_transforms(quadruped.calc_body_poses(q), 1, 2) if t.child_frame_id == "trunk"]
+    assert base.header.frame_id == "world"
+    r, p = base.transform.rotation, base.transform.translation
+    np.testing.assert_allclose(quat_to_matrix([r.w, r.x, r.y, r.z]), rotation_z(0.5) @ rotation_x(0.3), atol=1e-12)
+    np.testing.assert_allclose([p.x, p.y, p.z], [1.0, -2.0, 0.4], atol=1e-12)
