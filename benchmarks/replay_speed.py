@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     pin_to_one_cpu()
 
     from ros_dofkit.core.estimator.offline import OfflineEstimator
-    from ros_dofkit.replay.bags import TRUTH_TOPIC, MessageFactory, OutputWriter, ReplaySetup, check_input_topics
+    from ros_dofkit.replay.bags import TRUTH_TOPIC, MessageFactory, OutputWriter, ReplaySetup
     from ros_dofkit.replay.batch import read_offline_inputs
     from ros_dofkit.replay.demo import DemoOptions
     from ros_dofkit.replay.demo_robot import build_demo_robot
@@ -138,8 +138,7 @@ def main(argv=None) -> int:
         read_times, core_times, write_times = [], [], []
         for k in range(args.repeat):
             started = time.perf_counter()
-            topics = check_input_topics(recorded.bag_path, setup)
-            inputs, _ = read_offline_inputs(recorded.bag_path, setup, topics, TRUTH_TOPIC, factory.typestore)
+            inputs, _, _ = read_offline_inputs(recorded.bag_path, setup, None, TRUTH_TOPIC, factory.typestore)
             read_times.append(time.perf_counter() - started)
             offline = OfflineEstimator(setup.plant, setup.config)
             started = time.perf_counter()

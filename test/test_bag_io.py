@@ -216,3 +216,27 @@ def test_garbled_message_body_is_a_bag_error(tmp_path, typestore):
         list(read_bag(path, typestore=typestore))
     with pytest.raises(BagError, match="missing"):
         read_raw(tmp_path / "missing")
+
+
+def test_read_raw_matches_topics_by_name_when_the_database_numbers_them_differently(tmp_path, typestore):
+    """The sqlite3 fast path queries the database directly; its topic ids need not be metadata.yaml's order."""
+    import sqlite3
+
+    path = tmp_path / "renumbered"
+    with BagWriter(path, typestore=typestore) as bag:
+        for k in range(6):
+            bag.write("/a", 100 + k, joint_state(typestore, 100 + k, [float(k)]))
+            bag.write("/b", 100 + k, tf_message(typestore, 100 + k, float(k)))
+    database = sqlite3.connect(next(path.glob("*.db3")))
+    database.execute("UPDATE topics SET id = 12 - id")
+    database.execute("UPDATE messages SET topic_id = 12 - topic_id")
+    database.commit()
+    database.close()
+    decoded = list(read_bag(path, typestore=typestore))
+    raw = read_raw(path, topics=["/b"])
+    assert raw.topics == ["/b"] * 6
+    assert [typestore.deserialize_cdr(d, "tf2_msgs/msg/TFMessage") for d in raw.data] == [
+        r.message for r in decoded if r.topic == "/b"]
+    selected = read_raw(path, topics=lambda info: [t for t, (msgtype, _) in info.items()
+                                                   if msgtype.startswith("sensor")])
+    assert selected.topics == ["/a"] * 6 and selected.msgtypes == {"/a": "sensor_msgs/msg/JointState"}

@@ -136,7 +136,7 @@ def test_batch_equals_streaming_cycle_by_cycle(edge_bag):
     expected = loop.results
 
     topics = check_input_topics(path, setup)
-    inputs, _ = read_offline_inputs(path, setup, topics)
+    inputs, _, _ = read_offline_inputs(path, setup, topics)
     run = OfflineEstimator(setup.plant, setup.config).run(inputs)
     got = run.results()
 

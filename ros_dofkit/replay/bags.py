@@ -235,7 +235,11 @@ def check_input_topics(path, setup: ReplaySetup) -> dict:
     Raises :class:`BagError` naming the problem: no IMU topic of the configuration in the bag (listing what
     the configuration expects and what the bag has), or a configured topic carrying another message type.
     """
-    topics = bag_topics(path)
+    return validate_input_topics(path, bag_topics(path), setup)
+
+
+def validate_input_topics(path, topics: dict, setup: ReplaySetup) -> dict:
+    """:func:`check_input_topics` on a bag's ``{topic: (msgtype, count)}`` already read; returns it."""
     expected = {topic: IMU_MSGTYPE for topic in setup.imu_topics}
     expected[setup.joint_states_topic] = JOINT_STATE_MSGTYPE
     expected[TRUTH_TOPIC] = JOINT_STATE_MSGTYPE
@@ -498,9 +502,9 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     in_path, out_path = Path(in_path), Path(out_path)
     if in_path.resolve() == out_path.resolve():
         raise BagError(f"the output bag must differ from the input bag {in_path}")
-    topics = check_input_topics(in_path, setup)
     if batch and supports_batch(setup.config) == "":
-        return _replay_bag_batch(in_path, setup, out_path, topics, storage, progress, settle_s)
+        return _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s)
+    topics = check_input_topics(in_path, setup)
     total = sum(count for topic, (_, count) in topics.items()
                 if topic in setup.imu_topics or topic == setup.joint_states_topic)
     factory = MessageFactory()
@@ -557,7 +561,7 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     return ReplayOutcome(results, loop.statistics, writer.counts, truth, report, estimated_names, joint_names)
 
 
-def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, topics: dict, storage: str, progress,
+def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage: str, progress,
                       settle_s: float) -> ReplayOutcome:
     """:func:`replay_bag` through the batched offline path (``ros_dofkit.replay.batch``)."""
     import time
@@ -567,16 +571,15 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, topics:
     from ros_dofkit.replay.pipeline import ReplayStatistics, tracking_report
 
     started = time.perf_counter()
-    total = sum(count for topic, (_, count) in topics.items()
-                if topic in setup.imu_topics or topic == setup.joint_states_topic)
 
     def show(fraction, stage):
         if progress is not None:
-            progress(fraction, f"{total} inputs: {stage}")
+            progress(fraction, f"{len(inputs.kind) if inputs is not None else '?'} inputs: {stage}")
 
+    inputs = None
     show(0.0, "reading")
     factory = MessageFactory()
-    inputs, truth_records = read_offline_inputs(in_path, setup, topics, TRUTH_TOPIC, factory.typestore)
+    inputs, truth_records, topics = read_offline_inputs(in_path, setup, None, TRUTH_TOPIC, factory.typestore)
     show(0.2, "estimating")
     offline = OfflineEstimator(setup.plant, setup.config)
     run = offline.run(inputs, progress=lambda f: show(0.2 + 0.6 * f, "estimating"))

@@ -21,17 +21,28 @@ from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
 _DECODE_ERRORS = (SerdeError, struct.error, ValueError, IndexError, UnicodeDecodeError, OverflowError)
 
 
-def read_offline_inputs(path, setup, topics: dict, truth_topic: str | None = None, typestore=None):
-    """The estimator inputs of the bag at ``path`` (topics already checked against ``setup``), in bag order.
+def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None):
+    """The estimator inputs of the bag at ``path``, in bag order.
 
-    Returns ``(inputs, truth_records)``: an :class:`OfflineInputs` (header stamps, as the streaming path offers
-    them) and ``(stamp_ns, names, positions)`` of the ``truth_topic`` messages (empty without it). Raises
-    :class:`BagError` for a message that cannot be decoded.
+    ``topics``: the bag's ``{topic: (msgtype, count)}`` already checked against ``setup``
+    (``bags.check_input_topics``), or None to check them while the bag is open (one opening). Returns
+    ``(inputs, truth_records, topics)``: an :class:`OfflineInputs` (header stamps, as the streaming path offers
+    them), ``(stamp_ns, names, positions)`` of the ``truth_topic`` messages (empty without it) and the topics.
+    Raises :class:`BagError` for a bag that cannot drive ``setup`` or a message that cannot be decoded.
     """
-    wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in topics]
-    if truth_topic is not None and truth_topic in topics:
-        wanted.append(truth_topic)
-    raw = read_raw(path, topics=wanted)
+    from ros_dofkit.replay.bags import validate_input_topics
+
+    seen = {}
+
+    def select(available: dict) -> list:
+        checked = topics if topics is not None else validate_input_topics(path, available, setup)
+        seen.update(checked)
+        wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in checked]
+        if truth_topic is not None and truth_topic in checked:
+            wanted.append(truth_topic)
+        return wanted
+
+    raw = read_raw(path, topics=select)
     imu_index = {topic: setup.config.imu_names.index(name) for topic, name in setup.imu_topics.items()}
     codes = {topic: 0 for topic in imu_index}
     codes[setup.joint_states_topic] = 1
@@ -74,4 +85,4 @@ def read_offline_inputs(path, setup, topics: dict, truth_topic: str | None = Non
         js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
     truth_records = [(int(ns), names, np.asarray(p)) for ns, names, p in
                      zip(truth.stamp_ns, truth.name, truth.position, strict=True)]
-    return inputs, truth_records
+    return inputs, truth_records, seen

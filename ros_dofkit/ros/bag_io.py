@@ -278,14 +278,42 @@ class RawMessages(NamedTuple):
     msgtypes: dict
 
 
-def read_raw(path, topics: Iterable[str] | None = None) -> RawMessages:
-    """All messages of ``topics`` (default all) in stamp order, undecoded (the bulk counterpart of
-    :func:`read_bag`: same order, same errors: :class:`BagError` for unknown topics, damaged storage and
-    split files that overlap in time)."""
+def _sqlite_rows(reader, connections) -> tuple | None:
+    """``({topic id: topic}, rows (topic id, stamp, bytes))`` of the connections, in stamp order, straight from
+    the database of a directory bag with a single uncompressed sqlite3 file (one query, no per-row Python); None
+    for any other bag (the caller then iterates rosbags' reader)."""
+    directory = getattr(reader, "storage", None)
+    storages = getattr(directory, "storages", None)
+    metadata = getattr(directory, "metadata", None)
+    if not isinstance(storages, list) or len(storages) != 1 or getattr(metadata, "compression_mode", None):
+        return None
+    storage = storages[0]
+    dbconn = getattr(storage, "dbconn", None)
+    if dbconn is None or not hasattr(dbconn, "execute"):
+        return None
+    # The database numbers its topics itself: match them by name and type, as rosbags' reader does.
+    wanted = {(c.topic, c.msgtype) for c in connections}
+    topic_of = {c.id: c.topic for c in storage.connections if (c.topic, c.msgtype) in wanted}
+    ids = list(topic_of)
+    query = (f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN ({','.join('?' * len(ids))}) "
+             "ORDER BY timestamp")
+    return topic_of, list(dbconn.execute(query, ids))
+
+
+def read_raw(path, topics=None) -> RawMessages:
+    """All messages of ``topics`` in stamp order, undecoded: the bulk counterpart of :func:`read_bag` (same order,
+    same errors: :class:`BagError` for unknown topics, damaged storage and split files that overlap in time).
+
+    ``topics``: None (all), an iterable of topic names, or a function called with the bag's
+    ``{topic: (msgtype, message count)}`` that returns them (and may raise, e.g. after checking types), so the bag
+    is opened once.
+    """
     path = Path(path)
     reader = _open_reader(path)
     try:
         connections = list(reader.connections)
+        if callable(topics):
+            topics = topics({c.topic: (c.msgtype, c.msgcount) for c in connections})
         if topics is not None:
             wanted = list(topics)
             present = {c.topic for c in connections}
@@ -297,10 +325,17 @@ def read_raw(path, topics: Iterable[str] | None = None) -> RawMessages:
         names, stamps, data = [], [], []
         if connections:
             try:
-                for connection, stamp_ns, raw in reader.messages(connections=connections):
-                    names.append(connection.topic)
-                    stamps.append(stamp_ns)
-                    data.append(raw)
+                direct = _sqlite_rows(reader, connections)
+                if direct is not None:
+                    topic_of, rows = direct
+                    if rows:
+                        ids, stamps, data = (list(column) for column in zip(*rows, strict=True))
+                        names = [topic_of[i] for i in ids]
+                else:
+                    for connection, stamp_ns, raw in reader.messages(connections=connections):
+                        names.append(connection.topic)
+                        stamps.append(stamp_ns)
+                        data.append(raw)
             except _STORAGE_ERRORS as error:
                 raise BagError(f"corrupt bag {path}: {error}") from None
         stamps = np.asarray(stamps, dtype=np.int64)

@@ -229,6 +229,29 @@ def encode_float64_multi_arrays(label: str, values) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------- decoders
+def _concatenate(datas) -> tuple:
+    """(all messages as one uint8 array, start offsets, sizes), padded so that reading a header never leaves it."""
+    sizes = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
+    starts = np.zeros(len(datas), dtype=np.int64)
+    if len(datas) > 1:
+        np.cumsum(sizes[:-1], out=starts[1:])
+    buffer = np.frombuffer(b"".join(datas) + bytes(16), dtype=np.uint8)
+    return buffer, starts, sizes
+
+
+def _gather_uint32(buffer: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Little-endian uint32 at each offset of ``buffer`` (int64)."""
+    raw = buffer[offsets[:, None] + np.arange(4)]
+    return raw.copy().view("<u4").reshape(-1).astype(np.int64)
+
+
+def _stamps(rows: np.ndarray) -> np.ndarray:
+    """builtin_interfaces/Time at the start of each row's body, as int64 nanoseconds."""
+    sec = rows[:, _HEADER:_HEADER + 4].copy().view("<i4").reshape(-1).astype(np.int64)
+    nanosec = rows[:, _HEADER + 4:_HEADER + 8].copy().view("<u4").reshape(-1).astype(np.int64)
+    return sec * 1_000_000_000 + nanosec
+
+
 def _uint32(data, offset: int) -> int:
     return struct.unpack_from("<I", data, offset)[0]
 
@@ -283,37 +306,32 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
     count = len(datas)
     out = {name: np.empty((count, width)) for name, _, width in _IMU_FIELDS}
     stamp_ns = np.empty(count, dtype=np.int64)
-    frame_ids: list = [None] * count
-    groups: dict[tuple[int, int], list[int]] = {}
-    slow = []
-    for index, data in enumerate(datas):
-        if not _is_little_endian_cdr(data) or len(data) < _HEADER + 12:
-            slow.append(index)
-            continue
-        frame_length = _uint32(data, _HEADER + 8)
-        expected = _HEADER + _imu_body_offset(frame_length) + _IMU_TAIL
-        if frame_length == 0 or len(data) != expected or data[_HEADER + 12 + frame_length - 1] != 0:
-            slow.append(index)
-            continue
-        groups.setdefault((frame_length, expected), []).append(index)
-    for (frame_length, size), indices in groups.items():
-        rows = np.frombuffer(b"".join(datas[i] for i in indices), dtype=np.uint8).reshape(len(indices), size)
-        index = np.asarray(indices, dtype=np.int64)
-        sec = rows[:, _HEADER:_HEADER + 4].copy().view("<i4").reshape(-1).astype(np.int64)
-        nanosec = rows[:, _HEADER + 4:_HEADER + 8].copy().view("<u4").reshape(-1).astype(np.int64)
-        stamp_ns[index] = sec * 1_000_000_000 + nanosec
-        body = _HEADER + _imu_body_offset(frame_length)
+    frames = np.empty(count, dtype=object)
+    buffer, starts, sizes = _concatenate(datas)
+    usable = sizes >= _HEADER + 12
+    head = np.where(usable, starts, 0)
+    little = usable & (buffer[head] == 0) & (buffer[head + 1] == 1) if count else usable
+    frame_length = _gather_uint32(buffer, head + _HEADER + 8)
+    expected = _HEADER + 8 * ((12 + frame_length + 7) // 8) + _IMU_TAIL
+    fits = little & (frame_length > 0) & (sizes == expected)
+    nul = np.where(fits, head + _HEADER + 12 + frame_length - 1, 0)
+    fits &= buffer[nul] == 0 if count else fits
+    for length in np.unique(frame_length[fits]).tolist():
+        index = np.flatnonzero(fits & (frame_length == length))
+        size = int(expected[index[0]])
+        rows = buffer[starts[index][:, None] + np.arange(size)]
+        stamp_ns[index] = _stamps(rows)
+        body = _HEADER + _imu_body_offset(length)
         for name, offset, width in _IMU_FIELDS:
             start = body + offset
             out[name][index] = rows[:, start:start + 8 * width].copy().view("<f8")
-        text_start = _HEADER + 12
-        frames = {}
-        for i in indices:
-            raw = bytes(datas[i][text_start:text_start + frame_length - 1])
-            frame = frames.get(raw)
-            if frame is None:
-                frame = frames[raw] = raw.decode("utf-8")
-            frame_ids[i] = frame
+        text = rows[:, _HEADER + 12:_HEADER + 12 + length - 1]
+        unique, inverse = np.unique(text, axis=0, return_inverse=True)
+        names = np.empty(len(unique), dtype=object)
+        names[:] = [bytes(row).decode("utf-8") for row in unique]
+        frames[index] = names[inverse.reshape(-1)]
+    frame_ids = frames.tolist()
+    slow = np.flatnonzero(~fits).tolist()
     if slow:
         typestore = typestore if typestore is not None else _default_typestore()
         for i in slow:
@@ -389,51 +407,43 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
     frame_ids: list = [None] * count
     names: list = [None] * count
     values = {key: [None] * count for key in ("position", "velocity", "effort")}
-    layouts: dict[tuple[int, bytes], tuple] = {}  # (size, prefix) -> (frame_id, names, fields, indices)
-    known: dict[int, list] = {}  # size -> prefixes seen with it
-    slow = []
-    for index, data in enumerate(datas):
-        if not _is_little_endian_cdr(data) or len(data) < _HEADER + 12:
-            slow.append(index)
+    buffer, starts, sizes = _concatenate(datas)
+    usable = sizes >= _HEADER + 12
+    head = np.where(usable, starts, 0)
+    little = usable & (buffer[head] == 0) & (buffer[head + 1] == 1) if count else usable
+    slow = np.flatnonzero(~little).tolist()
+    pending = np.flatnonzero(little)
+    while pending.size:
+        first = int(pending[0])
+        try:
+            frame_id, message_names, fields = _parse_joint_state_layout(datas[first])
+        except (CdrLayoutError, struct.error, UnicodeDecodeError, IndexError):
+            slow.append(first)
+            pending = pending[1:]
             continue
-        size = len(data)
-        for prefix in known.get(size, ()):
-            if data[_HEADER + 8:_HEADER + 8 + len(prefix)] == prefix:
-                layouts[(size, prefix)][3].append(index)
-                break
-        else:
-            try:
-                frame_id, message_names, fields = _parse_joint_state_layout(data)
-            except (CdrLayoutError, struct.error, UnicodeDecodeError, IndexError):
-                slow.append(index)
-                continue
-            prefix = bytes(data[_HEADER + 8:fields["position"][1] + 4])
-            layouts[(size, prefix)] = (frame_id, message_names, fields, [index])
-            known.setdefault(size, []).append(prefix)
-    for (size, _), (frame_id, message_names, fields, indices) in layouts.items():
-        rows = np.frombuffer(b"".join(datas[i] for i in indices), dtype=np.uint8).reshape(len(indices), size)
-        same = np.ones(len(indices), dtype=bool)
+        size = int(sizes[first])
+        candidates = pending[sizes[pending] == size]
+        rows = buffer[starts[candidates][:, None] + np.arange(size)]
+        # Same layout: the bytes from frame_id through the position count, and the other two counts, agree.
+        same = np.all(rows[:, _HEADER + 8:fields["position"][1] + 4] == rows[0, _HEADER + 8:fields["position"][1] + 4],
+                      axis=1)
         for key in ("velocity", "effort"):
             at = fields[key][1]
             same &= np.all(rows[:, at:at + 4] == rows[0, at:at + 4], axis=1)
-        index = np.asarray(indices, dtype=np.int64)
-        sec = rows[:, _HEADER:_HEADER + 4].copy().view("<i4").reshape(-1).astype(np.int64)
-        nanosec = rows[:, _HEADER + 4:_HEADER + 8].copy().view("<u4").reshape(-1).astype(np.int64)
-        stamp_ns[index] = sec * 1_000_000_000 + nanosec
-        matrices = {}
-        for key in values:
-            n, _, offset = fields[key]
-            matrix = rows[:, offset:offset + 8 * n].copy().view("<f8").reshape(len(indices), n)
-            matrix.setflags(write=False)
-            matrices[key] = matrix
-        for row, i in enumerate(indices):
-            if not same[row]:
-                slow.append(i)
-                continue
+        group = candidates[same]
+        rows = rows[same]
+        pending = np.setdiff1d(pending, group, assume_unique=True)
+        stamp_ns[group] = _stamps(rows)
+        members = group.tolist()
+        for i in members:
             frame_ids[i] = frame_id
             names[i] = message_names
-            for key in values:
-                values[key][i] = matrices[key][row]
+        for key, column in values.items():
+            n, _, offset = fields[key]
+            matrix = rows[:, offset:offset + 8 * n].copy().view("<f8").reshape(len(members), n)
+            matrix.setflags(write=False)
+            for i, row in zip(members, matrix, strict=True):
+                column[i] = row
     if slow:
         typestore = typestore if typestore is not None else _default_typestore()
         for i in slow:
