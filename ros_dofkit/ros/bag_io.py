@@ -154,31 +154,35 @@ class BagWriter:
         as given (e.g. from ``ros_dofkit.ros.cdr``); on sqlite3 the whole batch is one ``executemany``.
         """
         self._check_open()
-        records = list(records)
-        if not records:
-            return
         connections = self._connections
-        undeclared = sorted({topic for topic, _, _ in records if topic not in connections})
-        if undeclared:
-            raise BagError(f"write_raw: topics {undeclared} were not declared with add_topic "
-                           f"(declared: {sorted(connections)})")
-        stamps = np.fromiter((stamp for _, stamp, _ in records), dtype=np.int64, count=len(records))
-        if np.any(stamps < 0):
-            raise BagError("write_raw: stamps must be non-negative integer nanoseconds")
+        ids = {topic: connection.id for topic, connection in connections.items()}
+        try:
+            rows = [(ids[topic], stamp, data) for topic, stamp, data in records]
+        except KeyError as error:
+            raise BagError(f"write_raw: topic {error.args[0]!r} was not declared with add_topic "
+                           f"(declared: {sorted(connections)})") from None
+        if not rows:
+            return
+        stamps = [row[1] for row in rows]
+        lowest, highest = min(stamps), max(stamps)
+        if lowest < 0:
+            raise BagError(f"write_raw: stamps must be non-negative integer nanoseconds, got {lowest}")
+        per_id = Counter(row[0] for row in rows)
         writer = self._writer
         storage = writer.storage
         if self.storage == "sqlite3" and hasattr(storage, "cursor") and writer.compression_mode == CompressionMode.NONE:
-            rows = [(connections[topic].id, stamp, data) for topic, stamp, data in records]
             storage.cursor.executemany("INSERT INTO messages (topic_id, timestamp, data) VALUES(?, ?, ?)", rows)
-            for topic, count in Counter(topic for topic, _, _ in records).items():
-                writer.counts[connections[topic].id] += count
-            writer.min_timestamp = min(int(stamps.min()), writer.min_timestamp)
-            writer.max_timestamp = max(int(stamps.max()), writer.max_timestamp)
+            for connection_id, count in per_id.items():
+                writer.counts[connection_id] += count
+            writer.min_timestamp = min(int(lowest), writer.min_timestamp)
+            writer.max_timestamp = max(int(highest), writer.max_timestamp)
         else:
-            for topic, stamp, data in records:
-                writer.write(connections[topic], stamp, data)
-        for topic, count in Counter(topic for topic, _, _ in records).items():
-            self._counts[topic] += count
+            by_id = {connection.id: connection for connection in connections.values()}
+            for connection_id, stamp, data in rows:
+                writer.write(by_id[connection_id], stamp, data)
+        topic_of = {connection.id: topic for topic, connection in connections.items()}
+        for connection_id, count in per_id.items():
+            self._counts[topic_of[connection_id]] += count
 
     def write_all(self, records: Iterable[tuple[str, int, object]]) -> dict[str, int]:
         """Write every ``(topic, stamp_ns, message)``; returns the counts per topic."""

@@ -326,10 +326,12 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
             start = body + offset
             out[name][index] = rows[:, start:start + 8 * width].copy().view("<f8")
         text = rows[:, _HEADER + 12:_HEADER + 12 + length - 1]
-        unique, inverse = np.unique(text, axis=0, return_inverse=True)
-        names = np.empty(len(unique), dtype=object)
-        names[:] = [bytes(row).decode("utf-8") for row in unique]
-        frames[index] = names[inverse.reshape(-1)]
+        if np.all(text == text[0]):  # one sensor's topic: a single frame_id
+            frames[index] = bytes(text[0]).decode("utf-8")
+        else:
+            decoded: dict = {}
+            frames[index] = [decoded.get(raw) or decoded.setdefault(raw, raw.decode("utf-8"))
+                             for raw in map(bytes, text)]
     frame_ids = frames.tolist()
     slow = np.flatnonzero(~fits).tolist()
     if slow:
@@ -432,7 +434,9 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
             same &= np.all(rows[:, at:at + 4] == rows[0, at:at + 4], axis=1)
         group = candidates[same]
         rows = rows[same]
-        pending = np.setdiff1d(pending, group, assume_unique=True)
+        remaining = np.ones(len(pending), dtype=bool)
+        remaining[np.searchsorted(pending, group)] = False
+        pending = pending[remaining]
         stamp_ns[group] = _stamps(rows)
         members = group.tolist()
         for i in members:

@@ -152,6 +152,13 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
     pieces_index, pieces_position, pieces_velocity = [], [], []
     by_names: dict = {}
     total = 0
+    nans: dict = {}
+
+    def nan_rows(size: int) -> np.ndarray:
+        if size not in nans:
+            nans[size] = np.full(size, np.nan)
+        return nans[size]
+
     for k in range(n):
         names = inputs.js_names[k]
         entry = by_names.get(names)
@@ -179,7 +186,7 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
             code[k] = _R[RejectReason.MISMATCHED_ARRAYS]
         elif status != _OK:
             code[k] = status
-        elif not np.all(np.isfinite(positions)) or (velocities is not None and not np.all(np.isfinite(velocities))):
+        elif not np.isfinite(positions).all() or (velocities is not None and not np.isfinite(velocities).all()):
             code[k] = _R[RejectReason.NON_FINITE]
         elif known.size == 0:
             code[k] = _R[RejectReason.UNKNOWN_NAME]
@@ -187,7 +194,7 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
             code[k] = _UNKNOWN_KEPT if partial else _OK
             pieces_index.append(indices)
             pieces_position.append(positions[known])
-            pieces_velocity.append(np.full(known.size, np.nan) if velocities is None else velocities[known])
+            pieces_velocity.append(nan_rows(known.size) if velocities is None else velocities[known])
             total += known.size
         offsets[k + 1] = total
     if pieces_index:
@@ -450,11 +457,14 @@ def _kinematics_and_velocities(tree, Q, v_prior, use_gyro, gyro_rows, w_S, bodie
             A_free[:, j] = A[:, free[j]]
         normal = A_free.T @ A_free
         lhs = normal + regularization * np.eye(n_free)
-        dv = np.linalg.solve(lhs, A_free.T @ residual)
-        resolution = np.linalg.solve(lhs, normal)
+        # One factorization for both right-hand sides: the step (column 0) and the resolution matrix.
+        rhs = np.empty((n_free, n_free + 1))
+        rhs[:, 0] = A_free.T @ residual
+        rhs[:, 1:] = normal
+        solution = np.linalg.solve(lhs, rhs)
         for j in range(n_free):
-            V_out[c, free[j]] += dv[j]
-            from_gyro_out[c, free[j]] = resolution[j, j] > 0.5
+            V_out[c, free[j]] += solution[j, 0]
+            from_gyro_out[c, free[j]] = solution[j, 1 + j] > 0.5
 
 
 def _rotation_angles(R_A, R_B) -> np.ndarray:
@@ -768,6 +778,19 @@ class OfflineEstimator:
                 Q_frames, frame_goal, ok, messages = self._track_one_by_one(q_current, frames, stamp, R_WO, enc_q,
                                                                            measured_q, measured)
             elapsed = time.perf_counter() - started
+            if len(frames) == end - c and ok.all():
+                # The common case: every cycle observed and solved.
+                Q[c:end] = Q_frames
+                goal[c:end] = frame_goal
+                solved[c:end] = True
+                initialized[c:end] = True
+                solve_time[c:end] = elapsed / len(frames)
+                is_initialized = True
+                q_current = Q_frames[-1].copy()
+                c = end
+                if progress is not None:
+                    progress(c / C)
+                continue
             # Fill every cycle of [c, end): solved frames take their solution, the others carry q forward.
             position = 0
             for k in range(c, end):
