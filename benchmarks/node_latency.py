@@ -10,11 +10,17 @@ DESIGN.md's budget: 4 IMUs at 500 Hz into the node, p99 input-to-output latency 
 * this process, which subscribes to ``estimated/joint_states`` and takes latency = receive wall time - stamp
   (same clock: one machine), i.e. from the start of sending a set to having its estimate.
 
-Printed: input rate (sets/s sent), output rate (estimates/s received), p50/p99/max latency, dropped cycles (sets
-sent in the measured window without an estimate with their stamp), the node's own counters from /diagnostics,
-and the ratios to the budget with PASS/MISS lines. The first --warmup seconds are not measured. Exit status 0
-unless something fails to run; a missed budget is reported, not an error. The machine is shared: rerun before
-trusting a MISS.
+The floor, measured in the same run just before: the same traffic (4 Imu messages per set at --rate Hz) through
+the trivial ``dofkit_relay`` node (ros_dofkit/nodes/relay.py: takes an Imu, republishes it), its latency being the
+time until all 4 messages of a set are back. That is the cost of one rclpy + DDS hop on this machine in its
+current state: the estimator's latency is printed as a ratio to it, with the load average at start, so that a
+result on the shared machine can be read (a loaded machine raises both).
+
+Printed: load average, input rate (sets/s sent), output rate (estimates/s received), p50/p99/max latency,
+dropped cycles (sets sent in the measured window without an estimate with their stamp), the relay floor and the
+ratios to it, the node's own counters from /diagnostics, and the ratios to the budget with PASS/MISS lines.
+The first --warmup seconds are not measured. Exit status 0 unless something fails to run; a missed budget is
+reported, not an error. The machine is shared: rerun before trusting a MISS.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -67,8 +74,11 @@ def arm_motion(t: float):
             0.3 * 2 * np.pi * 0.5 * np.cos(phase))
 
 
-def run_publisher(rate: float, duration: float) -> int:
-    """Publish the 4 IMUs at ``rate`` for ``duration`` s; print a JSON summary (sets sent, span) at the end."""
+def run_publisher(rate: float, duration: float, single_topic: str | None = None) -> int:
+    """Publish the 4 IMUs at ``rate`` for ``duration`` s; print a JSON summary (sets sent, span) at the end.
+
+    ``single_topic``: send all 4 messages of a set on that one topic (the relay floor) instead of one topic per
+    IMU; the messages and their number are the same."""
     import rclpy
     from sensor_msgs.msg import Imu
 
@@ -92,11 +102,15 @@ def run_publisher(rate: float, duration: float) -> int:
         table.append(row)
     rclpy.init()
     node = rclpy.create_node("latency_bench_publisher")
-    publishers = {name: node.create_publisher(Imu, f"{NAMESPACE}/imu/{name}", 10) for name in IMUS}
+    if single_topic:
+        shared = node.create_publisher(Imu, single_topic, 10)
+        publishers = {name: shared for name in IMUS}
+    else:
+        publishers = {name: node.create_publisher(Imu, f"{NAMESPACE}/imu/{name}", 10) for name in IMUS}
     deadline = time.monotonic() + 60.0
     while any(p.get_subscription_count() == 0 for p in publishers.values()):
         if time.monotonic() > deadline:
-            print(json.dumps({"error": "the estimator never subscribed to the IMU topics"}), flush=True)
+            print(json.dumps({"error": "the node under test never subscribed to the IMU topics"}), flush=True)
             return 1
         time.sleep(0.05)
     messages = {name: Imu() for name in IMUS}
@@ -130,10 +144,11 @@ def run_publisher(rate: float, duration: float) -> int:
     return 0
 
 
-def node_command(tmp: Path) -> list:
-    executable = shutil.which("estimator") or str(Path(sys.executable).parent / "estimator")
+def node_command(name: str) -> list:
+    executable = shutil.which(name) or str(Path(sys.executable).parent / name)
     if not os.access(executable, os.X_OK):
-        return [sys.executable, "-m", "ros_dofkit.nodes.estimator"]
+        module = {"estimator": "ros_dofkit.nodes.estimator", "dofkit_relay": "ros_dofkit.nodes.relay"}[name]
+        return [sys.executable, "-m", module]
     return [executable]
 
 
@@ -143,107 +158,176 @@ def percentile(values, q):
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="./run bench node_latency", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rate", type=float, default=500.0, help="IMU sample sets per second (default 500)")
-    parser.add_argument("--duration", type=float, default=60.0, help="measured seconds (default 60)")
-    parser.add_argument("--warmup", type=float, default=3.0, help="seconds sent before measuring (default 3)")
-    parser.add_argument("--role", choices=["bench", "publisher"], default="bench", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.role == "publisher":
-        return run_publisher(args.rate, args.duration)
+def stop_process(process) -> None:
+    if process is not None and process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
 
-    os.environ.setdefault("ROS_DOMAIN_ID", str(50 + os.getpid() % 50))
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+def measure(kind: str, args, tmp: Path) -> dict:
+    """One measured run of ``kind`` ("estimator" or "relay") under the publisher's traffic: a dict of results.
+
+    Latency of a set = the time its output is received minus its stamp. For the estimator the output is the
+    JointState with the set's stamp; for the relay, the last of the set's 4 relayed Imu messages."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
-    from sensor_msgs.msg import JointState
+    from sensor_msgs.msg import Imu, JointState
     from tf2_msgs.msg import TFMessage
 
     from ros_dofkit.ros.qos import output_qos, tf_qos
 
-    tmp = Path(tempfile.mkdtemp(prefix="dofkit_latency_"))
-    params = tmp / "params.yaml"
-    params.write_text(PARAMS)
-    node_log = open(tmp / "estimator.log", "wb")
-    estimator = subprocess.Popen([*node_command(tmp), "--ros-args", "--params-file", str(params)],
-                                 stdout=node_log, stderr=subprocess.STDOUT, start_new_session=True)
+    log = open(tmp / f"{kind}.log", "wb")
+    if kind == "estimator":
+        command = [*node_command("estimator"), "--ros-args", "--params-file", str(tmp / "params.yaml")]
+        single_topic = None
+    else:
+        relay_in = f"{NAMESPACE}/relay/imu_in"
+        # Input depth as the estimator's (input_qos_depth: 100), so that neither drops for lack of a queue.
+        command = [*node_command("dofkit_relay"), "--ros-args", "-r", f"__ns:={NAMESPACE}/relay",
+                   "-p", f"qos_overrides.{relay_in}.subscription.depth:=100"]
+        single_topic = relay_in
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     publisher = None
+    context = rclpy.Context()
+    rclpy.init(context=context)
     try:
-        rclpy.init()
-        node = rclpy.create_node("latency_bench_probe")
+        node = rclpy.create_node(f"latency_bench_probe_{kind}", context=context)
         receipts = []  # (receive_ns, stamp_ns)
         diagnostics = []
-        node.create_subscription(
-            JointState, f"{NAMESPACE}/estimated/joint_states",
-            lambda m: receipts.append((time.time_ns(), m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec)),
-            output_qos(100))
-        node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
-        # A realistic consumer set: TF is built and sent every cycle too (outputs without subscribers are not).
+
+        def on_output(data: bytes):
+            # Raw CDR (no deserialization: the probe shares the 2 cores with the node under test). Both outputs
+            # start with a std_msgs/Header: after the 4-byte encapsulation, int32 sec then uint32 nanosec.
+            sec, nanosec = struct.unpack_from("<iI", data, 4)
+            receipts.append((time.time_ns(), sec * 1_000_000_000 + nanosec))
+
         tf_count = [0]
-        node.create_subscription(TFMessage, "/tf", lambda m: tf_count.__setitem__(0, tf_count[0] + 1), tf_qos())
-        executor = SingleThreadedExecutor()
+        if kind == "estimator":
+            node.create_subscription(JointState, f"{NAMESPACE}/estimated/joint_states", on_output, output_qos(100),
+                                     raw=True)
+            node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+            # A realistic consumer set: TF is built and sent every cycle too (outputs without subscribers are not).
+            node.create_subscription(TFMessage, "/tf", lambda m: tf_count.__setitem__(0, tf_count[0] + 1),
+                                     tf_qos(), raw=True)
+        else:
+            node.create_subscription(Imu, f"{NAMESPACE}/relay/imu_out", on_output, output_qos(100), raw=True)
+        executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         stop = threading.Event()
         spinner = threading.Thread(target=lambda: [executor.spin_once(0.05) for _ in iter(stop.is_set, True)],
                                    daemon=True)
         spinner.start()
-        publisher = subprocess.Popen(
-            [sys.executable, __file__, "--role", "publisher", "--rate", str(args.rate),
-             "--duration", str(args.duration + args.warmup)],
-            stdout=subprocess.PIPE, text=True, start_new_session=True)
-        summary_line = publisher.communicate(timeout=args.duration + args.warmup + 180)[0].strip().splitlines()
-        time.sleep(0.5)  # the last estimates in flight
+        duration = args.duration if kind == "estimator" else args.relay_duration
+        publisher_command = [sys.executable, __file__, "--role", "publisher", "--rate", str(args.rate),
+                             "--duration", str(duration + args.warmup)]
+        if single_topic:
+            publisher_command += ["--single-topic", single_topic]
+        publisher = subprocess.Popen(publisher_command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        summary_line = publisher.communicate(timeout=duration + args.warmup + 180)[0].strip().splitlines()
+        time.sleep(0.5)  # the last outputs in flight
         stop.set()
         spinner.join(2.0)
-        summary = json.loads(summary_line[-1]) if summary_line else {"error": "publisher printed nothing"}
-        if "error" in summary:
-            print(f"error: {summary['error']}; node log: {tmp / 'estimator.log'}")
-            return 1
-        measure_from = summary["first_stamp_ns"] + int(args.warmup * 1e9)
-        measured = [(r, s) for r, s in receipts if s >= measure_from]
-        latencies_ms = [(r - s) / 1e6 for r, s in measured]
-        sets_in_window = round((summary["last_stamp_ns"] - measure_from) / 1e9 * args.rate) + 1
-        received_stamps = {s for _, s in measured}
-        dropped = max(0, sets_in_window - len(received_stamps))
-        window_s = (summary["last_stamp_ns"] - measure_from) / 1e9
-        input_rate = summary["sent"] / summary["elapsed_s"]
-        output_rate = len(received_stamps) / window_s if window_s > 0 else float("nan")
-        p50, p99, worst = percentile(latencies_ms, 50), percentile(latencies_ms, 99), max(latencies_ms, default=0)
-        print(f"estimator node latency: arm7 + 4 IMUs at {args.rate:g} Hz over DDS, {window_s:.1f} s measured "
-              f"after {args.warmup:g} s warm-up")
-        print(f"  input rate   {input_rate:9.1f} sets/s ({4 * input_rate:.0f} Imu messages/s)")
-        print(f"  output rate  {output_rate:9.1f} estimates/s")
-        print(f"  latency      p50 {p50:.3f} ms   p99 {p99:.3f} ms   max {worst:.3f} ms   "
-              f"({len(latencies_ms)} estimates)")
-        print(f"  dropped      {dropped} of {sets_in_window} sets without an estimate")
-        print(f"  tf messages  {tf_count[0]} received (built every cycle)")
-        if diagnostics:
-            last = diagnostics[-1]
-            for status in last.status:
-                if status.name.endswith(": estimator"):
-                    values = {v.key: v.value for v in status.values}
-                    keys = ["cycles", "dropped_samples", "flushed_cycles", "rejected.total", "rejected.stale_stamp",
-                            "solve_time_ms.mean",
-                            "solve_time_ms.max"]
-                    print("  node says    " + ", ".join(f"{k}={values.get(k)}" for k in keys))
-        ratio = p99 / BUDGET_P99_MS
-        print(f"budget p99 < {BUDGET_P99_MS} ms: p99/budget = {ratio:.2f} -> {'PASS' if ratio < 1 else 'MISS'}")
-        print(f"budget no dropped cycles: {dropped} dropped -> {'PASS' if dropped <= BUDGET_DROPPED else 'MISS'}"
-              + ("" if args.duration >= 60 else f" (measured {args.duration:g} s, the budget says 60 s)"))
+        executor.shutdown()
         node.destroy_node()
-        rclpy.try_shutdown()
-        return 0
     finally:
-        for process in (publisher, estimator):
-            if process is not None and process.poll() is None:
-                os.killpg(process.pid, signal.SIGINT)
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-        node_log.close()
+        rclpy.try_shutdown(context=context)
+        stop_process(publisher)
+        stop_process(process)
+        log.close()
+    summary = json.loads(summary_line[-1]) if summary_line else {"error": "publisher printed nothing"}
+    if "error" in summary:
+        return {"error": f"{summary['error']}; node log: {tmp / (kind + '.log')}"}
+    measure_from = summary["first_stamp_ns"] + int(args.warmup * 1e9)
+    complete = {}  # stamp -> (messages received, last receive time)
+    for received, stamp in receipts:
+        if stamp >= measure_from:
+            count, last = complete.get(stamp, (0, 0))
+            complete[stamp] = (count + 1, max(last, received))
+    needed = 1 if kind == "estimator" else len(IMUS)
+    done = {stamp: last for stamp, (count, last) in complete.items() if count >= needed}
+    latencies_ms = [(last - stamp) / 1e6 for stamp, last in done.items()]
+    if kind == "estimator":  # every receipt counts (a duplicate stamp would be an error worth seeing in max)
+        latencies_ms = [(r - s) / 1e6 for r, s in receipts if s >= measure_from]
+    sets_in_window = round((summary["last_stamp_ns"] - measure_from) / 1e9 * args.rate) + 1
+    window_s = (summary["last_stamp_ns"] - measure_from) / 1e9
+    result = {
+        "window_s": window_s,
+        "input_rate": summary["sent"] / summary["elapsed_s"],
+        "output_rate": len(done) / window_s if window_s > 0 else float("nan"),
+        "p50": percentile(latencies_ms, 50), "p99": percentile(latencies_ms, 99),
+        "max": max(latencies_ms, default=float("nan")), "count": len(latencies_ms),
+        "dropped": max(0, sets_in_window - len(done)), "sets": sets_in_window, "tf": tf_count[0],
+    }
+    if diagnostics:
+        for status in diagnostics[-1].status:
+            if status.name.endswith(": estimator"):
+                result["node_says"] = {v.key: v.value for v in status.values}
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="./run bench node_latency", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=500.0, help="IMU sample sets per second (default 500)")
+    parser.add_argument("--duration", type=float, default=60.0, help="measured seconds (default 60)")
+    parser.add_argument("--relay-duration", type=float, default=None,
+                        help="measured seconds of the relay floor (default: --duration; 0 = no floor)")
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds sent before measuring (default 3)")
+    parser.add_argument("--role", choices=["bench", "publisher"], default="bench", help=argparse.SUPPRESS)
+    parser.add_argument("--single-topic", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.role == "publisher":
+        return run_publisher(args.rate, args.duration, args.single_topic)
+    if args.relay_duration is None:
+        args.relay_duration = args.duration
+
+    os.environ.setdefault("ROS_DOMAIN_ID", str(50 + os.getpid() % 50))
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    tmp = Path(tempfile.mkdtemp(prefix="dofkit_latency_"))
+    (tmp / "params.yaml").write_text(PARAMS)
+    load_at_start = os.getloadavg()
+    floor = measure("relay", args, tmp) if args.relay_duration > 0 else None
+    if floor is not None and "error" in floor:
+        print(f"error: relay floor: {floor['error']}")
+        return 1
+    load_between = os.getloadavg()
+    result = measure("estimator", args, tmp)
+    if "error" in result:
+        print(f"error: {result['error']}")
+        return 1
+    cores = os.cpu_count()
+    print(f"estimator node latency: arm7 + 4 IMUs at {args.rate:g} Hz over DDS, {result['window_s']:.1f} s measured "
+          f"after {args.warmup:g} s warm-up")
+    print(f"  load average {load_at_start[0]:.2f} {load_at_start[1]:.2f} {load_at_start[2]:.2f} (1/5/15 min) at start, "
+          f"{load_between[0]:.2f} before the estimator run, on {cores} cores")
+    print(f"  input rate   {result['input_rate']:9.1f} sets/s ({4 * result['input_rate']:.0f} Imu messages/s)")
+    print(f"  output rate  {result['output_rate']:9.1f} estimates/s")
+    print(f"  latency      p50 {result['p50']:.3f} ms   p99 {result['p99']:.3f} ms   max {result['max']:.3f} ms   "
+          f"({result['count']} estimates)")
+    print(f"  dropped      {result['dropped']} of {result['sets']} sets without an estimate")
+    print(f"  tf messages  {result['tf']} received (built every cycle)")
+    if floor is not None:
+        print(f"  relay floor  p50 {floor['p50']:.3f} ms   p99 {floor['p99']:.3f} ms   max {floor['max']:.3f} ms, "
+              f"{floor['output_rate']:.1f} sets/s out, {floor['dropped']} of {floor['sets']} sets incomplete "
+              f"(dofkit_relay, same traffic, {floor['window_s']:.1f} s measured just before)")
+        print(f"  vs floor     p50 x{result['p50'] / floor['p50']:.2f}   p99 x{result['p99'] / floor['p99']:.2f}   "
+              f"(estimator / relay; the part above 1 is the estimator's own cost)")
+    if "node_says" in result:
+        values = result["node_says"]
+        keys = ["cycles", "dropped_samples", "flushed_cycles", "rejected.total", "rejected.stale_stamp",
+                "solve_time_ms.mean", "solve_time_ms.max"]
+        print("  node says    " + ", ".join(f"{k}={values.get(k)}" for k in keys))
+    ratio = result["p99"] / BUDGET_P99_MS
+    print(f"budget p99 < {BUDGET_P99_MS} ms: p99/budget = {ratio:.2f} -> {'PASS' if ratio < 1 else 'MISS'}")
+    dropped = result["dropped"]
+    print(f"budget no dropped cycles: {dropped} dropped -> {'PASS' if dropped <= BUDGET_DROPPED else 'MISS'}"
+          + ("" if args.duration >= 60 else f" (measured {args.duration:g} s, the budget says 60 s)"))
+    if floor is not None and floor["p99"] >= BUDGET_P99_MS:
+        print(f"  note: the relay floor's own p99 ({floor['p99']:.3f} ms) is above the budget on this machine now")
+    return 0
 
 
 if __name__ == "__main__":
