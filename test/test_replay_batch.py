@@ -219,3 +219,24 @@ def test_configurations_the_batch_does_not_cover_use_the_streaming_path(edge_bag
         OfflineEstimator(setup.plant, synchronized)
     outcome = replay_bag(path, dataclasses.replace(setup, config=synchronized), tmp_path / "sync")
     assert outcome.statistics.cycles > 0 and not hasattr(outcome.results, "run")  # the streaming loop's list
+
+
+def test_a_bag_whose_imu_samples_are_all_rejected_gives_no_cycle_on_both_paths(tmp_path):
+    robot = build_demo_robot()
+    factory = MessageFactory()
+    run = simulate_demo(robot, DemoOptions(duration_s=0.6, imu_rate_hz=100.0, noise="none"))
+    imu_topics = {imu.name: "/" + imu.topic for imu in robot.estimator_config.imus}
+    Quaternion = factory.typestore.types["geometry_msgs/msg/Quaternion"]
+    path = tmp_path / "all_rejected"
+    with BagWriter(path, typestore=factory.typestore) as bag:
+        for topic, stamp_ns, message in simulation_records(run, factory, imu_topics):
+            if topic.startswith("/imu/"):
+                message = dataclasses.replace(message, orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=0.0))
+            bag.write(topic, stamp_ns, message)
+    setup = ReplaySetup.from_parameters(robot.parameters)
+    fast = replay_bag(path, setup, tmp_path / "fast")
+    slow = replay_bag(path, setup, tmp_path / "slow", batch=False)
+    assert len(fast.results) == len(slow.results) == 0 and fast.report is None and slow.report is None
+    assert fast.statistics.rejected == slow.statistics.rejected > 0
+    assert fast.statistics.cycles == slow.statistics.cycles
+    assert fast.output_counts == slow.output_counts
