@@ -1,156 +1,328 @@
-"""ros_dofkit's estimate of the x-IMU3 lower-body recording, core only, compared with imumocap's knee flexion.
+"""ros_dofkit on the x-IMU3 lower-body recording through the product's commands, compared with imumocap.
 
-Where you are: benchmarks/ -- a script that prints numbers and writes a plot; not a test. Run
+Where you are: benchmarks/ -- a script that prints numbers and writes figures; not a test (test/test_ximu3_replay.py
+runs the same functions and asserts). Run
 
-    .venv/bin/python benchmarks/ximu3_estimate.py [--plot PNG] [--no-limits]
+    .venv/bin/python benchmarks/ximu3_estimate.py [--no-limits] [--work DIR] [--figures doc/images]
 
-Pipeline (everything below ros_dofkit.core, no ROS):
-1. ``read_recording`` (x-IMU3 CSV -> R_WS in ENU per device), every device resampled by slerp on its own
-   timestamps onto the reference's time base (test/fixtures/ximu3/imumocap_knee_flexion.csv, 50 Hz).
-2. The plant: ros_dofkit/models/lower_body.urdf on a floating base; its translation is locked (orientations do
-   not observe it).
-3. Calibration from the first 0.5 s standing (``calibrate_imus``): neutral standing pose, ENU world, heading
-   from the pelvis IMU's -z axis (it points forward: the sensor's z is mounted backward).
-4. ``Assembler.track_sequence`` over all frames (OrientationSensors goal, joint limits unless --no-limits).
-5. Printed: hip/knee/ankle ranges, per-sensor residual medians (angle between model and measured sensor
-   orientation), knee-flexion RMS and correlation against imumocap; a PNG with knees side by side.
+Pipeline:
+1. ``dofkit import ximu3 RECORDING --out BAG`` (one sensor_msgs/Imu topic per device, orientation in ENU).
+2. Calibration from the first ``--calibration-seconds`` (0.5 s) of BAG, standing: an estimator core built from
+   config/lower_body.yaml (every mounting "calibrate", heading from the pelvis IMU's -z axis) receives those
+   samples and runs its public ``Estimator.calibrate`` (OpenSense's IMUPlacer). ``dofkit replay`` cannot
+   calibrate from a time window yet, so the calibrated mountings R_BS and world alignment R_WG are written into a
+   parameter file (``calibrated_parameters``): the same file a node's ~/calibrate would leave behind, with
+   fixed mountings instead of "calibrate".
+3. ``dofkit replay BAG --config CALIBRATED --out OUT --plot PNG`` (the estimator core over the bag, no DDS).
+4. OUT is read back: /estimated/joint_states (hip, knee and ankle angles of both legs) and
+   /estimated/sensor_errors (per-sensor residual: angle between model and measured sensor orientation).
+5. Printed: joint ranges, residual medians, knee-flexion RMS against imumocap
+   (test/fixtures/ximu3/imumocap_knee_flexion.csv, from benchmarks/ximu3_imumocap_reference.py; the estimate is
+   interpolated onto its 50 Hz time base). Figures: knee flexion side by side with imumocap, and the joint angles.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-import time as wallclock
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ros_dofkit.core.assembly import Assembler, calibrate_imus  # noqa: E402
-from ros_dofkit.core.multibody import MultibodyPlant  # noqa: E402
-from ros_dofkit.core.recordings import read_recording  # noqa: E402
-from ros_dofkit.core.spatial import rotation_angle  # noqa: E402
+from ros_dofkit import cli  # noqa: E402
+from ros_dofkit.core.spatial import matrix_to_quat  # noqa: E402
+from ros_dofkit.ros.bag_io import read_bag  # noqa: E402
+from ros_dofkit.ros.imu_messages import imu_message_to_arrays  # noqa: E402
+from ros_dofkit.ros.parameters import load_parameter_file  # noqa: E402
 
 DEFAULT_RECORDING = REPO / ".." / "shared" / "data" / "ximu3_lower_body"
 REFERENCE = REPO / "test" / "fixtures" / "ximu3" / "imumocap_knee_flexion.csv"
-MODEL = REPO / "ros_dofkit" / "models" / "lower_body.urdf"
-SEGMENTS = ["pelvis", "left_upper_leg", "left_lower_leg", "left_foot", "right_upper_leg", "right_lower_leg",
-            "right_foot"]
-ANGLES = ["hip_flexion", "hip_adduction", "hip_rotation", "knee_flexion", "ankle_dorsiflexion", "ankle_inversion"]
+CONFIG = REPO / "config" / "lower_body.yaml"
+SIDES = ("left", "right")
+ANGLES = ("hip_flexion", "hip_adduction", "hip_rotation", "knee_flexion", "ankle_dorsiflexion", "ankle_inversion")
+JOINT_NAMES = tuple(f"{side}_{angle}" for side in SIDES for angle in ANGLES)
+# calibration_window's upper bound: enough for every sample of the calibration seconds at the x-IMU3's rates.
+LARGEST_CALIBRATION_WINDOW = 10000
 
 
-def resample(device, times: np.ndarray) -> np.ndarray:
-    """R_WS of a device at ``times`` (slerp between its own samples; samples without orientation skipped)."""
-    keep = device.has_orientation
-    rotations = Rotation.from_quat(device.quaternion_wxyz[keep], scalar_first=True)
-    t = device.time[keep]
-    # Clamping only absorbs the sub-microsecond rounding of the reference's printed time base.
-    return Slerp(t, rotations)(np.clip(times, t[0], t[-1])).as_matrix()
+class XIMU3PipelineError(RuntimeError):
+    """A step of the import -> calibrate -> replay pipeline failed (the message names the step and the cause)."""
 
 
-def estimate(recording_folder: Path, times: np.ndarray, calibration_seconds: float, joint_limits: bool):
-    recording = read_recording(recording_folder, devices=SEGMENTS)
-    R_WS = {name: resample(recording[name], times) for name in SEGMENTS}
-
-    plant = MultibodyPlant()
-    plant.add_urdf(str(MODEL), base_joint="floating")
-    plant.finalize()
-    q_cal = plant.default_positions()
-    standing = times < times[0] + calibration_seconds
-    calibration = calibrate_imus(
-        plant, q_cal, imu_bodies={name: name for name in SEGMENTS},
-        R_XS={name: R_WS[name][standing] for name in SEGMENTS}, alignment="enu",
-        base_imu="pelvis", base_heading_axis="-z", base_body="pelvis")
-    osensors = calibration.make_orientation_sensors(SEGMENTS)
-    assembler = Assembler(plant)
-    assembler.adopt_assembly_goal(osensors)
-    base = plant.floating_base_joints()[0]
-    assembler.lock_positions([base.position_start + k for k in (4, 5, 6)])  # x, y, z of [qw qx qy qz x y z]
-    if joint_limits:
-        assembler.use_joint_limits()
-    assembler.set_positions(q_cal)
-    observations = np.stack([calibration.to_model_world(R_WS[name]) for name in SEGMENTS], axis=1)
-    start = wallclock.perf_counter()
-    Q = assembler.track_sequence(times, observations)
-    elapsed = wallclock.perf_counter() - start
-
-    X_WB = plant.calc_body_poses(Q)
-    residual_deg = {}
-    for k, name in enumerate(SEGMENTS):
-        body = calibration.bodies[name]
-        R_model = X_WB[:, body, :3, :3] @ calibration.R_BS[name]
-        residual_deg[name] = np.degrees(rotation_angle(np.swapaxes(R_model, -1, -2) @ observations[:, k]))
-    angles_deg = {f"{side}_{angle}": np.degrees(Q[:, plant.get_joint_by_name(f"{side}_{angle}").position_start])
-                  for side in ("left", "right") for angle in ANGLES}
-    return angles_deg, residual_deg, calibration, elapsed
+# ---------------------------------------------------------------------------------------------- the commands
+def dofkit(*arguments) -> None:
+    """Run ``dofkit ARGUMENTS`` (the console script's entry point, in this process); raise unless it exits 0."""
+    status = cli.main([str(a) for a in arguments])
+    if status != 0:
+        raise XIMU3PipelineError(f"dofkit {' '.join(map(str, arguments))} exited with status {status}")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recording", type=Path, default=DEFAULT_RECORDING)
-    parser.add_argument("--reference", type=Path, default=REFERENCE)
-    parser.add_argument("--calibration-seconds", type=float, default=0.5)
-    parser.add_argument("--no-limits", action="store_true", help="do not enforce the URDF joint limits")
-    parser.add_argument("--plot", type=Path, default=Path("/tmp/ximu3_lower_body.png"))
-    args = parser.parse_args(argv)
+def import_recording(recording: Path, bag: Path) -> None:
+    """``dofkit import ximu3 RECORDING --out BAG``."""
+    dofkit("import", "ximu3", recording, "--out", bag)
 
-    reference = np.loadtxt(args.reference, delimiter=",", comments="#")
+
+def replay(bag: Path, config: Path, out: Path, plot: Path | None = None) -> None:
+    """``dofkit replay BAG --config CONFIG --out OUT [--plot PNG] --quiet``."""
+    dofkit("replay", bag, "--config", config, "--out", out, *(["--plot", plot] if plot else []), "--quiet")
+
+
+# ---------------------------------------------------------------------------------------------- calibration
+def calibrate_from_bag(bag: Path, values: dict, seconds: float):
+    """Calibrate the estimator of ``values`` (flat node parameters) on the first ``seconds`` of ``bag``.
+
+    Every IMU sample stamped within ``seconds`` of the bag's first IMU stamp is given to an
+    :class:`~ros_dofkit.core.estimator.Estimator` (``add_imu``, no cycles run), whose ``calibrate`` then averages
+    them per IMU at the calibration pose (neutral standing: default positions). Returns the estimator's
+    :class:`CalibrationResult`. Raises :class:`XIMU3PipelineError` if the window does not fit the estimator's
+    calibration window.
+    """
+    from ros_dofkit.core.estimator import Estimator
+    from ros_dofkit.replay.bags import ReplaySetup
+
+    values = dict(values, calibration_window=LARGEST_CALIBRATION_WINDOW)
+    setup = ReplaySetup.from_parameters(values)
+    estimator = Estimator(setup.plant, setup.config)
+    first_stamp = None
+    counts = dict.fromkeys(setup.config.imu_names, 0)
+    for record in read_bag(bag, topics=list(setup.imu_topics)):
+        fields = imu_message_to_arrays(record.message)
+        stamp = fields["stamp_ns"] * 1e-9
+        first_stamp = stamp if first_stamp is None else first_stamp
+        if stamp >= first_stamp + seconds:
+            break
+        name = setup.imu_topics[record.topic]
+        quaternion, gyro = fields["quaternion_wxyz"], fields["angular_velocity"]
+        orientation_present = bool(np.all(np.isfinite(quaternion)))
+        gyro_present = bool(np.all(np.isfinite(gyro)))
+        estimator.add_imu(name, stamp, quaternion if orientation_present else [1.0, 0.0, 0.0, 0.0],
+                          gyro if gyro_present else [0.0, 0.0, 0.0], orientation_present, gyro_present)
+        counts[name] += 1
+    if max(counts.values()) > LARGEST_CALIBRATION_WINDOW:
+        raise XIMU3PipelineError(f"{seconds} s hold {max(counts.values())} samples of one IMU; the calibration "
+                                 f"window holds at most {LARGEST_CALIBRATION_WINDOW}")
+    return estimator.calibrate()
+
+
+def _quaternion_parameter(R) -> list:
+    """A rotation matrix as the (w, x, y, z) list of a node parameter, w >= 0 (the same rotation either way)."""
+    q = matrix_to_quat(np.asarray(R, dtype=float))
+    return [float(c) for c in (q if q[0] >= 0 else -q)]
+
+
+def calibrated_parameters(values: dict, calibration) -> dict:
+    """``values`` with the calibration applied: every calibrated IMU's ``mounting`` = its R_BS and ``calibrate``
+    off, ``world_alignment`` = R_WG (the heading included), and no ``heading_reference`` (already applied)."""
+    calibrated = {name: value for name, value in values.items()
+                  if not (name.endswith(".calibrate") or name in ("heading_reference", "heading_axis"))}
+    for name, R_BS in calibration.R_BS.items():
+        calibrated[f"imus.{name}.mounting"] = _quaternion_parameter(R_BS)
+    calibrated["world_alignment"] = _quaternion_parameter(calibration.R_WG)
+    return calibrated
+
+
+def write_parameter_file(values: dict, path: Path, comment: str) -> None:
+    from ros_dofkit.replay.demo_robot import parameter_yaml
+
+    path.write_text(f"# {comment}\n" + parameter_yaml(values), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------- the outputs
+@dataclass(frozen=True)
+class ReplayEstimate:
+    """What ``dofkit replay`` wrote: joint angles (deg) and per-sensor residuals (deg) per output stamp (s)."""
+
+    time: np.ndarray
+    angles_deg: dict
+    residual_time: np.ndarray
+    residuals_deg: dict
+
+    def at(self, name: str, times: np.ndarray) -> np.ndarray:
+        """Joint ``name`` linearly interpolated at ``times`` (held at the ends)."""
+        return np.interp(times, self.time, self.angles_deg[name])
+
+
+def read_replay_output(out: Path, namespace: str = "/estimated") -> ReplayEstimate:
+    """The joint angles of :data:`JOINT_NAMES` and the sensor residuals from a ``dofkit replay`` output bag."""
+    stamps, positions, error_stamps, errors, labels = [], [], [], [], None
+    names = None
+    for record in read_bag(out, topics=[f"{namespace}/joint_states", f"{namespace}/sensor_errors"]):
+        message = record.message
+        if record.topic.endswith("/joint_states"):
+            names = list(message.name) if names is None else names
+            stamps.append(message.header.stamp.sec + message.header.stamp.nanosec * 1e-9)
+            positions.append(np.asarray(message.position))
+        else:
+            labels = message.layout.dim[0].label.split(":", 1)[1].split(",")
+            error_stamps.append(record.stamp_ns * 1e-9)
+            errors.append(np.asarray(message.data))
+    if not stamps or not errors:
+        raise XIMU3PipelineError(f"{out} holds no {namespace}/joint_states or {namespace}/sensor_errors message: the "
+                                 "estimator produced no estimate (were the IMUs calibrated?)")
+    missing = [n for n in JOINT_NAMES if n not in names]
+    if missing:
+        raise XIMU3PipelineError(f"{out}: joints {missing} not in {namespace}/joint_states (it has {names})")
+    positions, errors = np.array(positions), np.array(errors)
+    return ReplayEstimate(
+        time=np.array(stamps),
+        angles_deg={n: np.degrees(positions[:, names.index(n)]) for n in JOINT_NAMES},
+        residual_time=np.array(error_stamps),
+        residuals_deg={label: errors[:, k] for k, label in enumerate(labels)})
+
+
+def load_reference(path: Path = REFERENCE) -> np.ndarray:
+    """imumocap's knee flexion: columns time_s (device clock), left, right (deg)."""
+    return np.loadtxt(path, delimiter=",", comments="#")
+
+
+def knee_agreement(estimate: ReplayEstimate, reference: np.ndarray, until_s: float | None = None) -> dict:
+    """{side: (RMS, max |difference|, correlation)} of knee flexion against imumocap on the reference's time base
+    (frames within the estimate's time span, and before ``until_s`` device seconds when given)."""
     times = reference[:, 0]
-    angles, residuals, calibration, elapsed = estimate(args.recording, times, args.calibration_seconds,
-                                                       joint_limits=not args.no_limits)
-    print(f"{len(times)} frames ({times[-1] - times[0]:.2f} s) tracked in {elapsed:.3f} s "
-          f"({len(times) / elapsed:.0f} frames/s, {(times[-1] - times[0]) / elapsed:.0f}x real time); "
-          f"joint limits {'off' if args.no_limits else 'on'}; heading correction "
-          f"{np.degrees(calibration.heading_angle):.1f} deg")
-    print("joint angle ranges (deg):")
-    for angle in ANGLES:
-        left, right = angles[f"left_{angle}"], angles[f"right_{angle}"]
-        print(f"  {angle:20s} left {left.min():7.1f} .. {left.max():6.1f}   right {right.min():7.1f} .. "
-              f"{right.max():6.1f}")
-    print("per-sensor residual (deg): median / 95th percentile / max")
-    for name, values in residuals.items():
-        print(f"  {name:16s} {np.median(values):6.2f} / {np.percentile(values, 95):6.2f} / {values.max():6.2f}")
-    print("knee flexion vs imumocap (deg):")
-    for column, side in enumerate(("left", "right"), start=1):
-        ours, theirs = angles[f"{side}_knee_flexion"], reference[:, column]
-        rms = np.sqrt(np.mean((ours - theirs) ** 2))
-        print(f"  {side:5s} RMS {rms:5.2f}  max |diff| {np.abs(ours - theirs).max():5.2f}  "
-              f"correlation {np.corrcoef(ours, theirs)[0, 1]:.4f}  range ours {ours.min():.1f}..{ours.max():.1f}, "
-              f"imumocap {theirs.min():.1f}..{theirs.max():.1f}")
+    keep = (times >= estimate.time[0]) & (times <= estimate.time[-1])
+    if until_s is not None:
+        keep &= times <= until_s
+    agreement = {}
+    for column, side in enumerate(SIDES, start=1):
+        ours, theirs = estimate.at(f"{side}_knee_flexion", times[keep]), reference[keep, column]
+        difference = ours - theirs
+        agreement[side] = (float(np.sqrt(np.mean(difference ** 2))), float(np.abs(difference).max()),
+                           float(np.corrcoef(ours, theirs)[0, 1]))
+    return agreement
 
+
+# ---------------------------------------------------------------------------------------------- one run
+def run_pipeline(recording: Path, work: Path, config: Path = CONFIG, calibration_seconds: float = 0.5,
+                 joint_limits: bool = True, replay_plot: Path | None = None):
+    """Import ``recording`` into ``work``/bag, calibrate, replay; returns (estimate, calibration, calibrated
+    parameter file)."""
+    bag = work / "bag"
+    import_recording(recording, bag)
+    values = load_parameter_file(config)
+    values["use_joint_limits"] = joint_limits
+    calibration = calibrate_from_bag(bag, values, calibration_seconds)
+    calibrated_config = work / "lower_body.calibrated.yaml"
+    write_parameter_file(calibrated_parameters(values, calibration), calibrated_config,
+                         f"{config.name} calibrated on the first {calibration_seconds} s of {recording.name} "
+                         f"(benchmarks/ximu3_estimate.py); joint limits {'on' if joint_limits else 'off'}")
+    out = work / "estimated"
+    replay(bag, calibrated_config, out, replay_plot)
+    return read_replay_output(out), calibration, calibrated_config
+
+
+# ---------------------------------------------------------------------------------------------- figures
+def plot_knees(estimate: ReplayEstimate, reference: np.ndarray, agreement: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    t = times - times[0]
-    figure, axes = plt.subplots(4, 1, figsize=(11, 11), sharex=True)
-    for column, side in enumerate(("left", "right"), start=1):
-        line, = axes[0].plot(t, angles[f"{side}_knee_flexion"], label=f"{side} knee, ros_dofkit")
-        axes[0].plot(t, reference[:, column], "--", color=line.get_color(), label=f"{side} knee, imumocap")
+    t0 = reference[0, 0]
+    figure, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
+    for column, (side, axis) in enumerate(zip(SIDES, axes, strict=True), start=1):
+        axis.plot(estimate.time - t0, estimate.angles_deg[f"{side}_knee_flexion"], color="tab:blue", linewidth=1.4,
+                  label="ros_dofkit (dofkit replay)")
+        axis.plot(reference[:, 0] - t0, reference[:, column], "--", color="tab:red", linewidth=1.1,
+                  label="imumocap 1.3.1 (x-io)")
+        rms, largest, correlation = agreement[side]
+        axis.set_title(f"{side} knee flexion: RMS difference {rms:.2f} deg (max {largest:.1f}, r = {correlation:.4f})",
+                       fontsize=10)
+        axis.set_xlabel("time since the first sample (s)")
+        axis.grid(alpha=0.3)
     axes[0].set_ylabel("knee flexion (deg)")
-    for side, style in (("left", "-"), ("right", "--")):
-        for angle in ("hip_flexion", "hip_adduction", "hip_rotation"):
-            axes[1].plot(t, angles[f"{side}_{angle}"], style, label=f"{side} {angle}")
-        for angle in ("ankle_dorsiflexion", "ankle_inversion"):
-            axes[2].plot(t, angles[f"{side}_{angle}"], style, label=f"{side} {angle}")
-    axes[1].set_ylabel("hip (deg)")
-    axes[2].set_ylabel("ankle (deg)")
-    for name, values in residuals.items():
-        axes[3].plot(t, values, label=name)
-    axes[3].set_ylabel("sensor residual (deg)")
-    axes[3].set_xlabel("time since the first frame (s)")
-    for ax in axes:
-        ax.grid(True)
-        ax.legend(fontsize=7, ncol=3, loc="upper right")
-    figure.suptitle("x-IMU3 lower body: ros_dofkit estimate (calibrated on the first 0.5 s) vs imumocap")
+    axes[0].legend(loc="upper right", fontsize=8)
     figure.tight_layout()
-    args.plot.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(args.plot, dpi=90)
-    print(f"wrote {args.plot}")
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def plot_lower_body(estimate: ReplayEstimate, path: Path, t0: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = (("hip", ("hip_flexion", "hip_adduction", "hip_rotation")), ("knee", ("knee_flexion",)),
+              ("ankle", ("ankle_dorsiflexion", "ankle_inversion")))
+    figure, axes = plt.subplots(4, 2, figsize=(13, 10), sharex=True, sharey="row")
+    t = estimate.time - t0
+    for column, side in enumerate(SIDES):
+        for row, (joint, angles) in enumerate(groups):
+            for angle in angles:
+                axes[row, column].plot(t, estimate.angles_deg[f"{side}_{angle}"], linewidth=1.0,
+                                       label=angle.replace("_", " "))
+            axes[row, column].set_ylabel(f"{side} {joint} (deg)")
+            axes[row, column].legend(loc="upper right", fontsize=7)
+        for name, values in estimate.residuals_deg.items():
+            if name == "pelvis" or name.startswith(side):
+                axes[3, column].plot(estimate.residual_time - t0, values, linewidth=0.8, label=name)
+        axes[3, column].set_ylabel("sensor residual (deg)")
+        axes[3, column].set_xlabel("time since the first sample (s)")
+        axes[3, column].legend(loc="upper right", fontsize=7)
+        axes[0, column].set_title(f"{side} leg")
+    for axis in axes.flat:
+        axis.grid(alpha=0.3)
+    figure.suptitle("x-IMU3 lower body, dofkit replay (calibrated on the first 0.5 s standing)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+
+
+# ---------------------------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recording", type=Path, default=DEFAULT_RECORDING)
+    parser.add_argument("--config", type=Path, default=CONFIG)
+    parser.add_argument("--reference", type=Path, default=REFERENCE)
+    parser.add_argument("--calibration-seconds", type=float, default=0.5)
+    parser.add_argument("--no-limits", action="store_true", help="replay without the URDF joint limits")
+    parser.add_argument("--work", type=Path, default=None, help="new folder for the bags and the calibrated "
+                        "configuration (default: a temporary folder, removed)")
+    parser.add_argument("--figures", type=Path, default=None,
+                        help="write ximu3_knee_vs_imumocap.png and ximu3_lower_body.png here (e.g. doc/images)")
+    args = parser.parse_args(argv)
+
+    reference = load_reference(args.reference)
+    with tempfile.TemporaryDirectory(prefix="ximu3_") as temporary:
+        work = args.work if args.work is not None else Path(temporary)
+        work.mkdir(parents=True, exist_ok=True)
+        estimate, calibration, calibrated_config = run_pipeline(
+            args.recording, work, args.config, args.calibration_seconds, joint_limits=not args.no_limits,
+            replay_plot=work / "replay.png")
+        print(f"calibrated on the first {args.calibration_seconds} s ({min(calibration.num_samples.values())}-"
+              f"{max(calibration.num_samples.values())} samples per IMU, spread {calibration.max_spread_deg:.2f} "
+              f"deg); heading correction {math.degrees(calibration.heading_angle):.1f} deg; joint limits "
+              f"{'off' if args.no_limits else 'on'}")
+        if args.work is not None:
+            print(f"bags and configuration in {work} (calibrated configuration {calibrated_config.name})")
+    print(f"{len(estimate.time)} estimates over {estimate.time[-1] - estimate.time[0]:.2f} s")
+    print("joint angle ranges (deg):")
+    for angle in ANGLES:
+        left, right = estimate.angles_deg[f"left_{angle}"], estimate.angles_deg[f"right_{angle}"]
+        print(f"  {angle:20s} left {left.min():7.1f} .. {left.max():6.1f}   right {right.min():7.1f} .. "
+              f"{right.max():6.1f}")
+    print("per-sensor residual (deg): median / 95th percentile / max")
+    for name, values in estimate.residuals_deg.items():
+        print(f"  {name:16s} {np.median(values):6.2f} / {np.percentile(values, 95):6.2f} / {values.max():6.2f}")
+    agreement = knee_agreement(estimate, reference)
+    print("knee flexion vs imumocap (deg):")
+    for column, side in enumerate(SIDES, start=1):
+        rms, largest, correlation = agreement[side]
+        ours = estimate.angles_deg[f"{side}_knee_flexion"]
+        print(f"  {side:5s} RMS {rms:5.2f}  max |diff| {largest:5.2f}  correlation {correlation:.4f}  range ours "
+              f"{ours.min():.1f}..{ours.max():.1f}, imumocap {reference[:, column].min():.1f}.."
+              f"{reference[:, column].max():.1f}")
+    if args.figures is not None:
+        args.figures.mkdir(parents=True, exist_ok=True)
+        plot_knees(estimate, reference, agreement, args.figures / "ximu3_knee_vs_imumocap.png")
+        plot_lower_body(estimate, args.figures / "ximu3_lower_body.png", reference[0, 0])
+        print(f"wrote {args.figures / 'ximu3_knee_vs_imumocap.png'} and {args.figures / 'ximu3_lower_body.png'}")
     return 0
 
 
