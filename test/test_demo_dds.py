@@ -39,7 +39,7 @@ def test_demo_refuses_to_mix_with_another_estimator_in_the_domain(tmp_path, ros_
     other = ros_processes.start(sys.executable, "-m", "ros_dofkit.nodes.estimator", "--ros-args", "--params-file",
                                 str(params))
     other.wait_for_output("estimator ready", timeout=60.0)
-    status = cli.main(["demo", "--duration", "2", "--out", str(tmp_path / "out"), "--quiet"])
+    status = cli.main(["demo", "--duration", "4", "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err
     assert status == 1
     assert "another estimator runs in this ROS domain" in err and "--no-dds" in err
