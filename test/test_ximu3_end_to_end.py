@@ -2,10 +2,11 @@
 
 The core-level cross-check of test/test_ximu3_replay.py (which goes through ``dofkit replay``): the bag written
 by ``dofkit import ximu3`` is the only input, every device is slerp-resampled onto one 50 Hz grid, and
-``calibrate_imus`` + ``Assembler.track_sequence`` run directly; the lower-body model is ros_dofkit/models/lower_body.urdf. Asserted:
-physiological plausibility (there is no ground truth) and agreement with an independent solution of the same
-data, x-io's imumocap (test/fixtures/ximu3/imumocap_knee_flexion.csv, from benchmarks/ximu3_imumocap_reference.py).
-Bounds are stated physiology / sensor facts, not values of a previous run.
+``calibrate_imus`` + ``Assembler.track_sequence`` run directly; the lower-body model is
+ros_dofkit/models/lower_body.urdf. Asserted: physiological plausibility (there is no ground truth) and agreement
+with an independent solution of the same data, x-io's imumocap (test/fixtures/ximu3/imumocap_knee_flexion.csv,
+from benchmarks/ximu3_imumocap_reference.py). Bounds are stated physiology / sensor facts, not values of a
+previous run.
 """
 
 from pathlib import Path
