@@ -1,0 +1,170 @@
+"""Per-message CDR for the live estimator node: Imu decoding, JointState/TFMessage encoding into fixed templates.
+
+Where you are: the ROS edge (``ros_dofkit.ros``). The node's budget is a few hundred microseconds per sample set,
+and rclpy's generic (de)serialization through Python message objects is a large share of it (an Imu message
+object costs tens of microseconds to build and read; a TFMessage of 7 TransformStamped objects far more to
+build and serialize). Batch codecs (``ros_dofkit.ros.cdr``) pay a fixed NumPy set-up per call, which is right for
+a bag and wrong for one message. Here:
+
+* :func:`decode_imu` reads one serialized ``sensor_msgs/Imu`` with ``struct`` at offsets fixed by its frame_id
+  length, and raises :class:`MalformedMessageError` for anything that is not a complete Imu (wrong encapsulation,
+  truncated, trailing bytes, a frame_id without its NUL or not UTF-8);
+* :class:`JointStateEncoder` and :class:`TfMessageEncoder` serialize the node's outputs, whose names and sizes
+  never change, by writing the stamp and the values into a byte template made once.
+
+Wire format (XCDR1 as ROS 2 uses it; see ``ros_dofkit.ros.cdr``): a 4-byte encapsulation header (byte 1 is 1 for
+little endian, 0 for big endian), then the fields; alignment is counted from the end of the header; strings are
+a uint32 length including the NUL. The bytes produced are identical to rosbags' ``serialize_cdr`` and read back
+by rclpy's ``deserialize_message`` as the same message (checked in test/test_node_live_cdr.py); rclpy's own
+serializer differs only in padding bytes, which it leaves uninitialized.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+_HEADER = 4
+# Imu after its header: orientation (4), orientation_covariance (9), angular_velocity (3), its covariance (9),
+# linear_acceleration (3), its covariance (9): 37 float64.
+_IMU_DOUBLES = 37
+_IMU_BODY = struct.Struct("<37d")
+_IMU_BODY_BE = struct.Struct(">37d")
+
+
+class MalformedMessageError(ValueError):
+    """Serialized bytes that are not a complete message of the expected type; the text says what was wrong."""
+
+
+def _align8(offset: int) -> int:
+    return offset + (-offset % 8)
+
+
+def decode_imu(data) -> tuple:
+    """One serialized ``sensor_msgs/Imu`` -> ``(sec, nanosec, frame_id, values)``.
+
+    ``values`` is the tuple of the 37 float64 after the header: orientation (x, y, z, w) [0:4], its covariance
+    [4:13], angular_velocity (x, y, z) [13:16], its covariance [16:25], linear_acceleration [25:28], its covariance
+    [28:37]. Raises :class:`MalformedMessageError` when ``data`` is not exactly one Imu."""
+    size = len(data)
+    if size < _HEADER + 12:
+        raise MalformedMessageError(f"Imu: expected at least {_HEADER + 12} bytes, got {size}")
+    if data[0] != 0 or data[1] not in (0, 1):
+        raise MalformedMessageError(f"Imu: expected a plain CDR encapsulation header (00 00 or 00 01), got "
+                                    f"{bytes(data[:2]).hex(' ')}")
+    order = "<" if data[1] == 1 else ">"
+    sec, nanosec, length = struct.unpack_from(order + "iII", data, _HEADER)
+    text_end = _HEADER + 12 + length
+    body = _HEADER + _align8(12 + length)
+    expected = body + 8 * _IMU_DOUBLES
+    # Up to 7 trailing bytes are tolerated: serializers may pad the payload to their own alignment (rclpy's
+    # serialize_message pads to 8); more means the bytes are something else.
+    if length == 0 or not expected <= size < expected + 8:
+        raise MalformedMessageError(f"Imu: frame_id of {length} bytes needs a message of {expected} bytes (+ up to "
+                                    f"7 padding), got {size}")
+    if data[text_end - 1] != 0:
+        raise MalformedMessageError("Imu: frame_id is not NUL-terminated")
+    try:
+        frame_id = bytes(data[_HEADER + 12:text_end - 1]).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise MalformedMessageError(f"Imu: frame_id is not UTF-8 ({error})") from None
+    values = (_IMU_BODY if order == "<" else _IMU_BODY_BE).unpack_from(data, body)
+    return sec, nanosec, frame_id, values
+
+
+class _Template:
+    """A little-endian message body assembled field by field; remembers the offsets of the values to fill."""
+
+    def __init__(self):
+        self.body = bytearray(b"\x00\x01\x00\x00")
+        self.offsets: list[int] = []
+
+    def _pad(self, size: int) -> None:
+        # Alignment counts from the end of the 4-byte encapsulation header.
+        self.body.extend(b"\x00" * (-(len(self.body) - _HEADER) % size))
+
+    def uint32(self, value: int) -> None:
+        self._pad(4)
+        self.body.extend(struct.pack("<I", value))
+
+    def stamp(self) -> None:
+        self._pad(4)
+        self.offsets.append(len(self.body))
+        self.body.extend(bytes(8))
+
+    def string(self, text: str) -> None:
+        encoded = text.encode("utf-8") + b"\x00"
+        self.uint32(len(encoded))
+        self.body.extend(encoded)
+
+    def doubles(self, count: int) -> None:
+        if count:
+            self._pad(8)
+        self.offsets.append(len(self.body))
+        self.body.extend(bytes(8 * count))
+
+
+class JointStateEncoder:
+    """Serializes ``sensor_msgs/JointState`` messages with fixed ``names`` (positions and velocities, no effort)."""
+
+    def __init__(self, names, frame_id: str = ""):
+        self.names = tuple(names)
+        template = _Template()
+        template.stamp()
+        template.string(frame_id)
+        template.uint32(len(self.names))
+        for name in self.names:
+            template.string(name)
+        template.uint32(len(self.names))
+        template.doubles(len(self.names))
+        template.uint32(len(self.names))
+        template.doubles(len(self.names))
+        template.uint32(0)  # effort: empty
+        self._template = bytes(template.body)
+        self._stamp, self._position, self._velocity = template.offsets
+        self._values = struct.Struct(f"<{len(self.names)}d")
+        self._buffer = bytearray(self._template)
+
+    def encode(self, sec: int, nanosec: int, positions, velocities) -> bytes:
+        """The message's bytes; ``positions``/``velocities`` are sequences of ``len(names)`` floats."""
+        buffer = self._buffer
+        struct.pack_into("<iI", buffer, self._stamp, sec, nanosec)
+        self._values.pack_into(buffer, self._position, *positions)
+        self._values.pack_into(buffer, self._velocity, *velocities)
+        return bytes(buffer)
+
+
+class TfMessageEncoder:
+    """Serializes ``tf2_msgs/TFMessage`` messages with a fixed list of (parent, child) frame pairs, all transforms
+    stamped alike."""
+
+    def __init__(self, parents, children):
+        parents, children = tuple(parents), tuple(children)
+        if len(parents) != len(children):
+            raise ValueError(f"expected as many child frames as parent frames, got {len(children)} and "
+                             f"{len(parents)}")
+        template = _Template()
+        template.uint32(len(parents))
+        for parent, child in zip(parents, children, strict=True):
+            template.stamp()
+            template.string(parent)
+            template.string(child)
+            template.doubles(7)  # translation (x, y, z), rotation (x, y, z, w): contiguous, 8-aligned
+        offsets = template.offsets
+        self.count = len(parents)
+        self._stamps = offsets[0::2]
+        self._values = offsets[1::2]
+        self._buffer = bytearray(template.body)
+        self._seven = struct.Struct("<7d")
+        self._stamp = struct.Struct("<iI")
+
+    def encode(self, sec: int, nanosec: int, translations, quaternions_xyzw) -> bytes:
+        """The message's bytes; ``translations`` (count, 3), ``quaternions_xyzw`` (count, 4)."""
+        rows = np.concatenate([np.asarray(translations, dtype=float).reshape(self.count, 3),
+                               np.asarray(quaternions_xyzw, dtype=float).reshape(self.count, 4)], axis=1).tolist()
+        buffer, stamp, seven = self._buffer, self._stamp, self._seven
+        for stamp_offset, value_offset, row in zip(self._stamps, self._values, rows, strict=True):
+            stamp.pack_into(buffer, stamp_offset, sec, nanosec)
+            seven.pack_into(buffer, value_offset, *row)
+        return bytes(buffer)
