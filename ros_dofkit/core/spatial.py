@@ -16,6 +16,7 @@ project's tolerance rule for quaternions that arrive from outside (SPEC section 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 from scipy.spatial.transform import Rotation
 
 #: A quaternion whose norm differs from 1 by more than this is rejected rather than normalized.
@@ -94,11 +95,76 @@ def quat_to_matrix(q) -> np.ndarray:
     return R
 
 
+# Batches up to this size take the compiled path of matrix_to_quat; larger ones go to scipy, whose fixed cost
+# (0.1-0.2 ms a call, measured) is then spread over many matrices.
+_SMALL_BATCH = 64
+
+
+@njit(cache=True)
+def _matrix_to_quat_small(R, q):  # pragma: no cover - compiled
+    """scipy's ``Rotation.from_matrix`` for proper orthonormal matrices R (n, 3, 3) into q (n, 4) as (w, x, y, z).
+
+    Markley's method as scipy implements it: pivot on the largest of (R00, R11, R22, trace) (the first on a tie);
+    with pivot i (j, k the next axes cyclically) q_i = 1 - trace + 2 R_ii, q_j = R_ji + R_ij, q_k = R_ki + R_ik,
+    w = R_kj - R_jk; with the trace, (x, y, z) = (R21 - R12, R02 - R20, R10 - R01), w = 1 + trace; then
+    normalized. Returns False (q unspecified) when a matrix fails scipy's orthonormality test (|R R^T - I| <=
+    1e-12 + 1e-5 |I| elementwise) or has det <= 0: scipy then projects it (SVD) or raises, so the caller lets
+    scipy do it."""
+    for m in range(R.shape[0]):
+        A = R[m]
+        for a in range(3):
+            for b in range(3):
+                g = A[a, 0] * A[b, 0] + A[a, 1] * A[b, 1] + A[a, 2] * A[b, 2]
+                if a == b:
+                    if not abs(g - 1.0) <= 1e-12 + 1e-5:
+                        return False
+                elif not abs(g) <= 1e-12:
+                    return False
+        det = (A[0, 0] * (A[1, 1] * A[2, 2] - A[1, 2] * A[2, 1]) - A[0, 1] * (A[1, 0] * A[2, 2] - A[1, 2] * A[2, 0])
+               + A[0, 2] * (A[1, 0] * A[2, 1] - A[1, 1] * A[2, 0]))
+        if not det > 0.0:
+            return False
+        trace = A[0, 0] + A[1, 1] + A[2, 2]
+        choice = 3
+        best = trace
+        for d in range(2, -1, -1):  # the first maximum wins, as argmax([R00, R11, R22, trace])
+            if A[d, d] >= best:
+                best = A[d, d]
+                choice = d
+        xyzw = np.empty(4)
+        if choice < 3:
+            i = choice
+            j = (i + 1) % 3
+            k = (j + 1) % 3
+            xyzw[i] = 1.0 - trace + 2.0 * A[i, i]
+            xyzw[j] = A[j, i] + A[i, j]
+            xyzw[k] = A[k, i] + A[i, k]
+            xyzw[3] = A[k, j] - A[j, k]
+        else:
+            xyzw[0] = A[2, 1] - A[1, 2]
+            xyzw[1] = A[0, 2] - A[2, 0]
+            xyzw[2] = A[1, 0] - A[0, 1]
+            xyzw[3] = 1.0 + trace
+        norm = np.sqrt(xyzw[0] ** 2 + xyzw[1] ** 2 + xyzw[2] ** 2 + xyzw[3] ** 2)
+        q[m, 0] = xyzw[3] / norm
+        q[m, 1] = xyzw[0] / norm
+        q[m, 2] = xyzw[1] / norm
+        q[m, 3] = xyzw[2] / norm
+    return True
+
+
 def matrix_to_quat(R) -> np.ndarray:
-    """Unit quaternion of a rotation matrix, canonicalized to ``w >= 0``."""
+    """Unit quaternion of a rotation matrix, canonicalized to ``w >= 0``.
+
+    Same results as ``scipy.spatial.transform.Rotation.from_matrix`` (a non-orthonormal matrix is projected
+    onto SO(3) by scipy, det <= 0 raises its ValueError); small batches are computed by a compiled kernel (the
+    estimator node converts a few matrices per cycle, where scipy's per-call cost dominated)."""
     R = np.asarray(R, dtype=float)
     batch = R.shape[:-2]
-    q = Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat(scalar_first=True)
+    R = np.ascontiguousarray(R.reshape(-1, 3, 3))
+    q = np.empty((R.shape[0], 4))
+    if not (0 < R.shape[0] <= _SMALL_BATCH and _matrix_to_quat_small(R, q)):
+        q = Rotation.from_matrix(R).as_quat(scalar_first=True)
     q = np.where(q[:, :1] < 0.0, -q, q)
     return q.reshape(batch + (4,))
 

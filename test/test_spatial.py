@@ -1,0 +1,73 @@
+"""ros_dofkit.core.spatial.matrix_to_quat: its compiled small-batch path gives scipy's results (the independent
+reference) for every case scipy distinguishes, and leaves the cases it does not handle to scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from ros_dofkit.core import spatial
+from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix
+
+
+def _scipy(R) -> np.ndarray:
+    R = np.asarray(R, dtype=float)
+    q = Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat(scalar_first=True)
+    return np.where(q[:, :1] < 0.0, -q, q).reshape(R.shape[:-2] + (4,))
+
+
+def _special_rotations() -> np.ndarray:
+    rng = np.random.default_rng(7)
+    half_turns = [Rotation.from_rotvec(np.pi * a / np.linalg.norm(a)).as_matrix() for a in rng.normal(size=(20, 3))]
+    near_half_turns = [Rotation.from_rotvec((np.pi - 1e-9) * a / np.linalg.norm(a)).as_matrix()
+                       for a in rng.normal(size=(10, 3))]
+    axis_half_turns = [np.diag([1.0, -1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]), np.diag([-1.0, -1.0, 1.0])]
+    # Ties between pivots: rotations about the diagonal directions by 120 degrees permute the axes (R00 = R11 = R22).
+    permutations = [np.roll(np.eye(3), 1, axis=0), np.roll(np.eye(3), 2, axis=0)]
+    tiny = [Rotation.from_rotvec(1e-12 * a).as_matrix() for a in rng.normal(size=(5, 3))]
+    return np.array([np.eye(3), *axis_half_turns, *permutations, *half_turns, *near_half_turns, *tiny])
+
+
+def test_small_batches_equal_scipy_to_1e_15():
+    matrices = np.concatenate([Rotation.random(5000, random_state=3).as_matrix(), _special_rotations()])
+    for size in (1, 2, 7, 64):
+        for start in range(0, len(matrices) - size, size * 13 + 1):
+            batch = matrices[start:start + size]
+            np.testing.assert_allclose(matrix_to_quat(batch), _scipy(batch), rtol=0, atol=1e-15)
+
+
+def test_special_rotations_equal_scipy_and_round_trip():
+    R = _special_rotations()
+    q = matrix_to_quat(R)
+    np.testing.assert_allclose(q, _scipy(R), rtol=0, atol=1e-15)
+    assert np.all(q[:, 0] >= 0.0)
+    np.testing.assert_allclose(quat_to_matrix(q), R, atol=1e-12)
+
+
+def test_shapes_single_nested_and_large_batches():
+    R = Rotation.random(2 * 3 * 4, random_state=5).as_matrix()
+    assert matrix_to_quat(R[0]).shape == (4,)
+    np.testing.assert_allclose(matrix_to_quat(R[0]), _scipy(R[0]), rtol=0, atol=1e-15)
+    nested = R.reshape(2, 3, 4, 3, 3)
+    np.testing.assert_allclose(matrix_to_quat(nested), _scipy(nested), rtol=0, atol=1e-15)
+    large = Rotation.random(spatial._SMALL_BATCH + 1, random_state=6).as_matrix()  # the scipy path
+    np.testing.assert_allclose(matrix_to_quat(large), _scipy(large), rtol=0, atol=1e-15)
+    assert matrix_to_quat(np.zeros((0, 3, 3))).shape == (0, 4)
+
+
+def test_non_orthonormal_matrices_are_projected_as_scipy_does():
+    rng = np.random.default_rng(11)
+    R = Rotation.random(3, random_state=8).as_matrix()
+    R[1] += 1e-6 * rng.normal(size=(3, 3))  # fails the 1e-12 orthonormality test: scipy projects it (SVD)
+    np.testing.assert_allclose(matrix_to_quat(R), _scipy(R), rtol=0, atol=1e-15)
+    scaled = 1.001 * R[0]
+    np.testing.assert_allclose(matrix_to_quat(scaled), _scipy(scaled), rtol=0, atol=1e-15)
+
+
+def test_improper_matrices_raise_scipys_value_error():
+    reflection = np.diag([1.0, 1.0, -1.0])
+    with pytest.raises(ValueError, match="determinant"):
+        matrix_to_quat(reflection)
+    with pytest.raises(ValueError, match="determinant"):
+        matrix_to_quat(np.stack([np.eye(3), np.zeros((3, 3))]))
