@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from rosbags.serde import SerdeError
 
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, ReplayError, Truth
@@ -264,16 +263,7 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
     wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in topics]
     if truth_sink is not None and TRUTH_TOPIC in topics:
         wanted.append(TRUTH_TOPIC)
-    records = read_bag(path, topics=wanted, typestore=typestore)
-    while True:
-        try:
-            record = next(records)
-        except StopIteration:
-            return
-        except SerdeError as error:
-            # bag_io translates the storage layers' errors; a garbled message body surfaces from the CDR
-            # deserializer as rosbags' SerdeError, which it does not list.
-            raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
+    for record in read_bag(path, topics=wanted, typestore=typestore):  # a garbled message raises BagError there
         message = record.message
         if record.topic == TRUTH_TOPIC:
             truth_sink.append((header_stamp_ns(message), tuple(message.name), np.asarray(message.position)))
