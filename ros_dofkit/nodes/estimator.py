@@ -17,12 +17,19 @@ Topics (relative names follow the node's namespace; ``<out>`` is the ``output_na
 
 A cycle runs when every live IMU has delivered a new sample (see ``Estimator.ready``); its outputs carry the
 newest input stamp. Bad input is dropped and counted by reason (diagnostics) with a throttled warning; the node
-keeps running. Bad parameters at start stop the node with the reason; bad changes at run time are rejected with
-the reason.
+keeps running. That includes bytes that are not a message of the topic's type (``rejected.malformed_message``).
+Bad parameters at start stop the node with the reason; bad changes at run time are rejected with the reason.
+
+Speed (DESIGN.md's node budget, measured by benchmarks/node_latency.py against a relay node's floor): inputs are
+taken serialized and decoded without message objects (``ros_dofkit.ros.live_cdr``), by a loop that waits on the
+input subscriptions alone (``ros_dofkit.ros.input_loop``; timers, services and parameters are served between
+inputs by an ordinary executor); JointState and TF go out as pre-serialized bytes; start-up objects are frozen
+out of the garbage collector's generations so that its passes stay short.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import time
@@ -39,6 +46,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
@@ -56,11 +64,12 @@ from ros_dofkit.ros.estimator_messages import (
     sensor_errors_message,
 )
 from ros_dofkit.ros.imu_input import (
-    feed_imu_msg,
+    feed_imu_cdr,
     feed_joint_state_msg,
     seconds_to_sec_nanosec,
-    stamp_to_seconds,
 )
+from ros_dofkit.ros.input_loop import InputLoop
+from ros_dofkit.ros.live_cdr import MalformedMessageError
 from ros_dofkit.ros.parameters import (
     BOOL,
     DOUBLE,
@@ -205,11 +214,11 @@ class EstimatorNode(Node):
         self.statistics = NodeStatistics(["joint_states", *config.imu_names])
         self._stamps: OrderedDict = OrderedDict()
         self._last_log: dict = {}
-        create_input_subscription(self, JointState, values["joint_states_topic"], self._on_joint_state,
-                                  self.qos_events, qos=in_qos)
+        #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
+        self.input_subscriptions = []
+        self._add_input(JointState, values["joint_states_topic"], self._on_joint_state_data, in_qos)
         for imu in config.imus:
-            create_input_subscription(self, Imu, imu.topic, self._imu_callback(imu.name), self.qos_events,
-                                      qos=in_qos)
+            self._add_input(Imu, imu.topic, self._imu_callback(imu.name), in_qos)
         self.create_service(Trigger, "~/calibrate", self._on_calibrate)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._diagnostics_timer = self.create_timer(values["diagnostics_period"], self._publish_diagnostics)
@@ -249,20 +258,41 @@ class EstimatorNode(Node):
         return None if nanoseconds == 0 else nanoseconds * 1e-9  # sim time before the first /clock: no clock
 
     # ------------------------------------------------------------------ inputs and the cycle
-    def _remember_stamp(self, stamp_msg) -> None:
-        self._stamps[stamp_to_seconds(stamp_msg)] = (int(stamp_msg.sec), int(stamp_msg.nanosec))
-        while len(self._stamps) > 256:
+    def _add_input(self, msg_type, topic: str, handler, qos) -> None:
+        subscription = create_input_subscription(self, msg_type, topic, handler, self.qos_events, qos=qos)
+        # Serialized messages: the handlers decode them (an Imu without building a message object), and bytes
+        # that do not decode are counted and dropped instead of failing inside rclpy's take.
+        subscription.raw = True
+        self.input_subscriptions.append((subscription, handler))
+
+    def _remember_stamp(self, sec: int, nanosec: int) -> None:
+        # The key is the core's stamp (stamp_to_seconds): outputs get the input's exact (sec, nanosec) back.
+        self._stamps[sec + nanosec * 1e-9] = (sec, nanosec)
+        if len(self._stamps) > 256:
             self._stamps.popitem(last=False)
 
-    def _on_joint_state(self, msg: JointState) -> None:
-        self._remember_stamp(msg.header.stamp)
+    def _malformed(self, source: str, error) -> None:
+        self.statistics.record_malformed(source)
+        self._warn_throttled((source, "malformed_message"), f"{source}: malformed_message: {error} (message dropped)")
+
+    def _on_joint_state_data(self, data: bytes) -> None:
+        try:
+            msg = deserialize_message(data, JointState)
+        except RuntimeError as error:  # rclpy's RMWError: the bytes are not a JointState
+            self._malformed("joint_states", error)
+            return
+        self._remember_stamp(int(msg.header.stamp.sec), int(msg.header.stamp.nanosec))
         status, results = feed_joint_state_msg(self.estimator, msg, now=self._clock_now())
         self._after_input("joint_states", status, results)
 
     def _imu_callback(self, name: str):
-        def on_imu(msg: Imu) -> None:
-            self._remember_stamp(msg.header.stamp)
-            status, results = feed_imu_msg(self.estimator, name, msg, now=self._clock_now())
+        def on_imu(data: bytes) -> None:
+            try:
+                sec, nanosec, status, results = feed_imu_cdr(self.estimator, name, data, now=self._clock_now())
+            except MalformedMessageError as error:
+                self._malformed(name, error)
+                return
+            self._remember_stamp(sec, nanosec)
             self._after_input(name, status, results)
 
         return on_imu
@@ -288,18 +318,19 @@ class EstimatorNode(Node):
         if not result.solved and result.observed_sensors:
             self._warn_throttled("solve", f"cycle at {result.stamp:.6f} s not solved: {result.failure}")
         sec, nanosec = self._stamps.get(result.stamp) or seconds_to_sec_nanosec(result.stamp)
-        stamp = Time(sec=sec, nanosec=nanosec)
-        # Outputs nobody subscribes to are not built (a cycle's budget is a few hundred microseconds).
+        # Outputs nobody subscribes to are not built (a cycle's budget is a few hundred microseconds). JointState
+        # and TF are published as bytes serialized into fixed templates: building the message objects and having
+        # rclpy convert them cost ~4x more.
         if self._joint_state_publisher.get_subscription_count():
-            self._joint_state_publisher.publish(self._joint_states.message(result, stamp))
+            self._joint_state_publisher.publish(self._joint_states.serialized(result, sec, nanosec))
         for selection, publisher in self._instance_outputs:
             if publisher.get_subscription_count():
-                publisher.publish(selection.message(result, stamp))
+                publisher.publish(selection.serialized(result, sec, nanosec))
         for builder, publisher in self._odometry:
             if publisher.get_subscription_count():
-                publisher.publish(builder.message(result, stamp))
+                publisher.publish(builder.message(result, Time(sec=sec, nanosec=nanosec)))
         if self._tf_publisher.get_subscription_count():
-            self._tf_publisher.publish(TFMessage(transforms=self.tf.moving_transforms(result.X_WB, sec, nanosec)))
+            self._tf_publisher.publish(self.tf.moving_transforms_serialized(result.X_WB, sec, nanosec))
         if self._errors_publisher.get_subscription_count():
             self._errors_publisher.publish(sensor_errors_message(result, self.estimator.config.imu_names))
 
@@ -362,7 +393,15 @@ def main(args: list[str] | None = None) -> None:
     status = 0
     try:
         node = EstimatorNode()
-        rclpy.spin(node)
+        loop = InputLoop(node)
+        for subscription, handler in node.input_subscriptions:
+            loop.add(subscription, handler)
+        # Everything made so far (plant, compiled kernels, templates) lives as long as the node: moved out of the
+        # collector's generations, a full collection no longer walks it (p99 measured with and without: see
+        # doc/architecture.md, Estimator node).
+        gc.collect()
+        gc.freeze()
+        loop.spin()
     except StartupError as error:
         rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {error}")
         status = 2

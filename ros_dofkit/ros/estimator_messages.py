@@ -18,6 +18,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ros_dofkit.core.state import BasePoseTwist, JointStateArrays
+from ros_dofkit.ros.live_cdr import JointStateEncoder
 from ros_dofkit.ros.state_messages import joint_state_msg_from_arrays, odometry_msg_from_base
 
 
@@ -30,10 +31,15 @@ class JointStateSelection:
         self.names = tuple(name for name, keep in zip(estimator.joint_state_names, selected, strict=True) if keep)
         self._q = np.asarray(view.q_indices)[selected]
         self._v = np.asarray(view.v_indices)[selected]
+        self._encoder = JointStateEncoder(self.names)
 
     def message(self, result, stamp, frame_id: str = ""):
         arrays = JointStateArrays(self.names, result.q[self._q], result.v[self._v])
         return joint_state_msg_from_arrays(arrays, stamp=stamp, frame_id=frame_id)
+
+    def serialized(self, result, sec: int, nanosec: int) -> bytes:
+        """The serialized JointState of :meth:`message` (empty frame_id), for ``Publisher.publish``."""
+        return self._encoder.encode(sec, nanosec, result.q[self._q].tolist(), result.v[self._v].tolist())
 
 
 class FloatingBaseOdometry:
@@ -103,6 +109,11 @@ class NodeStatistics:
         self.solve_times: deque = deque(maxlen=500)
         self.last_result = None
         self.solve_failures = 0
+        self.malformed: dict[str, int] = {}
+
+    def record_malformed(self, name: str) -> None:
+        """One message of input ``name`` was dropped because its bytes are not a message of the topic's type."""
+        self.malformed[name] = self.malformed.get(name, 0) + 1
 
     def record_input(self, name: str, now: float) -> None:
         if name in self.input_rates:
@@ -155,8 +166,11 @@ def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatis
         _kv("flushed_cycles", cycle_stats["flushed_cycles"]),
         _kv("tracking_resets", cycle_stats["resets"]),
         _kv("solve_failures", cycle_stats["solve_failures"]),
-        _kv("rejected.total", sum(counts.values())),
+        _kv("rejected.total", sum(counts.values()) + sum(statistics.malformed.values())),
         *[_kv(f"rejected.{reason}", count) for reason, count in counts.items()],
+        # Counted at the edge (the core never sees bytes): per input in malformed.<input>.
+        _kv("rejected.malformed_message", sum(statistics.malformed.values())),
+        *[_kv(f"malformed.{name}", count) for name, count in statistics.malformed.items()],
         _kv("stale_sensors", ",".join(stale)),
     ]
     for topic, count in (qos_incompatible or {}).items():

@@ -4,7 +4,8 @@ You are in the ROS edge (``ros_dofkit.ros``). The message carries the quaternion
 (w, x, y, z). REP-145 marks a field absent with ``covariance[0] == -1``: the field is then reported absent (the
 core counts it and treats the sensor as unobserved) instead of being read. Nothing is validated here beyond that:
 NaN, zero or non-unit quaternions are the core's to reject and count (``ros_dofkit.core.estimator.inputs``), so
-live and offline runs drop exactly the same samples. Works on rclpy messages and on rosbags' message classes.
+live and offline runs drop exactly the same samples. Works on rclpy messages and on rosbags' message classes, and
+(:func:`feed_imu_cdr`) on serialized Imu bytes, which the live node takes without building a message object.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from ros_dofkit.ros.live_cdr import decode_imu
 
 NANOSECONDS = 1_000_000_000
 
@@ -79,3 +82,23 @@ def feed_joint_state_msg(estimator, msg, now: float | None = None):
         list(msg.name), np.asarray(msg.position, dtype=float), np.asarray(msg.velocity, dtype=float),
         stamp=stamp_to_seconds(msg.header.stamp), now=now,
     )
+
+
+def feed_imu_cdr(estimator, name: str, data, now: float | None = None):
+    """:func:`feed_imu_msg` for a serialized ``sensor_msgs/Imu``: returns ``(sec, nanosec, status, results)``.
+
+    The same inputs reach the core as from the message object (the stamp in seconds as
+    :func:`stamp_to_seconds`, the quaternion reordered, the REP-145 presence flags). Raises
+    ``ros_dofkit.ros.live_cdr.MalformedMessageError`` (before touching the estimator) when ``data`` is not an
+    Imu."""
+    sec, nanosec, _, values = decode_imu(data)
+    status, results = estimator.process_imu(
+        name,
+        sec + nanosec * 1e-9,
+        np.array((values[3], values[0], values[1], values[2])),
+        np.array(values[13:16]),
+        orientation_present=values[4] != -1.0,
+        angular_velocity_present=values[16] != -1.0,
+        now=now,
+    )
+    return sec, nanosec, status, results

@@ -19,6 +19,7 @@ import numpy as np
 from geometry_msgs.msg import Quaternion, Transform, TransformStamped, Vector3
 
 from ros_dofkit.core.spatial import matrix_to_quat
+from ros_dofkit.ros.live_cdr import TfMessageEncoder
 
 
 def transform_msg(X: np.ndarray) -> Transform:
@@ -57,17 +58,26 @@ class TfBuilder:
         self._cache = {}
         self.moving_bodies = tuple(int(b) for b in bodies[moving])
         self.fixed_bodies = tuple(int(b) for b in bodies[~moving])
+        self._moving_index = np.asarray(self.moving_bodies, dtype=int)
+        self._moving_encoder = TfMessageEncoder([self.frame_ids[parent[b]] for b in self.moving_bodies],
+                                                [self.frame_ids[b] for b in self.moving_bodies])
+
+    @staticmethod
+    def _relative_poses(X_WB, bodies, parents):
+        """(p_PC (k, 3), R_PC (k, 3, 3)) of X_PC = inv(X_WP) X_WC for all ``bodies`` at once:
+        R_PC = R_WP^T R_WC, p_PC = R_WP^T (p_WC - p_WP)."""
+        X_WB = np.asarray(X_WB)
+        X_WP, X_WC = X_WB[parents], X_WB[bodies]
+        R_WP_T = np.swapaxes(X_WP[:, :3, :3], -1, -2)
+        R_PC = R_WP_T @ X_WC[:, :3, :3]
+        p_PC = np.einsum("bij,bj->bi", R_WP_T, X_WC[:, :3, 3] - X_WP[:, :3, 3])
+        return p_PC, R_PC
 
     def _transforms(self, X_WB, bodies, sec: int, nanosec: int) -> list:
         if not bodies:
             return []
         bodies = np.asarray(bodies)
-        X_WB = np.asarray(X_WB)
-        X_WP, X_WC = X_WB[self._parent[bodies]], X_WB[bodies]
-        # X_PC = inv(X_WP) X_WC for all bodies at once: R_PC = R_WP^T R_WC, p_PC = R_WP^T (p_WC - p_WP).
-        R_WP_T = np.swapaxes(X_WP[:, :3, :3], -1, -2)
-        R_PC = R_WP_T @ X_WC[:, :3, :3]
-        p_PC = np.einsum("bij,bj->bi", R_WP_T, X_WC[:, :3, 3] - X_WP[:, :3, 3])
+        p_PC, R_PC = self._relative_poses(X_WB, bodies, self._parent[bodies])
         quaternions = matrix_to_quat(R_PC)  # (w, x, y, z), one batched call
         out = self._messages(tuple(int(b) for b in bodies))
         for k, msg in enumerate(out):
@@ -97,6 +107,13 @@ class TfBuilder:
         """One TransformStamped per moving joint at the body poses ``X_WB`` (num_bodies, 4, 4). The message objects
         are reused (refilled) by the next call: publish or copy them before calling again."""
         return self._transforms(X_WB, self.moving_bodies, sec, nanosec)
+
+    def moving_transforms_serialized(self, X_WB, sec: int, nanosec: int) -> bytes:
+        """The serialized ``tf2_msgs/TFMessage`` of :meth:`moving_transforms` (same transforms, same order),
+        ready for ``Publisher.publish``: no message objects are built (the live node's per-cycle path)."""
+        p_PC, R_PC = self._relative_poses(X_WB, self._moving_index, self._parent[self._moving_index])
+        quaternions_xyzw = matrix_to_quat(R_PC)[:, [1, 2, 3, 0]] if len(self._moving_index) else np.zeros((0, 4))
+        return self._moving_encoder.encode(sec, nanosec, p_PC, quaternions_xyzw)
 
     def static_transforms(self, sec: int = 0, nanosec: int = 0) -> list:
         """One TransformStamped per weld joint (pose independent of q: computed at the default positions)."""
