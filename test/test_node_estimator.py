@@ -336,6 +336,47 @@ def test_bad_input_is_dropped_counted_and_the_node_keeps_publishing(ros_node, ro
     assert node.is_running()
 
 
+def test_malformed_serialized_messages_are_dropped_counted_and_the_node_keeps_publishing(ros_node, ros_processes,
+                                                                                         tmp_path, arm_plant):
+    """Bytes that are not a message of the topic's type (published raw: DDS carries them as they are) get a
+    malformed_message warning and counter per input, are dropped, and the node goes on tracking."""
+    from rclpy.serialization import serialize_message
+
+    node = start_arm(ros_processes, tmp_path)
+    outputs = ros_node.collect(JointState, "/t/out/joint_states", output_qos())
+    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    stream = arm_stream(ros_node, arm_plant)
+    stream.run(outputs, 5)
+    sec, nanosec = stamp_now()
+    good_imu = serialize_message(imu_msg(sec, nanosec, IDENTITY, [0.0, 0.0, 0.0]))
+    good_joints = serialize_message(JointState(name=["arm_joint1", "arm_joint2"], position=[0.1, 0.2]))
+    stream.imu_publishers["hand"].publish(good_imu[:-20])                   # truncated Imu
+    stream.imu_publishers["hand"].publish(b"\x00\x01\x00\x00" + b"\xff" * 7)  # garbage after a valid header
+    stream.imu_publishers["wrist"].publish(good_imu + b"\x00" * 64)         # trailing bytes: not one Imu
+    stream.joint_publisher.publish(good_joints[:18])                        # truncated JointState
+    stream.run(outputs, 5)
+    (messages,) = stream.lockstep([outputs], 10)
+    for msg in messages:
+        q, _ = stream.truth[stamp_key(msg)]
+        np.testing.assert_allclose(msg.position, q, atol=1e-5)
+
+    def counted():
+        if not diagnostics.messages:
+            return False
+        last = diagnostics.messages[-1]
+        values = {key: int(diagnostics_value(last, key) or 0)
+                  for key in ("rejected.malformed_message", "malformed.hand", "malformed.wrist",
+                              "malformed.joint_states")}
+        return values == {"rejected.malformed_message": 4, "malformed.hand": 2, "malformed.wrist": 1,
+                          "malformed.joint_states": 1}
+
+    ros_node.spin_until(counted, "malformed messages counted per input in /diagnostics", TIMEOUT)
+    output = node.output()
+    for source in ("hand", "wrist", "joint_states"):
+        assert f"{source}: malformed_message:" in output  # a specific warning line per input
+    assert node.is_running()
+
+
 def scaled_quaternion(msg, factor):
     o = msg.orientation
     o.w, o.x, o.y, o.z = o.w * factor, o.x * factor, o.y * factor, o.z * factor

@@ -190,3 +190,26 @@ def test_tf_publishes_the_floating_base(quadruped):
     r, p = base.transform.rotation, base.transform.translation
     np.testing.assert_allclose(quat_to_matrix([r.w, r.x, r.y, r.z]), rotation_z(0.5) @ rotation_x(0.3), atol=1e-12)
     np.testing.assert_allclose([p.x, p.y, p.z], [1.0, -2.0, 0.4], atol=1e-12)
+
+
+def test_serialized_outputs_equal_the_message_objects(mobile, quadruped):
+    """The node's pre-serialized JointState and TF are, read back by rclpy, the messages the object path builds."""
+    from builtin_interfaces.msg import Time
+    from rclpy.serialization import deserialize_message, serialize_message
+    from sensor_msgs.msg import JointState
+    from tf2_msgs.msg import TFMessage
+
+    for plant, imu in ((mobile, ImuConfig("base", "base_imu_link")), (quadruped, ImuConfig("trunk", "trunk_imu_link"))):
+        estimator = Estimator(plant, EstimatorConfig(imus=(imu,)))
+        estimator.add_imu(imu.name, 1.0, matrix_to_quat(rotvec_to_matrix([0.3, -0.2, 0.4])), [0.1, 0.2, 0.3])
+        result = estimator.step()
+        for mask in (None, *estimator.instance_masks.values()):
+            selection = JointStateSelection(estimator, mask)
+            expected = selection.message(result, Time(sec=7, nanosec=8))
+            assert deserialize_message(selection.serialized(result, 7, 8), JointState) == expected
+        tf = TfBuilder(plant, frame_prefix="p/")
+        X_WB = plant.calc_body_poses(np.random.default_rng(1).uniform(-1, 1, plant.num_positions()))
+        objects = TFMessage(transforms=tf.moving_transforms(X_WB, 9, 10))
+        back = deserialize_message(tf.moving_transforms_serialized(X_WB, 9, 10), TFMessage)
+        assert back == objects
+        assert serialize_message(back) == serialize_message(objects)
