@@ -7,16 +7,15 @@ runs the same functions and asserts). Run
 
 Pipeline:
 1. ``dofkit import ximu3 RECORDING --out BAG`` (one sensor_msgs/Imu topic per device, orientation in ENU).
-2. Calibration from the first ``--calibration-seconds`` (0.5 s) of BAG, standing: an estimator core built from
-   config/lower_body.yaml (every mounting "calibrate", heading from the pelvis IMU's -z axis) receives those
-   samples and runs its public ``Estimator.calibrate`` (OpenSense's IMUPlacer). ``dofkit replay`` cannot
-   calibrate from a time window yet, so the calibrated mountings R_BS and world alignment R_WG are written into a
-   parameter file (``calibrated_parameters``): the same file a node's ~/calibrate would leave behind, with
-   fixed mountings instead of "calibrate".
-3. ``dofkit replay BAG --config CALIBRATED --out OUT --plot PNG`` (the estimator core over the bag, no DDS).
-4. OUT is read back: /estimated/joint_states (hip, knee and ankle angles of both legs) and
+2. ``dofkit replay BAG --config config/lower_body.yaml --calibrate 0 SECONDS --calibrated-config CALIBRATED
+   --out OUT --plot PNG``: the estimator core calibrates on the inputs of the first ``--calibration-seconds``
+   (0.5 s, standing; every mounting "calibrate", heading from the pelvis IMU's -z axis) with its public
+   ``Estimator.calibrate`` (OpenSense's IMUPlacer), then replays the whole bag with the calibrated mountings
+   R_BS and world alignment R_WG (no DDS); CALIBRATED is the parameter file a node's ~/calibrate would leave
+   behind (fixed mountings instead of "calibrate").
+3. OUT is read back: /estimated/joint_states (hip, knee and ankle angles of both legs) and
    /estimated/sensor_errors (per-sensor residual: angle between model and measured sensor orientation).
-5. Printed: joint ranges, residual medians, knee-flexion RMS against imumocap
+4. Printed: the calibration, joint ranges, residual medians, knee-flexion RMS against imumocap
    (test/fixtures/ximu3/imumocap_knee_flexion.csv, from benchmarks/ximu3_imumocap_reference.py; the estimate is
    interpolated onto its 50 Hz time base). Figures: knee flexion side by side with imumocap, and the joint angles.
 """
@@ -36,9 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ros_dofkit import cli  # noqa: E402
-from ros_dofkit.core.spatial import matrix_to_quat  # noqa: E402
 from ros_dofkit.ros.bag_io import read_bag  # noqa: E402
-from ros_dofkit.ros.imu_messages import imu_message_to_arrays  # noqa: E402
 from ros_dofkit.ros.parameters import load_parameter_file  # noqa: E402
 
 DEFAULT_RECORDING = REPO / ".." / "shared" / "data" / "ximu3_lower_body"
@@ -47,8 +44,6 @@ CONFIG = REPO / "config" / "lower_body.yaml"
 SIDES = ("left", "right")
 ANGLES = ("hip_flexion", "hip_adduction", "hip_rotation", "knee_flexion", "ankle_dorsiflexion", "ankle_inversion")
 JOINT_NAMES = tuple(f"{side}_{angle}" for side in SIDES for angle in ANGLES)
-# calibration_window's upper bound: enough for every sample of the calibration seconds at the x-IMU3's rates.
-LARGEST_CALIBRATION_WINDOW = 10000
 
 
 class XIMU3PipelineError(RuntimeError):
@@ -68,69 +63,32 @@ def import_recording(recording: Path, bag: Path) -> None:
     dofkit("import", "ximu3", recording, "--out", bag)
 
 
-def replay(bag: Path, config: Path, out: Path, plot: Path | None = None) -> None:
-    """``dofkit replay BAG --config CONFIG --out OUT [--plot PNG] --quiet``."""
-    dofkit("replay", bag, "--config", config, "--out", out, *(["--plot", plot] if plot else []), "--quiet")
-
-
-# ---------------------------------------------------------------------------------------------- calibration
-def calibrate_from_bag(bag: Path, values: dict, seconds: float):
-    """Calibrate the estimator of ``values`` (flat node parameters) on the first ``seconds`` of ``bag``.
-
-    Every IMU sample stamped within ``seconds`` of the bag's first IMU stamp is given to an
-    :class:`~ros_dofkit.core.estimator.Estimator` (``add_imu``, no cycles run), whose ``calibrate`` then averages
-    them per IMU at the calibration pose (neutral standing: default positions). Returns the estimator's
-    :class:`CalibrationResult`. Raises :class:`XIMU3PipelineError` if the window does not fit the estimator's
-    calibration window.
-    """
-    from ros_dofkit.core.estimator import Estimator
-    from ros_dofkit.replay.bags import ReplaySetup
-
-    values = dict(values, calibration_window=LARGEST_CALIBRATION_WINDOW)
-    setup = ReplaySetup.from_parameters(values)
-    estimator = Estimator(setup.plant, setup.config)
-    first_stamp = None
-    counts = dict.fromkeys(setup.config.imu_names, 0)
-    for record in read_bag(bag, topics=list(setup.imu_topics)):
-        fields = imu_message_to_arrays(record.message)
-        stamp = fields["stamp_ns"] * 1e-9
-        first_stamp = stamp if first_stamp is None else first_stamp
-        if stamp >= first_stamp + seconds:
-            break
-        name = setup.imu_topics[record.topic]
-        quaternion, gyro = fields["quaternion_wxyz"], fields["angular_velocity"]
-        orientation_present = bool(np.all(np.isfinite(quaternion)))
-        gyro_present = bool(np.all(np.isfinite(gyro)))
-        estimator.add_imu(name, stamp, quaternion if orientation_present else [1.0, 0.0, 0.0, 0.0],
-                          gyro if gyro_present else [0.0, 0.0, 0.0], orientation_present, gyro_present)
-        counts[name] += 1
-    if max(counts.values()) > LARGEST_CALIBRATION_WINDOW:
-        raise XIMU3PipelineError(f"{seconds} s hold {max(counts.values())} samples of one IMU; the calibration "
-                                 f"window holds at most {LARGEST_CALIBRATION_WINDOW}")
-    return estimator.calibrate()
-
-
-def _quaternion_parameter(R) -> list:
-    """A rotation matrix as the (w, x, y, z) list of a node parameter, w >= 0 (the same rotation either way)."""
-    q = matrix_to_quat(np.asarray(R, dtype=float))
-    return [float(c) for c in (q if q[0] >= 0 else -q)]
-
-
-def calibrated_parameters(values: dict, calibration) -> dict:
-    """``values`` with the calibration applied: every calibrated IMU's ``mounting`` = its R_BS and ``calibrate``
-    off, ``world_alignment`` = R_WG (the heading included), and no ``heading_reference`` (already applied)."""
-    calibrated = {name: value for name, value in values.items()
-                  if not (name.endswith(".calibrate") or name in ("heading_reference", "heading_axis"))}
-    for name, R_BS in calibration.R_BS.items():
-        calibrated[f"imus.{name}.mounting"] = _quaternion_parameter(R_BS)
-    calibrated["world_alignment"] = _quaternion_parameter(calibration.R_WG)
-    return calibrated
+def replay(bag: Path, config: Path, out: Path, plot: Path | None = None, calibration_seconds: float | None = None,
+           calibrated_config: Path | None = None) -> None:
+    """``dofkit replay BAG --config CONFIG --out OUT [--calibrate 0 SECONDS --calibrated-config FILE] [--plot PNG]
+    --quiet``."""
+    calibrate = [] if calibration_seconds is None else ["--calibrate", 0, calibration_seconds]
+    if calibrated_config is not None:
+        calibrate += ["--calibrated-config", calibrated_config]
+    dofkit("replay", bag, "--config", config, "--out", out, *calibrate, *(["--plot", plot] if plot else []), "--quiet")
 
 
 def write_parameter_file(values: dict, path: Path, comment: str) -> None:
     from ros_dofkit.replay.demo_robot import parameter_yaml
 
     path.write_text(f"# {comment}\n" + parameter_yaml(values), encoding="utf-8")
+
+
+def calibration_of(bag: Path, config_values: dict, seconds: float):
+    """The calibration ``dofkit replay --calibrate 0 SECONDS`` takes, as numbers (the command prints it and saves
+    it as a parameter file): ``CalibrationResult`` of the library call behind it on the same window."""
+    from ros_dofkit.replay.bags import TRUTH_TOPIC, MessageFactory, ReplaySetup
+    from ros_dofkit.replay.batch import read_offline_inputs
+    from ros_dofkit.replay.calibration import calibrate_from_inputs
+
+    setup = ReplaySetup.from_parameters(config_values)
+    inputs = read_offline_inputs(bag, setup, None, TRUTH_TOPIC, MessageFactory().typestore)[0]
+    return calibrate_from_inputs(inputs, setup, 0.0, seconds, source=str(bag)).result
 
 
 # ---------------------------------------------------------------------------------------------- the outputs
@@ -164,7 +122,7 @@ def read_replay_output(out: Path, namespace: str = "/estimated") -> ReplayEstima
             errors.append(np.asarray(message.data))
     if not stamps or not errors:
         raise XIMU3PipelineError(f"{out} holds no {namespace}/joint_states or {namespace}/sensor_errors message: the "
-                                 "estimator produced no estimate (were the IMUs calibrated?)")
+                                 "replay wrote no estimate")
     missing = [n for n in JOINT_NAMES if n not in names]
     if missing:
         raise XIMU3PipelineError(f"{out}: joints {missing} not in {namespace}/joint_states (it has {names})")
@@ -200,19 +158,19 @@ def knee_agreement(estimate: ReplayEstimate, reference: np.ndarray, until_s: flo
 # ---------------------------------------------------------------------------------------------- one run
 def run_pipeline(recording: Path, work: Path, config: Path = CONFIG, calibration_seconds: float = 0.5,
                  joint_limits: bool = True, replay_plot: Path | None = None):
-    """Import ``recording`` into ``work``/bag, calibrate, replay; returns (estimate, calibration, calibrated
-    parameter file)."""
+    """Import ``recording`` into ``work``/bag, replay it calibrated on its first ``calibration_seconds``; returns
+    (estimate, calibration, calibrated parameter file written by ``dofkit replay --calibrated-config``)."""
     bag = work / "bag"
     import_recording(recording, bag)
     values = load_parameter_file(config)
     values["use_joint_limits"] = joint_limits
-    calibration = calibrate_from_bag(bag, values, calibration_seconds)
+    replay_config = work / f"{config.stem}.limits_{'on' if joint_limits else 'off'}.yaml"
+    write_parameter_file(values, replay_config, f"{config.name}, joint limits {'on' if joint_limits else 'off'} "
+                         "(benchmarks/ximu3_estimate.py)")
     calibrated_config = work / "lower_body.calibrated.yaml"
-    write_parameter_file(calibrated_parameters(values, calibration), calibrated_config,
-                         f"{config.name} calibrated on the first {calibration_seconds} s of {recording.name} "
-                         f"(benchmarks/ximu3_estimate.py); joint limits {'on' if joint_limits else 'off'}")
     out = work / "estimated"
-    replay(bag, calibrated_config, out, replay_plot)
+    replay(bag, replay_config, out, replay_plot, calibration_seconds, calibrated_config)
+    calibration = calibration_of(bag, values, calibration_seconds)
     return read_replay_output(out), calibration, calibrated_config
 
 

@@ -18,6 +18,7 @@ from ros_dofkit.core.estimator import Estimator
 from ros_dofkit.core.estimator.offline import OfflineEstimator, OfflineInputError, supports_batch
 from ros_dofkit.replay.bags import (
     MessageFactory,
+    NoEstimateError,
     ReplaySetup,
     bag_inputs,
     check_input_topics,
@@ -221,7 +222,9 @@ def test_configurations_the_batch_does_not_cover_use_the_streaming_path(edge_bag
     assert outcome.statistics.cycles > 0 and not hasattr(outcome.results, "run")  # the streaming loop's list
 
 
-def test_a_bag_whose_imu_samples_are_all_rejected_gives_no_cycle_on_both_paths(tmp_path):
+def test_a_bag_whose_imu_samples_are_all_rejected_fails_alike_on_both_paths(tmp_path):
+    """No estimate at all is an error (NoEstimateError naming the rejections), the same on both paths, and no
+    output bag is left behind."""
     robot = build_demo_robot()
     factory = MessageFactory()
     run = simulate_demo(robot, DemoOptions(duration_s=0.6, imu_rate_hz=100.0, noise="none"))
@@ -234,9 +237,11 @@ def test_a_bag_whose_imu_samples_are_all_rejected_gives_no_cycle_on_both_paths(t
                 message = dataclasses.replace(message, orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=0.0))
             bag.write(topic, stamp_ns, message)
     setup = ReplaySetup.from_parameters(robot.parameters)
-    fast = replay_bag(path, setup, tmp_path / "fast")
-    slow = replay_bag(path, setup, tmp_path / "slow", batch=False)
-    assert len(fast.results) == len(slow.results) == 0 and fast.report is None and slow.report is None
-    assert fast.statistics.rejected == slow.statistics.rejected > 0
-    assert fast.statistics.cycles == slow.statistics.cycles
-    assert fast.output_counts == slow.output_counts
+    messages = []
+    for name, batch in (("fast", True), ("slow", False)):
+        with pytest.raises(NoEstimateError, match=r"no estimate: \d+ of \d+ inputs were rejected") as error:
+            replay_bag(path, setup, tmp_path / name, batch=batch)
+        assert not (tmp_path / name).exists()
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+    assert "'zero_quaternion'" in messages[0]  # the reason of every rejection above

@@ -1,10 +1,11 @@
 """Issue 9 end to end through the product's commands: ``dofkit import ximu3`` then ``dofkit replay`` on the real
 x-IMU3 lower-body recording, with config/lower_body.yaml calibrated on the first 0.5 s (standing).
 
-The pipeline is benchmarks/ximu3_estimate.py's (``run_pipeline``): import, calibration through the estimator core's
-public ``Estimator.calibrate`` on the samples of the first 0.5 s of the bag (``dofkit replay`` has no calibration
-window yet), the calibrated parameter file, replay, and the replay's output bag read back. The whole recording
-(18.6 s) is used: import and replay take a few seconds.
+The pipeline is benchmarks/ximu3_estimate.py's (``run_pipeline``): import, then ``dofkit replay --calibrate 0 0.5
+--calibrated-config FILE``: the replay calibrates the estimator core (its public ``Estimator.calibrate``) on the
+inputs of the first 0.5 s of the bag, replays the whole bag with the calibrated mountings, and saves them as a
+parameter file; the replay's output bag is read back. The whole recording (18.6 s) is used: import and replay
+take a few seconds.
 
 There is no ground truth. Asserted are physiological plausibility and agreement with an independent solution
 (x-io's imumocap, test/fixtures/ximu3/imumocap_knee_flexion.csv); every bound is a stated physiological or sensor
@@ -75,7 +76,8 @@ def test_calibration_used_the_first_half_second_standing_still(replayed):
 
 
 def test_calibrated_parameter_file_holds_the_calibration(replayed):
-    """The file dofkit replay read: valid node parameters, limits off, mountings and alignment = the calibration."""
+    """The file dofkit replay --calibrated-config wrote: valid node parameters, limits off, mountings and alignment
+    = the calibration (computed again by the library call behind the option)."""
     values = load_parameter_file(replayed["config"])
     assert validate_parameters(values, ["lower_body"]) == []
     assert values["use_joint_limits"] is False
@@ -104,7 +106,7 @@ def test_both_legs_alike_in_range_of_motion(replayed):
 
 
 def test_standing_calibration_pose_is_neutral(replayed):
-    """The calibration round trip (core -> parameter file -> replay) gives 0 in the pose it was taken in."""
+    """The calibration (window of the bag -> calibrated configuration -> replay) gives 0 in the pose it was taken in."""
     estimate = replayed["estimate"]
     standing = estimate.time < estimate.time[0] + CALIBRATION_SECONDS
     assert standing.sum() >= 20

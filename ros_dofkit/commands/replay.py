@@ -19,6 +19,13 @@ with the input stamp that completed the cycle. No ROS graph or DDS is involved; 
 When IN holds /ground_truth/joint_states (bags from `dofkit record`), the summary compares the estimate with it
 (per-joint RMS error in degrees). Topics come from the configuration (joint_states_topic, imus.<name>.topic,
 output_namespace), taken as absolute names.
+
+A configuration whose IMU mountings are "calibrate" (or with a heading_reference) needs --calibrate START END:
+the seconds of the bag, counted from its first input stamp, in which the robot holds its calibration pose (for
+a person: standing upright). The estimator calibrates on the inputs stamped in [START, END), exactly as the
+node's ~/calibrate service would, then replays the whole bag with the calibrated mountings and world alignment;
+--calibrated-config saves them as a parameter file the live node can start from. A replay that produces no
+estimate at all fails (exit status 1) and says why.
 """
 
 
@@ -33,6 +40,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, metavar="OUT", help="output bag (a new folder)")
     parser.add_argument("--storage", default="sqlite3", choices=["sqlite3", "mcap"],
                         help="output bag storage (default sqlite3)")
+    parser.add_argument("--calibrate", nargs=2, type=float, default=None, metavar=("START", "END"),
+                        help="calibrate on the inputs stamped in [START, END) seconds after the bag's first input "
+                        "stamp (the robot holds its calibration pose then), then replay the whole bag")
+    parser.add_argument("--calibrated-config", default=None, metavar="FILE",
+                        help="with --calibrate: write the calibrated parameter file (fixed mountings, world "
+                        "alignment) for the live node")
+    parser.add_argument("--calibration-max-spread", type=float, default=2.0, metavar="DEG",
+                        help="with --calibrate: largest angle a sample may lie from its IMU's mean over the window "
+                        "(default 2 deg; the pose must be held still)")
     parser.add_argument("--plot", default=None, metavar="PNG", help="also plot the estimated (and true) joints")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -56,13 +72,29 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"configuration {args.config}: {error}")
     except (OSError, ValueError) as error:
         return fail(f"cannot use the configuration {args.config}: {error}")
+    if args.calibrated_config is not None and args.calibrate is None:
+        return fail("--calibrated-config needs --calibrate START END (the calibration it saves)")
     progress = ProgressLine(enabled=not args.quiet)
     try:
-        outcome = replay_bag(args.input, setup, args.out, storage=args.storage, progress=progress.update)
+        outcome = replay_bag(args.input, setup, args.out, storage=args.storage, progress=progress.update,
+                             calibration=args.calibrate, calibration_max_spread_deg=args.calibration_max_spread)
     except (BagError, ReplayError) as error:
         return fail(str(error))
     finally:
         progress.close()
+    if outcome.calibration is not None:
+        print(outcome.calibration.summary())
+        if args.calibrated_config is not None:
+            from ros_dofkit.replay.calibration import write_parameter_file
+
+            calibration = outcome.calibration
+            try:
+                write_parameter_file(calibration.parameters, args.calibrated_config,
+                                     f"{args.config} calibrated on [{calibration.start_s:g}, {calibration.end_s:g}) "
+                                     f"s of {args.input} (dofkit replay --calibrate)")
+            except OSError as error:
+                return fail(f"cannot write the calibrated configuration {args.calibrated_config}: {error}")
+            print(f"calibrated configuration: {args.calibrated_config}")
     stats = outcome.statistics
     factor = stats.span_s / stats.wall_time_s if stats.wall_time_s > 0 else float("inf")
     print(f"replayed {args.input}: {stats.imu_samples} IMU samples, {stats.joint_states} joint states, "

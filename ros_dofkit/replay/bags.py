@@ -16,6 +16,7 @@ Output stamps are the header stamps of the input that completed the cycle (exact
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from collections import Counter, OrderedDict
@@ -470,10 +471,35 @@ class ReplayOutcome:
     report: object | None
     estimated_names: tuple
     joint_names: tuple
+    #: The calibration taken from the bag (``replay_bag(calibration=...)``), else None.
+    calibration: object | None = None
+
+
+class NoEstimateError(ReplayError):
+    """The replay produced no estimate at all (the message says why); no output bag is left behind."""
+
+
+def no_estimate_reason(config, imu_samples: int, joint_states: int, rejected: int, reject_counts: dict,
+                       cycles: int) -> str:
+    """Why a replay of ``config`` over such inputs gave no estimate (for :class:`NoEstimateError`)."""
+    waiting = [imu.name for imu in config.imus if imu.needs_calibration]
+    if waiting:
+        return (f"no estimate: IMUs {waiting} wait for calibration (mounting 'calibrate'); pass --calibrate START END "
+                "(replay_bag(calibration=(start, end))): the seconds of the bag in which the robot holds its "
+                "calibration pose")
+    if imu_samples + joint_states == 0:
+        return "no estimate: the bag has no input message on the configured topics"
+    if rejected:
+        reasons = {reason: count for reason, count in reject_counts.items() if count}
+        return (f"no estimate: {rejected} of {imu_samples + joint_states} inputs were rejected ({reasons}); none of "
+                f"the {cycles} cycles had the IMU samples to estimate from")
+    return (f"no estimate: {imu_samples} IMU samples and {joint_states} joint states gave {cycles} cycles, none with "
+            "an initialized estimate")
 
 
 def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", progress=None,
-               settle_s: float = 0.5, batch: bool = True) -> ReplayOutcome:
+               settle_s: float = 0.5, batch: bool = True, calibration: tuple[float, float] | None = None,
+               calibration_max_spread_deg: float = 2.0) -> ReplayOutcome:
     """Run the estimator core over the bag at ``in_path`` and write its outputs to a new bag at ``out_path``.
 
     The input bag is only read. On any error the partial output bag is removed (it was created here: the writer
@@ -484,6 +510,12 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     ``batch`` (default): when the configuration allows it (``offline.supports_batch``), run the batched offline
     path (:mod:`ros_dofkit.replay.batch`: the same results, much faster); otherwise, or with ``batch=False``,
     feed the streaming entry points message by message (:class:`ReplayLoop`).
+
+    ``calibration`` = ``(start, end)``: first calibrate from the inputs stamped in [start, end) seconds after the
+    bag's first input stamp (``ros_dofkit.replay.calibration``: mountings 'calibrate', heading reference), then
+    replay the whole bag with the calibrated configuration; the outcome's ``calibration`` holds the result and
+    the calibrated parameters. A replay that gives no estimate at all raises :class:`NoEstimateError` (why:
+    e.g. IMUs waiting for calibration) and leaves no output bag.
     """
     from ros_dofkit.core.estimator import Estimator
     from ros_dofkit.core.estimator.offline import supports_batch
@@ -492,8 +524,23 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     in_path, out_path = Path(in_path), Path(out_path)
     if in_path.resolve() == out_path.resolve():
         raise BagError(f"the output bag must differ from the input bag {in_path}")
+    if out_path.exists():
+        raise BagError(f"refusing to overwrite {out_path}: it exists already; choose a new output path")
+    calibrated = None
+    read = None
+    if calibration is not None:
+        from ros_dofkit.replay.batch import read_offline_inputs
+        from ros_dofkit.replay.calibration import calibrate_from_inputs
+
+        if progress is not None:
+            progress(0.0, "reading for calibration")
+        read = read_offline_inputs(in_path, setup, None, TRUTH_TOPIC, MessageFactory().typestore)
+        start, end = calibration
+        calibrated = calibrate_from_inputs(read[0], setup, start, end, calibration_max_spread_deg, str(in_path))
+        setup = calibrated.setup
     if batch and supports_batch(setup.config) == "":
-        return _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s)
+        outcome = _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s, read)
+        return dataclasses.replace(outcome, calibration=calibrated)
     topics = check_input_topics(in_path, setup)
     total = sum(count for topic, (_, count) in topics.items()
                 if topic in setup.imu_topics or topic == setup.joint_states_topic)
@@ -527,6 +574,10 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
 
         loop.on_result = on_result
         loop.run(inputs(), progress=show)
+        if not any(getattr(r, "initialized", True) for r in loop.results):
+            stats = loop.statistics
+            raise NoEstimateError(no_estimate_reason(setup.config, stats.imu_samples, stats.joint_states,
+                                                     stats.rejected, estimator.reject_counts(), stats.cycles))
         outputs.flush()
         writer.close()
     except BaseException:
@@ -548,12 +599,14 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         counts["joint_states"] = topics.get(setup.joint_states_topic, (None, 0))[1]
         report = tracking_report(results, truth, compared, estimated_names, counts,
                                  loop.statistics.cycle_latency_s, settle_s=settle_s)
-    return ReplayOutcome(results, loop.statistics, writer.counts, truth, report, estimated_names, joint_names)
+    return ReplayOutcome(results, loop.statistics, writer.counts, truth, report, estimated_names, joint_names,
+                         calibrated)
 
 
 def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage: str, progress,
-                      settle_s: float) -> ReplayOutcome:
-    """:func:`replay_bag` through the batched offline path (``ros_dofkit.replay.batch``)."""
+                      settle_s: float, read=None) -> ReplayOutcome:
+    """:func:`replay_bag` through the batched offline path (``ros_dofkit.replay.batch``); ``read``: the
+    ``read_offline_inputs`` of the bag when already read (calibration), else None."""
     import time
 
     from ros_dofkit.core.estimator.offline import OfflineEstimator
@@ -569,10 +622,16 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
     inputs = None
     show(0.0, "reading")
     factory = MessageFactory()
-    inputs, truth_records, topics = read_offline_inputs(in_path, setup, None, TRUTH_TOPIC, factory.typestore)
+    if read is None:
+        read = read_offline_inputs(in_path, setup, None, TRUTH_TOPIC, factory.typestore)
+    inputs, truth_records, topics = read
     show(0.2, "estimating")
     offline = OfflineEstimator(setup.plant, setup.config)
     run = offline.run(inputs, progress=lambda f: show(0.2 + 0.6 * f, "estimating"))
+    if not run.initialized.any():
+        raise NoEstimateError(no_estimate_reason(
+            setup.config, int(np.sum(inputs.kind == 0)), int(np.sum(inputs.kind == 1)), int(run.rejected.sum()),
+            run.counts_by_reason, len(run)))
     show(0.8, "writing")
     estimator = offline.estimator
     writer = BagWriter(out_path, storage=storage, typestore=factory.typestore)
