@@ -10,11 +10,19 @@ DESIGN.md's budget: 4 IMUs at 500 Hz into the node, p99 input-to-output latency 
 * this process, which subscribes to ``estimated/joint_states`` and takes latency = receive wall time - stamp
   (same clock: one machine), i.e. from the start of sending a set to having its estimate.
 
-The floor, measured in the same run just before: the same traffic (4 Imu messages per set at --rate Hz) through
-the trivial ``dofkit_relay`` node (ros_dofkit/nodes/relay.py: takes an Imu, republishes it), its latency being the
-time until all 4 messages of a set are back. That is the cost of one rclpy + DDS hop on this machine in its
-current state: the estimator's latency is printed as a ratio to it, with the load average at start, so that a
-result on the shared machine can be read (a loaded machine raises both).
+Two peers measured in the same run just before, under the same traffic (4 Imu messages per set at --rate Hz):
+
+* relay: the trivial ``dofkit_relay`` node (ros_dofkit/nodes/relay.py: rclpy.spin, takes each Imu as a message
+  object and republishes it); a set's latency is the time until all 4 of its messages are back. The cost of one
+  plain rclpy + DDS hop with the usual executor.
+* floor: the estimator's own I/O with no estimation (this file with ``--role floor``): the same 4 raw
+  subscriptions served by the same InputLoop (ros_dofkit/ros/input_loop.py), and on a set's 4th message the same
+  two outputs, a pre-serialized 7-joint JointState with the set's stamp and a 7-transform TFMessage. What any
+  Python node with this I/O costs on this machine now: the part of the estimator's latency above it is the
+  estimator's own work.
+
+The estimator's latency is printed as ratios to both, with the load average at start, so that a result on the
+shared machine can be read (a loaded machine raises all three).
 
 Printed: load average, input rate (sets/s sent), output rate (estimates/s received), p50/p99/max latency,
 dropped cycles (sets sent in the measured window without an estimate with their stamp), the relay floor and the
@@ -144,6 +152,59 @@ def run_publisher(rate: float, duration: float, single_topic: str | None = None)
     return 0
 
 
+def run_floor() -> int:
+    """The estimator's I/O without the estimator (see the module docstring); runs until SIGINT."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from sensor_msgs.msg import Imu, JointState
+    from tf2_msgs.msg import TFMessage
+
+    from ros_dofkit.ros.input_loop import InputLoop
+    from ros_dofkit.ros.live_cdr import JointStateEncoder, TfMessageEncoder
+    from ros_dofkit.ros.qos import output_qos, sensor_input_qos, tf_qos
+
+    rclpy.init()
+    node = rclpy.create_node("latency_bench_floor")
+    joint_states = node.create_publisher(JointState, f"{NAMESPACE}/estimated/joint_states", output_qos(10))
+    tf = node.create_publisher(TFMessage, "/tf", tf_qos())
+    names = [f"arm_joint{i}" for i in range(1, 8)]
+    joint_state_encoder = JointStateEncoder(names)
+    links = [f"arm_link{i}" for i in range(8)]
+    tf_encoder = TfMessageEncoder(links[:-1], links[1:])
+    zeros7, translations, quaternions = [0.0] * 7, [[0.0] * 3] * 7, [[0.0, 0.0, 0.0, 1.0]] * 7
+    pending = {}  # (sec, nanosec) -> messages of that set received so far
+
+    def on_imu(data: bytes) -> None:
+        key = struct.unpack_from("<iI", data, 4)
+        count = pending.get(key, 0) + 1
+        if count < len(IMUS):
+            pending[key] = count
+            while len(pending) > 1000:  # sets that never complete
+                pending.pop(next(iter(pending)))
+            return
+        pending.pop(key, None)
+        if joint_states.get_subscription_count():
+            joint_states.publish(joint_state_encoder.encode(key[0], key[1], zeros7, zeros7))
+        if tf.get_subscription_count():
+            tf.publish(tf_encoder.encode(key[0], key[1], translations, quaternions))
+
+    qos = sensor_input_qos()
+    qos.depth = 100  # as the estimator's input_qos_depth below
+    loop = InputLoop(node)
+    for name in IMUS:
+        subscription = node.create_subscription(Imu, f"{NAMESPACE}/imu/{name}", on_imu, qos, raw=True)
+        loop.add(subscription, on_imu)
+    print("floor ready", flush=True)
+    try:
+        loop.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
 def node_command(name: str) -> list:
     executable = shutil.which(name) or str(Path(sys.executable).parent / name)
     if not os.access(executable, os.X_OK):
@@ -168,10 +229,11 @@ def stop_process(process) -> None:
 
 
 def measure(kind: str, args, tmp: Path) -> dict:
-    """One measured run of ``kind`` ("estimator" or "relay") under the publisher's traffic: a dict of results.
+    """One measured run of ``kind`` ("estimator", "floor" or "relay") under the publisher's traffic: a dict of
+    results.
 
-    Latency of a set = the time its output is received minus its stamp. For the estimator the output is the
-    JointState with the set's stamp; for the relay, the last of the set's 4 relayed Imu messages."""
+    Latency of a set = the time its output is received minus its stamp. For the estimator and the floor the output
+    is the JointState with the set's stamp; for the relay, the last of the set's 4 relayed Imu messages."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
@@ -181,8 +243,16 @@ def measure(kind: str, args, tmp: Path) -> dict:
     from ros_dofkit.ros.qos import output_qos, tf_qos
 
     log = open(tmp / f"{kind}.log", "wb")
+    environment = None
     if kind == "estimator":
         command = [*node_command("estimator"), "--ros-args", "--params-file", str(tmp / "params.yaml")]
+        single_topic = None
+        if args.estimator_pythonpath:  # another checkout's node against the same peers ("before" numbers)
+            environment = dict(os.environ)
+            environment["PYTHONPATH"] = os.pathsep.join(
+                [str(Path(args.estimator_pythonpath).resolve()), *filter(None, [os.environ.get("PYTHONPATH")])])
+    elif kind == "floor":
+        command = [sys.executable, __file__, "--role", "floor"]
         single_topic = None
     else:
         relay_in = f"{NAMESPACE}/relay/imu_in"
@@ -190,7 +260,8 @@ def measure(kind: str, args, tmp: Path) -> dict:
         command = [*node_command("dofkit_relay"), "--ros-args", "-r", f"__ns:={NAMESPACE}/relay",
                    "-p", f"qos_overrides.{relay_in}.subscription.depth:=100"]
         single_topic = relay_in
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               env=environment)
     publisher = None
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -206,7 +277,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
             receipts.append((time.time_ns(), sec * 1_000_000_000 + nanosec))
 
         tf_count = [0]
-        if kind == "estimator":
+        if kind != "relay":
             node.create_subscription(JointState, f"{NAMESPACE}/estimated/joint_states", on_output, output_qos(100),
                                      raw=True)
             node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
@@ -221,7 +292,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
         spinner = threading.Thread(target=lambda: [executor.spin_once(0.05) for _ in iter(stop.is_set, True)],
                                    daemon=True)
         spinner.start()
-        duration = args.duration if kind == "estimator" else args.relay_duration
+        duration = args.duration if kind == "estimator" else args.peer_duration
         publisher_command = [sys.executable, __file__, "--role", "publisher", "--rate", str(args.rate),
                              "--duration", str(duration + args.warmup)]
         if single_topic:
@@ -247,10 +318,10 @@ def measure(kind: str, args, tmp: Path) -> dict:
         if stamp >= measure_from:
             count, last = complete.get(stamp, (0, 0))
             complete[stamp] = (count + 1, max(last, received))
-    needed = 1 if kind == "estimator" else len(IMUS)
+    needed = 1 if kind != "relay" else len(IMUS)
     done = {stamp: last for stamp, (count, last) in complete.items() if count >= needed}
     latencies_ms = [(last - stamp) / 1e6 for stamp, last in done.items()]
-    if kind == "estimator":  # every receipt counts (a duplicate stamp would be an error worth seeing in max)
+    if kind != "relay":  # every receipt counts (a duplicate stamp would be an error worth seeing in max)
         latencies_ms = [(r - s) / 1e6 for r, s in receipts if s >= measure_from]
     sets_in_window = round((summary["last_stamp_ns"] - measure_from) / 1e9 * args.rate) + 1
     window_s = (summary["last_stamp_ns"] - measure_from) / 1e9
@@ -273,34 +344,42 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="./run bench node_latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=500.0, help="IMU sample sets per second (default 500)")
     parser.add_argument("--duration", type=float, default=60.0, help="measured seconds (default 60)")
-    parser.add_argument("--relay-duration", type=float, default=None,
-                        help="measured seconds of the relay floor (default: --duration; 0 = no floor)")
+    parser.add_argument("--peer-duration", type=float, default=None,
+                        help="measured seconds of each peer, relay and floor (default: --duration; 0 = no peers)")
+    parser.add_argument("--estimator-pythonpath", default=None,
+                        help="run the estimator node from this source tree (e.g. an older checkout, for before/after "
+                             "numbers against the same peers)")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds sent before measuring (default 3)")
-    parser.add_argument("--role", choices=["bench", "publisher"], default="bench", help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=["bench", "publisher", "floor"], default="bench", help=argparse.SUPPRESS)
     parser.add_argument("--single-topic", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role == "publisher":
         return run_publisher(args.rate, args.duration, args.single_topic)
-    if args.relay_duration is None:
-        args.relay_duration = args.duration
+    if args.role == "floor":
+        return run_floor()
+    if args.peer_duration is None:
+        args.peer_duration = args.duration
 
     os.environ.setdefault("ROS_DOMAIN_ID", str(50 + os.getpid() % 50))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     tmp = Path(tempfile.mkdtemp(prefix="dofkit_latency_"))
     (tmp / "params.yaml").write_text(PARAMS)
     load_at_start = os.getloadavg()
-    floor = measure("relay", args, tmp) if args.relay_duration > 0 else None
-    if floor is not None and "error" in floor:
-        print(f"error: relay floor: {floor['error']}")
-        return 1
+    peers = {}
+    for kind in ("relay", "floor") if args.peer_duration > 0 else ():
+        peers[kind] = measure(kind, args, tmp)
+        if "error" in peers[kind]:
+            print(f"error: {kind} peer: {peers[kind]['error']}")
+            return 1
     load_between = os.getloadavg()
     result = measure("estimator", args, tmp)
     if "error" in result:
         print(f"error: {result['error']}")
         return 1
     cores = os.cpu_count()
-    print(f"estimator node latency: arm7 + 4 IMUs at {args.rate:g} Hz over DDS, {result['window_s']:.1f} s measured "
-          f"after {args.warmup:g} s warm-up")
+    source = f" (node from {args.estimator_pythonpath})" if args.estimator_pythonpath else ""
+    print(f"estimator node latency{source}: arm7 + 4 IMUs at {args.rate:g} Hz over DDS, {result['window_s']:.1f} s "
+          f"measured after {args.warmup:g} s warm-up")
     print(f"  load average {load_at_start[0]:.2f} {load_at_start[1]:.2f} {load_at_start[2]:.2f} (1/5/15 min) at start, "
           f"{load_between[0]:.2f} before the estimator run, on {cores} cores")
     print(f"  input rate   {result['input_rate']:9.1f} sets/s ({4 * result['input_rate']:.0f} Imu messages/s)")
@@ -309,12 +388,15 @@ def main(argv=None) -> int:
           f"({result['count']} estimates)")
     print(f"  dropped      {result['dropped']} of {result['sets']} sets without an estimate")
     print(f"  tf messages  {result['tf']} received (built every cycle)")
-    if floor is not None:
-        print(f"  relay floor  p50 {floor['p50']:.3f} ms   p99 {floor['p99']:.3f} ms   max {floor['max']:.3f} ms, "
-              f"{floor['output_rate']:.1f} sets/s out, {floor['dropped']} of {floor['sets']} sets incomplete "
-              f"(dofkit_relay, same traffic, {floor['window_s']:.1f} s measured just before)")
-        print(f"  vs floor     p50 x{result['p50'] / floor['p50']:.2f}   p99 x{result['p99'] / floor['p99']:.2f}   "
-              f"(estimator / relay; the part above 1 is the estimator's own cost)")
+    labels = {"relay": "dofkit_relay, rclpy.spin, Imu objects", "floor": "same I/O as the estimator, no estimation"}
+    for kind, peer in peers.items():
+        print(f"  {kind:<6} peer  p50 {peer['p50']:.3f} ms   p99 {peer['p99']:.3f} ms   max {peer['max']:.3f} ms, "
+              f"{peer['output_rate']:.1f} sets/s out, {peer['dropped']} of {peer['sets']} sets incomplete "
+              f"({labels[kind]}; {peer['window_s']:.1f} s just before)")
+    for kind, peer in peers.items():
+        print(f"  vs {kind:<6}    p50 x{result['p50'] / peer['p50']:.2f}   p99 x{result['p99'] / peer['p99']:.2f}   "
+              f"(estimator / {kind}; p50 {result['p50'] - peer['p50']:+.3f} ms, "
+              f"p99 {result['p99'] - peer['p99']:+.3f} ms)")
     if "node_says" in result:
         values = result["node_says"]
         keys = ["cycles", "dropped_samples", "flushed_cycles", "rejected.total", "rejected.stale_stamp",
@@ -325,8 +407,10 @@ def main(argv=None) -> int:
     dropped = result["dropped"]
     print(f"budget no dropped cycles: {dropped} dropped -> {'PASS' if dropped <= BUDGET_DROPPED else 'MISS'}"
           + ("" if args.duration >= 60 else f" (measured {args.duration:g} s, the budget says 60 s)"))
+    floor = peers.get("floor")
     if floor is not None and floor["p99"] >= BUDGET_P99_MS:
-        print(f"  note: the relay floor's own p99 ({floor['p99']:.3f} ms) is above the budget on this machine now")
+        print(f"  note: the floor's own p99 ({floor['p99']:.3f} ms) is above the budget on this machine now: no "
+              f"Python node with this I/O meets it here at this moment")
     return 0
 
 
