@@ -71,3 +71,17 @@ def test_improper_matrices_raise_scipys_value_error():
         matrix_to_quat(reflection)
     with pytest.raises(ValueError, match="determinant"):
         matrix_to_quat(np.stack([np.eye(3), np.zeros((3, 3))]))
+
+
+def test_quat_to_matrix_single_equals_the_batched_path_bit_for_bit():
+    rng = np.random.default_rng(12)
+    quaternions = np.concatenate([rng.normal(size=(500, 4)), [[1.0, 0, 0, 0], [0, 1.0, 0, 0], [-0.0, 0, 0, -1.0]]])
+    quaternions[:400] /= np.linalg.norm(quaternions[:400], axis=1, keepdims=True)  # unit, and some not (no check)
+    batched = quat_to_matrix(quaternions)
+    for q, R in zip(quaternions, batched, strict=True):
+        single = quat_to_matrix(q)
+        assert single.shape == (3, 3) and single.dtype == np.float64
+        np.testing.assert_array_equal(single, R)
+        np.testing.assert_array_equal(quat_to_matrix(list(q)), R)
+    np.testing.assert_allclose(quat_to_matrix(quaternions[:400]), Rotation.from_quat(
+        quaternions[:400], scalar_first=True).as_matrix(), atol=1e-15)

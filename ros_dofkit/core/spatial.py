@@ -81,6 +81,13 @@ def quat_multiply(q, r) -> np.ndarray:
 def quat_to_matrix(q) -> np.ndarray:
     """Rotation matrix of a unit quaternion (no normalization is done here)."""
     q = np.asarray(q, dtype=float)
+    if q.shape == (4,):
+        # One quaternion (the estimator's per-sample case): the same operations on Python floats give the same
+        # IEEE results as the array path below at a fifth of its cost.
+        w, x, y, z = q.tolist()
+        return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                         [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
     w, x, y, z = np.moveaxis(q, -1, 0)
     R = np.empty(q.shape[:-1] + (3, 3))
     R[..., 0, 0] = 1 - 2 * (y * y + z * z)
