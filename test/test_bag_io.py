@@ -240,3 +240,112 @@ def test_read_raw_matches_topics_by_name_when_the_database_numbers_them_differen
     selected = read_raw(path, topics=lambda info: [t for t, (msgtype, _) in info.items()
                                                    if msgtype.startswith("sensor")])
     assert selected.topics == ["/a"] * 6 and selected.msgtypes == {"/a": "sensor_msgs/msg/JointState"}
+
+
+# ---------------------------------------------------------------------------------------------- sqlite3 written here
+def _records(ts):
+    """Records of three types, out of stamp order, with equal stamps across topics."""
+    records = []
+    for k in (3, 0, 2, 1, 4):
+        stamp = 1_000_000 + 10_000 * k
+        records += [("/joint_states", stamp, joint_state(ts, stamp, [0.1 * k, -0.2])),
+                    ("/tf", stamp, tf_message(ts, stamp, 0.5 * k)),
+                    ("/odom", stamp + 7, odometry(ts, stamp + 7, 1.0 + k))]
+    return records
+
+
+def _rosbags_view(path):
+    """Everything rosbags' Reader makes of a bag: connections, metadata figures, messages in order."""
+    with Reader(path) as reader:
+        connections = sorted((c.topic, c.msgtype, c.msgcount, c.digest, c.msgdef.data, c.ext.serialization_format,
+                              tuple(c.ext.offered_qos_profiles)) for c in reader.connections)
+        figures = (reader.duration, reader.start_time, reader.end_time, reader.message_count,
+                   reader.compression_mode, reader.compression_format)
+        messages = [(c.topic, stamp, bytes(data)) for c, stamp, data in reader.messages()]
+    return connections, figures, messages
+
+
+def test_sqlite3_bags_written_here_read_in_rosbags_as_rosbags_own(tmp_path, typestore):
+    """The sqlite3 writer of this module (schema 4, metadata version 9) against rosbags' Writer given the same
+    records: rosbags' Reader sees the same connections (types, hashes, definitions), figures and messages, and the
+    databases have the same tables and index."""
+    import sqlite3
+
+    from rosbags.rosbag2 import Writer
+
+    records = _records(typestore)
+    ours = tmp_path / "ours"
+    write_bag(ours, records, storage="sqlite3")
+    theirs = tmp_path / "theirs"
+    with Writer(theirs, version=9) as writer:
+        connections = {}
+        for topic, stamp, message in records:
+            if topic not in connections:
+                connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore)
+            writer.write(connections[topic], stamp, typestore.serialize_cdr(message, message.__msgtype__))
+    assert _rosbags_view(ours) == _rosbags_view(theirs)
+
+    def schema(path):
+        database = sqlite3.connect(next(path.glob("*.db3")))
+        try:
+            entries = database.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+            return sorted((t, n, tb, " ".join(sql.split()).replace("( ", "(").replace(" )", ")")) for t, n, tb, sql
+                          in entries)
+        finally:
+            database.close()
+
+    assert schema(ours) == schema(theirs)
+
+
+def test_read_raw_direct_path_equals_rosbags_reader_on_bags_of_both_writers(tmp_path, typestore):
+    """read_raw reads plain sqlite3 bags from their metadata.yaml and database itself: same topics, stamps, bytes
+    and order (ties in stamp keep the order written) as rosbags' Reader, for bags of this writer and of rosbags'."""
+    from rosbags.rosbag2 import Writer
+
+    records = _records(typestore)
+    ours = tmp_path / "ours"
+    write_bag(ours, records, storage="sqlite3")
+    theirs = tmp_path / "theirs"
+    with Writer(theirs, version=8) as writer:  # another metadata version, too
+        connections = {}
+        for topic, stamp, message in records:
+            if topic not in connections:
+                connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore)
+            writer.write(connections[topic], stamp, typestore.serialize_cdr(message, message.__msgtype__))
+    for path in (ours, theirs):
+        _, _, expected = _rosbags_view(path)
+        got = read_raw(path)
+        assert list(zip(got.topics, got.stamps_ns.tolist(), [bytes(d) for d in got.data], strict=True)) == expected
+        assert got.msgtypes == {"/joint_states": "sensor_msgs/msg/JointState", "/tf": "tf2_msgs/msg/TFMessage",
+                                "/odom": "nav_msgs/msg/Odometry"}
+        some = read_raw(path, topics=["/odom", "/tf"])
+        assert list(zip(some.topics, some.stamps_ns.tolist(), [bytes(d) for d in some.data], strict=True)) == [
+            entry for entry in expected if entry[0] != "/joint_states"]
+
+
+def test_write_streams_equals_interleaved_write_raw_and_journal_off_changes_nothing_read(tmp_path, typestore):
+    stamps = [5_000, 5_000, 6_000, 9_000]
+    joint_states = [typestore.serialize_cdr(joint_state(typestore, s, [float(k)]), "sensor_msgs/msg/JointState")
+                    for k, s in enumerate(stamps)]
+    tfs = [typestore.serialize_cdr(tf_message(typestore, s, float(k)), "tf2_msgs/msg/TFMessage")
+           for k, s in enumerate(stamps)]
+    views = []
+    for name, journal, streams in (("raw", True, False), ("streams", False, True)):
+        with BagWriter(tmp_path / name, typestore=typestore, journal=journal) as bag:
+            bag.add_topic("/js", "sensor_msgs/msg/JointState")
+            bag.add_topic("/tf", "tf2_msgs/msg/TFMessage")
+            if streams:
+                bag.write_streams(np.array(stamps), [("/js", joint_states), ("/tf", tfs)])
+            else:
+                bag.write_raw((topic, s, messages[k]) for k, s in enumerate(stamps)
+                              for topic, messages in (("/js", joint_states), ("/tf", tfs)))
+            assert bag.counts == {"/js": 4, "/tf": 4}
+        views.append(_rosbags_view(tmp_path / name))
+    assert views[0] == views[1]
+    assert [m[0] for m in views[1][2]] == ["/js", "/tf"] * 4  # stamp by stamp, topics in the order given
+    with BagWriter(tmp_path / "bad", typestore=typestore) as bag:
+        bag.add_topic("/js", "sensor_msgs/msg/JointState")
+        with pytest.raises(BagError, match=r"topics \['/tf'\] were not declared"):
+            bag.write_streams(stamps, [("/tf", tfs)])
+        with pytest.raises(BagError, match="one message per stamp"):
+            bag.write_streams(stamps[:3], [("/js", joint_states)])

@@ -416,12 +416,17 @@ class OutputWriter:
         if rows.size == 0:
             return
         self.flush()
-        bag, factory = self.bag, self.factory
+        bag = self.bag
         stamps = np.asarray(run.stamp_ns)[rows]
         if not self._static_written and self._fixed:
+            # Encoded here too: rosbags' serializer would first generate its code for TFMessage (~10 ms a replay).
             stamp_ns = int(stamps[0])
             X_default = self._plant.calc_body_poses(self._plant.default_positions())
-            bag.write("/tf_static", stamp_ns, factory.tf_message(stamp_ns, *self._relative(X_default, self._fixed)))
+            parents, children, X_PC = self._relative(X_default, self._fixed)
+            quaternions = matrix_to_quat(X_PC[:, :3, :3])
+            bag.add_topic("/tf_static", "tf2_msgs/msg/TFMessage")
+            bag.write_raw([("/tf_static", stamp_ns, cdr.encode_tf_messages(
+                [stamp_ns], parents, children, X_PC[None, :, :3, 3], quaternions[None][..., [1, 2, 3, 0]])[0])])
         self._static_written = True
         q, v, X_WB = run.q[rows], run.v[rows], run.X_WB[rows]
         streams = []  # (topic, msgtype, encoded messages), in the per-cycle order of flush()
@@ -452,11 +457,7 @@ class OutputWriter:
                         cdr.encode_float64_multi_arrays(self._errors_label, run.sensor_errors_deg[rows][:, columns])))
         for topic, msgtype, _ in streams:
             bag.add_topic(topic, msgtype)
-        stamps_list = stamps.tolist()
-        topics = [topic for topic, _, _ in streams]
-        encoded = [messages for _, _, messages in streams]
-        bag.write_raw((topic, stamp, messages[k]) for k, stamp in enumerate(stamps_list)
-                      for topic, messages in zip(topics, encoded, strict=True))
+        bag.write_streams(stamps, [(topic, messages) for topic, _, messages in streams])
 
 
 # ---------------------------------------------------------------------------------------------- offline replay
@@ -547,7 +548,8 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     factory = MessageFactory()
     estimator = Estimator(setup.plant, setup.config)
     truth_records: list = []
-    writer = BagWriter(out_path, storage=storage, typestore=factory.typestore)
+    # No journal: a replay that fails deletes its output anyway.
+    writer = BagWriter(out_path, storage=storage, typestore=factory.typestore, journal=False)
     try:
         outputs = OutputWriter(writer, setup, estimator, factory)
         # Input stamp (s) -> its header stamp (ns), for the recent inputs: outputs carry the exact nanoseconds.
@@ -634,7 +636,8 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
             run.counts_by_reason, len(run)))
     show(0.8, "writing")
     estimator = offline.estimator
-    writer = BagWriter(out_path, storage=storage, typestore=factory.typestore)
+    # No journal: a replay that fails deletes its output anyway.
+    writer = BagWriter(out_path, storage=storage, typestore=factory.typestore, journal=False)
     try:
         outputs = OutputWriter(writer, setup, estimator, factory)
         outputs.write_run(run, np.flatnonzero(run.initialized))

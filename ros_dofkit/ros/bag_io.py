@@ -16,20 +16,29 @@ here opens in ``ros2 bag`` and a bag recorded by ``ros2 bag record`` reads here.
 Bulk path (offline replay, with the NumPy codecs of ``ros_dofkit.ros.cdr``): :func:`read_raw` returns a bag's
 serialized messages in stamp order without decoding them, and :meth:`BagWriter.write_raw` appends pre-serialized
 messages (one SQL statement per batch on sqlite3).
+
+sqlite3 bags are written here directly (:class:`_Sqlite3File`: rosbag2's schema version 4 and metadata version 9,
+the layout rosbags' writer produces, checked by reading every written bag back with rosbags' Reader in the tests),
+and :func:`read_raw` reads a plain sqlite3 bag (one uncompressed file) straight from metadata.yaml and the
+database: rosbags parses and writes metadata.yaml with ruamel (~20 ms each way), which dominated short replays.
+Every other layout (mcap, split or compressed bags, raw .db3 files) goes through rosbags.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import sqlite3
 import struct
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from itertools import chain, repeat
 from pathlib import Path
 from typing import NamedTuple, Self
 
 import numpy as np
-from rosbags.rosbag2 import CompressionMode, Reader, ReaderError, StoragePlugin, Writer, WriterError
+import yaml
+from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
@@ -40,6 +49,11 @@ DISTROS = {"humble": Stores.ROS2_HUMBLE, "jazzy": Stores.ROS2_JAZZY, "kilted": S
 DEFAULT_DISTRO = "jazzy"
 # rosbag2 metadata version written: 9, the version Jazzy's rosbag2 writes (rosbags can write only 8 or 9).
 _BAG_VERSION = 9
+# metadata.yaml versions read directly (newer ones go through rosbags, which knows what it supports).
+_DIRECT_READ_VERSIONS = range(4, 10)
+# The C YAML implementation when PyYAML was built with it (metadata.yaml is small; the pure one is also fine).
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 # What a damaged storage file raises inside rosbags: its own errors, the sqlite3 driver's (apsw), I/O, and the
@@ -82,28 +96,171 @@ def _storage_plugin(storage: str) -> StoragePlugin:
     return STORAGES[storage]
 
 
+class _Sqlite3File:
+    """One new rosbag2 sqlite3 storage file and its metadata.yaml: rosbag2's database schema 4 (topics,
+    message_definitions, messages, metadata tables) and metadata version 9, as rosbags' writer lays them out.
+
+    ``journal=False`` turns off SQLite's rollback journal and fsync for the file's one write transaction: a crash
+    then leaves a damaged file instead of a shorter one, which is fine for output the caller deletes on failure.
+    """
+
+    SCHEMA = """
+    CREATE TABLE schema(schema_version INTEGER PRIMARY KEY, ros_distro TEXT NOT NULL);
+    CREATE TABLE metadata(id INTEGER PRIMARY KEY, metadata_version INTEGER NOT NULL, metadata TEXT NOT NULL);
+    CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
+      serialization_format TEXT NOT NULL, offered_qos_profiles TEXT NOT NULL, type_description_hash TEXT NOT NULL);
+    CREATE TABLE message_definitions(id INTEGER PRIMARY KEY, topic_type TEXT NOT NULL, encoding TEXT NOT NULL,
+      encoded_message_definition TEXT NOT NULL, type_description_hash TEXT NOT NULL);
+    CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, timestamp INTEGER NOT NULL,
+      data BLOB NOT NULL);
+    """
+    #: Created by close(), after the messages: building an index once is cheaper than updating it per row.
+    INDEX = "CREATE INDEX timestamp_idx ON messages (timestamp ASC)"
+    #: offered_qos_profiles of a topic recorded without QoS information (rosbags writes the same).
+    NO_QOS = "[]"
+    INSERT = "INSERT INTO messages (topic_id, timestamp, data) VALUES(?, ?, ?)"
+
+    def __init__(self, directory: Path, distro: str, journal: bool = True):
+        self.directory = directory
+        self.distro = distro
+        self.file = directory / f"{directory.name}.db3"
+        self.connection = sqlite3.connect(str(self.file), isolation_level=None)
+        if not journal:
+            self.connection.execute("PRAGMA journal_mode=OFF")
+            self.connection.execute("PRAGMA synchronous=OFF")
+        self.connection.execute("BEGIN")  # one transaction for the whole file, committed by close()
+        for statement in self.SCHEMA.split(";"):
+            if statement.strip():
+                self.connection.execute(statement)
+        self.connection.execute("INSERT INTO schema(schema_version, ros_distro) VALUES (4, ?)", (distro,))
+        self.topics: list[tuple[str, str, str]] = []  # (name, msgtype, rihs01 hash), id = position + 1
+        self.msgtypes: set[str] = set()
+        self.counts: dict[int, int] = {}
+        self.min_stamp = 2**63 - 1
+        self.max_stamp = 0
+
+    def add_topic(self, topic: str, msgtype: str, msgdef: str, rihs01: str) -> int:
+        if msgtype not in self.msgtypes:
+            encoding = "ros2idl" if msgdef.startswith("=" * 80 + "\nIDL: ") else "ros2msg"
+            self.connection.execute("INSERT INTO message_definitions (topic_type, encoding, encoded_message_definition,"
+                                    " type_description_hash) VALUES(?, ?, ?, ?)", (msgtype, encoding, msgdef, rihs01))
+            self.msgtypes.add(msgtype)
+        self.topics.append((topic, msgtype, rihs01))
+        topic_id = len(self.topics)
+        self.connection.execute("INSERT INTO topics VALUES(?, ?, ?, ?, ?, ?)",
+                                (topic_id, topic, msgtype, "cdr", self.NO_QOS, rihs01))
+        self.counts[topic_id] = 0
+        return topic_id
+
+    def write(self, topic_id: int, stamp_ns: int, data) -> None:
+        self.connection.execute(self.INSERT, (topic_id, stamp_ns, data))
+        self.counts[topic_id] += 1
+        self.min_stamp = min(self.min_stamp, stamp_ns)
+        self.max_stamp = max(self.max_stamp, stamp_ns)
+
+    def write_many(self, rows: list, counts: Counter, lowest: int, highest: int) -> None:
+        self.connection.executemany(self.INSERT, rows)
+        for topic_id, count in counts.items():
+            self.counts[topic_id] += count
+        self.min_stamp = min(self.min_stamp, lowest)
+        self.max_stamp = max(self.max_stamp, highest)
+
+    def metadata(self) -> dict:
+        """metadata.yaml's ``rosbag2_bagfile_information`` (version 9)."""
+        total = sum(self.counts.values())
+        start = self.min_stamp if total else 2**63 - 1
+        duration = max(0, self.max_stamp - self.min_stamp) if total else 0
+        return {
+            "version": _BAG_VERSION,
+            "storage_identifier": "sqlite3",
+            "relative_file_paths": [self.file.name],
+            "duration": {"nanoseconds": duration},
+            "starting_time": {"nanoseconds_since_epoch": start},
+            "message_count": total,
+            "topics_with_message_count": [
+                {"topic_metadata": {"name": name, "type": msgtype, "serialization_format": "cdr",
+                                    "offered_qos_profiles": [], "type_description_hash": rihs01},
+                 "message_count": self.counts[k + 1]}
+                for k, (name, msgtype, rihs01) in enumerate(self.topics)],
+            "compression_format": "",
+            "compression_mode": "",
+            "files": [{"path": self.file.name, "starting_time": {"nanoseconds_since_epoch": start},
+                       "duration": {"nanoseconds": duration}, "message_count": total}],
+            "custom_data": None,
+            "ros_distro": self.distro,
+        }
+
+    def close(self) -> None:
+        """Commit, then write metadata.yaml (through a temporary file: a reader never sees half of it)."""
+        information = self.metadata()
+        text = yaml.dump(information, Dumper=_YAML_DUMPER, default_flow_style=False, sort_keys=False).strip()
+        self.connection.execute("INSERT INTO metadata(metadata_version, metadata) VALUES(?, ?)", (_BAG_VERSION, text))
+        self.connection.execute(self.INDEX)
+        self.connection.execute("COMMIT")
+        self.connection.close()
+        metadata = self.directory / "metadata.yaml"
+        temporary = metadata.with_suffix(".yaml.tmp")
+        temporary.write_text(yaml.dump({"rosbag2_bagfile_information": information}, Dumper=_YAML_DUMPER,
+                                       default_flow_style=False, sort_keys=False), encoding="utf-8")
+        os.replace(temporary, metadata)
+
+    def abort(self) -> None:
+        try:
+            self.connection.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        self.connection.close()
+
+
+#: {id(typestore): (typestore, {msgtype: (message definition, RIHS01 hash)})}: generating them takes ~1 ms a type.
+_MESSAGE_DEFINITIONS: dict[int, tuple[object, dict]] = {}
+
+
+def _message_definition(typestore, msgtype: str) -> tuple[str, str]:
+    entry = _MESSAGE_DEFINITIONS.get(id(typestore))
+    if entry is None or entry[0] is not typestore:
+        entry = _MESSAGE_DEFINITIONS[id(typestore)] = (typestore, {})
+    definitions = entry[1]
+    if msgtype not in definitions:
+        definitions[msgtype] = (typestore.generate_msgdef(msgtype, ros_version=2)[0], typestore.hash_rihs01(msgtype))
+    return definitions[msgtype]
+
+
 class BagWriter:
     """Writes ``(topic, stamp_ns, message)`` records to a new bag folder; a context manager.
 
     A topic is created on its first record with the record's message type, or beforehand with
     :meth:`add_topic`; every later record on the topic must have that type. Refuses to touch an existing path.
+    ``journal=False`` (sqlite3): no rollback journal and no fsync while writing, for output that the caller
+    deletes when writing fails (offline replay); a crash then leaves a damaged file rather than a shorter one.
     """
 
-    def __init__(self, path, storage: str = "sqlite3", distro: str = DEFAULT_DISTRO, typestore=None):
+    def __init__(self, path, storage: str = "sqlite3", distro: str = DEFAULT_DISTRO, typestore=None,
+                 journal: bool = True):
         self.path = Path(path)
         self.storage = storage
         plugin = _storage_plugin(storage)
         self.typestore = typestore if typestore is not None else make_typestore(distro)
         if self.path.exists():
             raise BagError(f"refusing to overwrite {self.path}: it exists already; choose a new output path")
-        self._writer = Writer(self.path, version=_BAG_VERSION, storage_plugin=plugin)
-        self._connections: dict[str, object] = {}
+        self._topic_ids: dict[str, int] = {}
+        self._msgtypes: dict[str, str] = {}
         self._counts: dict[str, int] = {}
         self._open = False
+        self._writer = None
+        self._file = None
         try:
-            self._writer.open()
-        except WriterError as error:
+            if storage == "sqlite3":
+                self.path.mkdir(mode=0o755, parents=True)
+                self._file = _Sqlite3File(self.path, distro, journal=journal)
+            else:
+                self._writer = Writer(self.path, version=_BAG_VERSION, storage_plugin=plugin)
+                self._writer.open()
+        except FileExistsError:
+            raise BagError(f"refusing to overwrite {self.path}: it exists already; choose a new output path") from None
+        except (WriterError, OSError, sqlite3.Error) as error:
             raise BagError(f"cannot create the bag {self.path}: {error}") from None
+        self._connections: dict[str, object] = {}  # mcap: rosbags' connections
         self._open = True
 
     def __enter__(self) -> Self:
@@ -122,15 +279,22 @@ class BagWriter:
         self._check_open()
         if not isinstance(topic, str) or not topic.startswith("/"):
             raise BagError(f"a topic name must be an absolute ROS name starting with '/', got {topic!r}")
-        if topic in self._connections:
-            existing = self._connections[topic].msgtype
+        if topic in self._msgtypes:
+            existing = self._msgtypes[topic]
             if existing != msgtype:
                 raise BagError(f"topic {topic} already carries {existing}, cannot also carry {msgtype}")
             return
         if msgtype not in self.typestore.types:
             near = difflib.get_close_matches(msgtype, list(self.typestore.types), n=3)
             raise BagError(f"unknown message type {msgtype!r} (near matches: {near})")
-        self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=self.typestore)
+        if self._file is not None:
+            self._topic_ids[topic] = self._file.add_topic(topic, msgtype, *_message_definition(self.typestore,
+                                                                                                msgtype))
+        else:
+            connection = self._writer.add_connection(topic, msgtype, typestore=self.typestore)
+            self._connections[topic] = connection
+            self._topic_ids[topic] = connection.id
+        self._msgtypes[topic] = msgtype
         self._counts[topic] = 0
 
     def write(self, topic: str, stamp_ns: int, message) -> None:
@@ -142,9 +306,11 @@ class BagWriter:
         if isinstance(stamp_ns, bool) or not isinstance(stamp_ns, int) or stamp_ns < 0:
             raise BagError(f"stamp_ns must be a non-negative integer number of nanoseconds, got {stamp_ns!r}")
         self.add_topic(topic, msgtype)
-        connection = self._connections[topic]
         data = self.typestore.serialize_cdr(message, msgtype)
-        self._writer.write(connection, stamp_ns, data)
+        if self._file is not None:
+            self._file.write(self._topic_ids[topic], stamp_ns, data)
+        else:
+            self._writer.write(self._connections[topic], stamp_ns, data)
         self._counts[topic] += 1
 
     def write_raw(self, records: Iterable[tuple[str, int, bytes]]) -> None:
@@ -154,13 +320,12 @@ class BagWriter:
         as given (e.g. from ``ros_dofkit.ros.cdr``); on sqlite3 the whole batch is one ``executemany``.
         """
         self._check_open()
-        connections = self._connections
-        ids = {topic: connection.id for topic, connection in connections.items()}
+        ids = self._topic_ids
         try:
             rows = [(ids[topic], stamp, data) for topic, stamp, data in records]
         except KeyError as error:
             raise BagError(f"write_raw: topic {error.args[0]!r} was not declared with add_topic "
-                           f"(declared: {sorted(connections)})") from None
+                           f"(declared: {sorted(ids)})") from None
         if not rows:
             return
         stamps = [row[1] for row in rows]
@@ -168,21 +333,45 @@ class BagWriter:
         if lowest < 0:
             raise BagError(f"write_raw: stamps must be non-negative integer nanoseconds, got {lowest}")
         per_id = Counter(row[0] for row in rows)
-        writer = self._writer
-        storage = writer.storage
-        if self.storage == "sqlite3" and hasattr(storage, "cursor") and writer.compression_mode == CompressionMode.NONE:
-            storage.cursor.executemany("INSERT INTO messages (topic_id, timestamp, data) VALUES(?, ?, ?)", rows)
-            for connection_id, count in per_id.items():
-                writer.counts[connection_id] += count
-            writer.min_timestamp = min(int(lowest), writer.min_timestamp)
-            writer.max_timestamp = max(int(highest), writer.max_timestamp)
+        if self._file is not None:
+            self._file.write_many(rows, per_id, int(lowest), int(highest))
         else:
-            by_id = {connection.id: connection for connection in connections.values()}
+            by_id = {connection.id: connection for connection in self._connections.values()}
             for connection_id, stamp, data in rows:
-                writer.write(by_id[connection_id], stamp, data)
-        topic_of = {connection.id: topic for topic, connection in connections.items()}
-        for connection_id, count in per_id.items():
-            self._counts[topic_of[connection_id]] += count
+                self._writer.write(by_id[connection_id], stamp, data)
+        topic_of = {topic_id: topic for topic, topic_id in ids.items()}
+        for topic_id, count in per_id.items():
+            self._counts[topic_of[topic_id]] += count
+
+    def write_streams(self, stamps_ns, streams) -> None:
+        """Append pre-serialized messages of several topics that share their stamps: ``streams`` is a list of
+        ``(topic, messages)`` with one CDR message per stamp of ``stamps_ns`` each; written stamp by stamp, the
+        topics in the order given (what :meth:`write_raw` does with the records interleaved so, without one
+        Python tuple per message on the way)."""
+        self._check_open()
+        stamps = [int(s) for s in np.asarray(stamps_ns, dtype=np.int64).tolist()]
+        unknown = [topic for topic, _ in streams if topic not in self._topic_ids]
+        if unknown:
+            raise BagError(f"write_streams: topics {unknown} were not declared with add_topic "
+                           f"(declared: {sorted(self._topic_ids)})")
+        lengths = {topic: len(messages) for topic, messages in streams}
+        if any(length != len(stamps) for length in lengths.values()):
+            raise BagError(f"write_streams: expected one message per stamp ({len(stamps)}) on every topic, got "
+                           f"{lengths}")
+        if not stamps or not streams:
+            return
+        if min(stamps) < 0:
+            raise BagError(f"write_streams: stamps must be non-negative integer nanoseconds, got {min(stamps)}")
+        if self._file is None:
+            self.write_raw((topic, stamp, messages[k]) for k, stamp in enumerate(stamps) for topic, messages in streams)
+            return
+        ids = [self._topic_ids[topic] for topic, _ in streams]
+        per_stream = [zip(repeat(topic_id), stamps, messages) for topic_id, (_, messages) in zip(ids, streams,
+                                                                                                   strict=True)]
+        rows = list(chain.from_iterable(zip(*per_stream, strict=True)))
+        self._file.write_many(rows, Counter(dict.fromkeys(ids, len(stamps))), min(stamps), max(stamps))
+        for topic, _ in streams:
+            self._counts[topic] += len(stamps)
 
     def write_all(self, records: Iterable[tuple[str, int, object]]) -> dict[str, int]:
         """Write every ``(topic, stamp_ns, message)``; returns the counts per topic."""
@@ -193,7 +382,14 @@ class BagWriter:
     def close(self) -> None:
         if self._open:
             self._open = False
-            self._writer.close()
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except (OSError, sqlite3.Error) as error:
+                    self._file.abort()
+                    raise BagError(f"cannot finish the bag {self.path}: {error}") from None
+            else:
+                self._writer.close()
 
     def _check_open(self) -> None:
         if not self._open:
@@ -304,15 +500,86 @@ def _sqlite_rows(reader, connections) -> tuple | None:
     return topic_of, list(dbconn.execute(query, ids))
 
 
+def _plain_sqlite3_bag(path: Path) -> tuple[Path, dict] | None:
+    """``(database file, {topic: (msgtype, message count)})`` of a directory bag with one uncompressed sqlite3 file
+    and a metadata.yaml this module reads itself; None for anything else (rosbags then reads it and reports its
+    problems)."""
+    metadata = path / "metadata.yaml"
+    try:
+        information = yaml.load(metadata.read_text(encoding="utf-8"), Loader=_YAML_LOADER)[
+            "rosbag2_bagfile_information"]
+        files = information["relative_file_paths"]
+        if (information["version"] not in _DIRECT_READ_VERSIONS or information["storage_identifier"] != "sqlite3"
+                or information.get("compression_mode") or len(files) != 1):
+            return None
+        topics = {}
+        for entry in information["topics_with_message_count"]:
+            topic = entry["topic_metadata"]
+            if topic["name"] in topics:  # one name, several types or QoS: rosbags' reader sorts that out
+                return None
+            topics[topic["name"]] = (topic["type"], int(entry["message_count"]))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None
+    database = path / files[0]
+    return (database, topics) if database.is_file() else None
+
+
+def _read_plain_sqlite3(path: Path, database: Path, available: dict, topics) -> RawMessages:
+    """:func:`read_raw` of a bag :func:`_plain_sqlite3_bag` accepted: the database opened read-only, one query."""
+    if callable(topics):
+        topics = topics(dict(available))
+    wanted = list(available) if topics is None else list(topics)
+    unknown = [t for t in wanted if t not in available]
+    if unknown:
+        raise BagError(f"topics {unknown} are not in {path}; it has {sorted(available)}")
+    msgtypes = {t: available[t][0] for t in available if t in wanted}
+    try:
+        connection = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise BagError(f"cannot read the bag {path} (corrupt storage): {error}") from None
+    try:
+        # The database numbers its topics itself: match them by name and type, as rosbags' reader does.
+        table = connection.execute("SELECT id, name, type FROM topics").fetchall()
+        topic_of = {topic_id: name for topic_id, name, msgtype in table if msgtypes.get(name) == msgtype}
+        if not topic_of:
+            return RawMessages([], np.zeros(0, dtype=np.int64), [], msgtypes)
+        ids = list(topic_of)
+        # Table order, then a stable sort on the stamps: ORDER BY timestamp's order (the index holds
+        # (timestamp, rowid)), without walking the index.
+        rows = connection.execute(f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN "
+                                  f"({','.join('?' * len(ids))})", ids).fetchall()
+    except sqlite3.Error as error:
+        raise BagError(f"corrupt bag {path}: {error}") from None
+    finally:
+        connection.close()
+    if not rows:
+        return RawMessages([], np.zeros(0, dtype=np.int64), [], msgtypes)
+    topic_ids, stamps, data = zip(*rows, strict=True)
+    stamps = np.fromiter(stamps, dtype=np.int64, count=len(rows))
+    order = None
+    if np.any(stamps[1:] < stamps[:-1]):
+        order = np.argsort(stamps, kind="stable")
+        stamps = stamps[order]
+        topic_ids = [topic_ids[k] for k in order.tolist()]
+        data = [data[k] for k in order.tolist()]
+    return RawMessages([topic_of[i] for i in topic_ids], stamps, list(data), msgtypes)
+
+
 def read_raw(path, topics=None) -> RawMessages:
     """All messages of ``topics`` in stamp order, undecoded: the bulk counterpart of :func:`read_bag` (same order,
     same errors: :class:`BagError` for unknown topics, damaged storage and split files that overlap in time).
 
     ``topics``: None (all), an iterable of topic names, or a function called with the bag's
     ``{topic: (msgtype, message count)}`` that returns them (and may raise, e.g. after checking types), so the bag
-    is opened once.
+    is opened once. A plain sqlite3 bag (one uncompressed file) is read directly (:func:`_read_plain_sqlite3`);
+    any other through rosbags' reader.
     """
     path = Path(path)
+    if not path.exists():
+        raise BagError(f"bag not found: {path}")
+    plain = _plain_sqlite3_bag(path) if path.is_dir() else None
+    if plain is not None:
+        return _read_plain_sqlite3(path, plain[0], plain[1], topics)
     reader = _open_reader(path)
     try:
         connections = list(reader.connections)
