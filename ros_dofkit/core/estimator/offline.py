@@ -412,10 +412,48 @@ def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, 
 
 # ---------------------------------------------------------------------------------------------- velocities
 @njit(cache=True)
+def _solve_in_place(M, B, n, m):
+    """B[:n, :m] <- M[:n, :n]^-1 B[:n, :m] by Gaussian elimination with partial pivoting (LAPACK gesv's method,
+    without its call and copies: these systems have a handful of unknowns). M is overwritten. Returns False when
+    M is singular."""
+    for col in range(n):
+        pivot = col
+        largest = abs(M[col, col])
+        for r in range(col + 1, n):
+            if abs(M[r, col]) > largest:
+                largest = abs(M[r, col])
+                pivot = r
+        if largest == 0.0:
+            return False
+        if pivot != col:
+            for j in range(n):
+                M[col, j], M[pivot, j] = M[pivot, j], M[col, j]
+            for j in range(m):
+                B[col, j], B[pivot, j] = B[pivot, j], B[col, j]
+        for r in range(col + 1, n):
+            factor = M[r, col] / M[col, col]
+            if factor != 0.0:
+                for j in range(col + 1, n):
+                    M[r, j] -= factor * M[col, j]
+                for j in range(m):
+                    B[r, j] -= factor * B[col, j]
+    for col in range(n - 1, -1, -1):
+        for j in range(m):
+            value = B[col, j]
+            for k in range(col + 1, n):
+                value -= M[col, k] * B[k, j]
+            B[col, j] = value / M[col, col]
+    return True
+
+
+@njit(cache=True)
 def _kinematics_and_velocities(tree, Q, v_prior, use_gyro, gyro_rows, w_S, bodies, R_BS, free_v, regularization,
                                X_WB_out, V_out, from_gyro_out):
     """Per cycle c: X_WB at Q[c]; v from the gyros of the sensors with use_gyro[c, i] (their samples' rows in
-    w_S), least squares around v_prior[c] (velocity.solve_velocities_from_gyros)."""
+    w_S), least squares around v_prior[c] (velocity.solve_velocities_from_gyros): with A the stacked angular
+    Jacobians J_w(body) of the free velocities and b the measured rates R_WS w_S,
+    (A^T A + regularization I) dv = A^T (b - A v_prior); a free velocity counts as from the gyros when its
+    resolution (A^T A + reg I)^-1 A^T A diagonal entry exceeds 0.5. Returns False if a system was singular."""
     n_cycles, nb = Q.shape[0], X_WB_out.shape[1]
     nv = v_prior.shape[1]
     n_imu = bodies.shape[0]
@@ -425,46 +463,66 @@ def _kinematics_and_velocities(tree, Q, v_prior, use_gyro, gyro_rows, w_S, bodie
     origin = np.zeros(3)
     free = np.flatnonzero(free_v)
     n_free = free.shape[0]
+    # Workspaces for the largest system: every IMU observed.
+    A = np.empty((3 * n_imu, n_free))
+    residual = np.empty(3 * n_imu)
+    lhs = np.empty((n_free, n_free))
+    rhs = np.empty((n_free, n_free + 1))
     for c in range(n_cycles):
         kernels.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
+        V_out[c] = v_prior[c]
+        for j in range(nv):
+            from_gyro_out[c, j] = False
         k = 0
         for i in range(n_imu):
             if use_gyro[c, i]:
                 k += 1
-        V_out[c] = v_prior[c]
-        for j in range(nv):
-            from_gyro_out[c, j] = False
         if k == 0 or n_free == 0:
             continue
-        A = np.empty((3 * k, nv))
-        b = np.empty(3 * k)
         row = 0
         for i in range(n_imu):
             if not use_gyro[c, i]:
                 continue
             body = bodies[i]
-            R_WS = np.ascontiguousarray(X_WB_out[c, body, :3, :3]) @ R_BS[i]
-            rate = R_WS @ w_S[gyro_rows[c, i]]
+            w = w_S[gyro_rows[c, i]]
             kernels.point_jacobian(tree, R_WF, p_WM, body, origin, False, J)
             for a in range(3):
+                # b = R_WB R_BS w_S, minus the prior's rate J_w v_prior (all velocities, locked ones included).
+                rate = 0.0
+                for m in range(3):
+                    R_WS_am = 0.0
+                    for n in range(3):
+                        R_WS_am += X_WB_out[c, body, a, n] * R_BS[i, n, m]
+                    rate += R_WS_am * w[m]
+                predicted = 0.0
                 for j in range(nv):
-                    A[row + a, j] = J[a, j]
-                b[row + a] = rate[a]
+                    predicted += J[a, j] * v_prior[c, j]
+                residual[row + a] = rate - predicted
+                for j in range(n_free):
+                    A[row + a, j] = J[a, free[j]]
             row += 3
-        residual = b - A @ v_prior[c]
-        A_free = np.empty((3 * k, n_free))
-        for j in range(n_free):
-            A_free[:, j] = A[:, free[j]]
-        normal = A_free.T @ A_free
-        lhs = normal + regularization * np.eye(n_free)
+        for i in range(n_free):
+            for j in range(i, n_free):
+                value = 0.0
+                for r in range(row):
+                    value += A[r, i] * A[r, j]
+                lhs[i, j] = value
+                lhs[j, i] = value
+                rhs[i, 1 + j] = value
+                rhs[j, 1 + i] = value
+            value = 0.0
+            for r in range(row):
+                value += A[r, i] * residual[r]
+            rhs[i, 0] = value
+        for i in range(n_free):
+            lhs[i, i] += regularization
         # One factorization for both right-hand sides: the step (column 0) and the resolution matrix.
-        rhs = np.empty((n_free, n_free + 1))
-        rhs[:, 0] = A_free.T @ residual
-        rhs[:, 1:] = normal
-        solution = np.linalg.solve(lhs, rhs)
+        if not _solve_in_place(lhs, rhs, n_free, n_free + 1):
+            return False
         for j in range(n_free):
-            V_out[c, free[j]] += solution[j, 0]
-            from_gyro_out[c, free[j]] = solution[j, 1 + j] > 0.5
+            V_out[c, free[j]] += rhs[j, 0]
+            from_gyro_out[c, free[j]] = rhs[j, 1 + j] > 0.5
+    return True
 
 
 def _rotation_angles(R_A, R_B) -> np.ndarray:
@@ -664,11 +722,12 @@ class OfflineEstimator:
         X_WB = np.empty((C, nb, 4, 4))
         V = np.empty_like(v_prior)
         from_gyro = np.zeros(v_prior.shape, dtype=bool)
-        if C:
-            _kinematics_and_velocities(self._tree, np.ascontiguousarray(Q), v_prior, use_gyro,
-                                       np.maximum(slot_w, 0), np.ascontiguousarray(w_S), self._bodies,
-                                       np.ascontiguousarray(self._R_BS), self._free_v,
-                                       float(config.velocity_regularization), X_WB, V, from_gyro)
+        if C and not _kinematics_and_velocities(self._tree, np.ascontiguousarray(Q), v_prior, use_gyro,
+                                                np.maximum(slot_w, 0), np.ascontiguousarray(w_S), self._bodies,
+                                                np.ascontiguousarray(self._R_BS), self._free_v,
+                                                float(config.velocity_regularization), X_WB, V, from_gyro):
+            raise np.linalg.LinAlgError("gyro velocities: singular normal equations (velocity_regularization is 0 "
+                                        "and the gyros do not observe every free velocity)")
         errors = np.full((C, n_imu), np.nan)
         for i in range(n_imu):
             rows = np.flatnonzero(observed[:, i])
