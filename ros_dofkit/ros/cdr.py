@@ -319,7 +319,8 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
     for length in np.unique(frame_length[fits]).tolist():
         index = np.flatnonzero(fits & (frame_length == length))
         size = int(expected[index[0]])
-        rows = buffer[starts[index][:, None] + np.arange(size)]
+        # Messages of one size joined are a (n, size) byte matrix as they stand (no gather through an index array).
+        rows = np.frombuffer(b"".join([datas[k] for k in index.tolist()]), dtype=np.uint8).reshape(index.size, size)
         stamp_ns[index] = _stamps(rows)
         body = _HEADER + _imu_body_offset(length)
         for name, offset, width in _IMU_FIELDS:
@@ -425,7 +426,8 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
             continue
         size = int(sizes[first])
         candidates = pending[sizes[pending] == size]
-        rows = buffer[starts[candidates][:, None] + np.arange(size)]
+        rows = np.frombuffer(b"".join([datas[k] for k in candidates.tolist()]), dtype=np.uint8).reshape(
+            candidates.size, size)
         # Same layout: the bytes from frame_id through the position count, and the other two counts, agree.
         same = np.all(rows[:, _HEADER + 8:fields["position"][1] + 4] == rows[0, _HEADER + 8:fields["position"][1] + 4],
                       axis=1)
