@@ -145,7 +145,8 @@ def main(argv=None) -> int:
             run = offline.run(inputs)
             core_times.append(time.perf_counter() - started)
             started = time.perf_counter()
-            with BagWriter(tmp / f"write_{k}", storage=args.storage, typestore=factory.typestore) as writer:
+            with BagWriter(tmp / f"write_{k}", storage=args.storage, typestore=factory.typestore,
+                           journal=False) as writer:  # as replay_bag writes its output
                 OutputWriter(writer, setup, offline.estimator, factory).write_run(run, run.initialized.nonzero()[0])
             write_times.append(time.perf_counter() - started)
         read, core, write = min(read_times), min(core_times), min(write_times)
