@@ -359,14 +359,11 @@ class OutputWriter:
     def _relative(self, X_WB, bodies):
         """(parent frames, child frames, X_PC (..., n, 4, 4)) of ``bodies``: X_PC = inv(X_WP) X_WC, batched over
         the leading axes of ``X_WB`` (..., num_bodies, 4, 4)."""
+        from ros_dofkit.core.estimator.offline import relative_poses
+
         bodies = np.asarray(bodies, dtype=np.int64)
         parents = self._parent[bodies]
-        X_WP, X_WC = X_WB[..., parents, :, :], X_WB[..., bodies, :, :]
-        R_PW = np.swapaxes(X_WP[..., :3, :3], -1, -2)
-        X_PC = np.zeros(X_WC.shape)
-        X_PC[..., :3, :3] = R_PW @ X_WC[..., :3, :3]
-        X_PC[..., :3, 3] = np.einsum("...ij,...j->...i", R_PW, X_WC[..., :3, 3] - X_WP[..., :3, 3])
-        X_PC[..., 3, 3] = 1.0
+        X_PC = relative_poses(X_WB, parents, bodies)
         return ([self._frame_ids[p] for p in parents], [self._frame_ids[b] for b in bodies], X_PC)
 
     def write(self, result, stamp_ns: int) -> None:

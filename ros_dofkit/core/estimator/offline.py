@@ -525,6 +525,38 @@ def _kinematics_and_velocities(tree, Q, v_prior, use_gyro, gyro_rows, w_S, bodie
     return True
 
 
+@njit(cache=True)
+def _relative_poses(X_WB, parents, bodies, X_PC):
+    for c in range(X_WB.shape[0]):
+        for m in range(bodies.shape[0]):
+            P, C = parents[m], bodies[m]
+            for i in range(3):
+                for j in range(3):
+                    value = 0.0
+                    for k in range(3):
+                        value += X_WB[c, P, k, i] * X_WB[c, C, k, j]
+                    X_PC[c, m, i, j] = value
+                value = 0.0
+                for k in range(3):
+                    value += X_WB[c, P, k, i] * (X_WB[c, C, k, 3] - X_WB[c, P, k, 3])
+                X_PC[c, m, i, 3] = value
+                X_PC[c, m, 3, i] = 0.0
+            X_PC[c, m, 3, 3] = 1.0
+
+
+def relative_poses(X_WB, parents, bodies) -> np.ndarray:
+    """X_PC = inv(X_WP) X_WC of every body C in ``bodies`` relative to its ``parents`` entry P: R_PC = R_WP^T R_WC,
+    p_PC_P = R_WP^T (p_WC - p_WP). ``X_WB`` (..., num_bodies, 4, 4) -> (..., len(bodies), 4, 4) (compiled: the
+    outputs of a whole replay at once)."""
+    X_WB = np.asarray(X_WB, dtype=float)
+    lead = X_WB.shape[:-3]
+    flat = np.ascontiguousarray(X_WB.reshape((-1,) + X_WB.shape[-3:]))
+    bodies = np.asarray(bodies, dtype=np.int64)
+    X_PC = np.empty((flat.shape[0], bodies.size, 4, 4))
+    _relative_poses(flat, np.asarray(parents, dtype=np.int64), bodies, X_PC)
+    return X_PC.reshape(lead + (bodies.size, 4, 4))
+
+
 def _rotation_angles(R_A, R_B) -> np.ndarray:
     """Batched ``estimator.rotation_angle_between``: angle of R_A^T R_B (rad)."""
     R = np.swapaxes(R_A, -1, -2) @ R_B
