@@ -83,6 +83,6 @@ def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
         imu_orientation_present=~np.isnan(quaternion[:, 0]), imu_angular_velocity_present=~np.isnan(gyro[:, 0]),
         js_stamp=joint_states.stamp_ns * 1e-9, js_names=joint_states.name, js_positions=joint_states.position,
         js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
-    truth_records = [(int(ns), names, np.asarray(p)) for ns, names, p in
-                     zip(truth.stamp_ns, truth.name, truth.position, strict=True)]
+    # (stamp_ns, names, positions) per message; the positions are already arrays.
+    truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
     return inputs, truth_records, seen

@@ -307,32 +307,36 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
     out = {name: np.empty((count, width)) for name, _, width in _IMU_FIELDS}
     stamp_ns = np.empty(count, dtype=np.int64)
     frames = np.empty(count, dtype=object)
-    buffer, starts, sizes = _concatenate(datas)
-    usable = sizes >= _HEADER + 12
-    head = np.where(usable, starts, 0)
-    little = usable & (buffer[head] == 0) & (buffer[head + 1] == 1) if count else usable
-    frame_length = _gather_uint32(buffer, head + _HEADER + 8)
-    expected = _HEADER + 8 * ((12 + frame_length + 7) // 8) + _IMU_TAIL
-    fits = little & (frame_length > 0) & (sizes == expected)
-    nul = np.where(fits, head + _HEADER + 12 + frame_length - 1, 0)
-    fits &= buffer[nul] == 0 if count else fits
-    for length in np.unique(frame_length[fits]).tolist():
-        index = np.flatnonzero(fits & (frame_length == length))
-        size = int(expected[index[0]])
-        # Messages of one size joined are a (n, size) byte matrix as they stand (no gather through an index array).
-        rows = np.frombuffer(b"".join([datas[k] for k in index.tolist()]), dtype=np.uint8).reshape(index.size, size)
-        stamp_ns[index] = _stamps(rows)
-        body = _HEADER + _imu_body_offset(length)
-        for name, offset, width in _IMU_FIELDS:
-            start = body + offset
-            out[name][index] = rows[:, start:start + 8 * width].copy().view("<f8")
-        text = rows[:, _HEADER + 12:_HEADER + 12 + length - 1]
-        if np.all(text == text[0]):  # one sensor's topic: a single frame_id
-            frames[index] = bytes(text[0]).decode("utf-8")
-        else:
-            decoded: dict = {}
-            frames[index] = [decoded.get(raw) or decoded.setdefault(raw, raw.decode("utf-8"))
-                             for raw in map(bytes, text)]
+    fits = np.zeros(count, dtype=bool)
+    sizes = np.fromiter(map(len, datas), dtype=np.int64, count=count)
+    # Messages of one size joined are a (n, size) byte matrix as they stand: each size group is checked and read
+    # through fixed offsets (one topic's messages usually share a size).
+    for size in np.unique(sizes[sizes >= _HEADER + 12]).tolist():
+        members = np.flatnonzero(sizes == size)
+        block = np.frombuffer(b"".join([datas[k] for k in members.tolist()]), dtype=np.uint8).reshape(members.size,
+                                                                                                       size)
+        frame_length = block[:, _HEADER + 8:_HEADER + 12].copy().view("<u4").reshape(-1).astype(np.int64)
+        expected = _HEADER + 8 * ((12 + frame_length + 7) // 8) + _IMU_TAIL
+        good = (block[:, 0] == 0) & (block[:, 1] == 1) & (frame_length > 0) & (expected == size)
+        nul = np.where(good, _HEADER + 12 + frame_length - 1, 0)
+        good &= block[np.arange(members.size), nul] == 0
+        for length in np.unique(frame_length[good]).tolist():
+            selected = good & (frame_length == length)
+            index = members[selected]
+            rows = block[selected] if not selected.all() else block
+            fits[index] = True
+            stamp_ns[index] = _stamps(rows)
+            body = _HEADER + _imu_body_offset(length)
+            for name, offset, width in _IMU_FIELDS:
+                start = body + offset
+                out[name][index] = rows[:, start:start + 8 * width].copy().view("<f8")
+            text = rows[:, _HEADER + 12:_HEADER + 12 + length - 1]
+            if np.all(text == text[0]):  # one sensor's topic: a single frame_id
+                frames[index] = bytes(text[0]).decode("utf-8")
+            else:
+                decoded: dict = {}
+                frames[index] = [decoded.get(raw) or decoded.setdefault(raw, raw.decode("utf-8"))
+                                 for raw in map(bytes, text)]
     frame_ids = frames.tolist()
     slow = np.flatnonzero(~fits).tolist()
     if slow:
