@@ -143,64 +143,83 @@ def _validate_imus(inputs: OfflineInputs):
     return code, R_GS, np.where(has_w[:, None], gyro, np.nan), has_R, has_w
 
 
+def _names_entry(names, name_to_index: dict) -> tuple:
+    """(status, known positions in the message, their articulated indices, some names unknown) of a name list."""
+    names_list = list(names)
+    if not names_list:
+        return _R[RejectReason.EMPTY], None, None, False
+    if len(set(names_list)) != len(names_list):
+        return _R[RejectReason.DUPLICATE_NAME], None, None, False
+    known = np.array([i for i, name in enumerate(names_list) if name in name_to_index], dtype=np.int64)
+    indices = np.array([name_to_index[names_list[i]] for i in known], dtype=np.int64)
+    return _OK, known, indices, len(known) != len(names_list)
+
+
 def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
     """parse_joint_state over every message: (code (n,), CSR offsets (n + 1,), indices, positions, velocities
-    (NaN = none))."""
+    (NaN = none)). Messages with the same names and array sizes are checked together (a recording's encoder
+    messages usually all share one layout)."""
     n = len(inputs.js_stamp)
     code = np.full(n, _OK, dtype=np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    pieces_index, pieces_position, pieces_velocity = [], [], []
-    by_names: dict = {}
-    total = 0
-    nans: dict = {}
-
-    def nan_rows(size: int) -> np.ndarray:
-        if size not in nans:
-            nans[size] = np.full(size, np.nan)
-        return nans[size]
-
+    groups: dict = {}  # (names, position count, velocity count) -> message indices
+    positions_of, velocities_of = [], []
     for k in range(n):
-        names = inputs.js_names[k]
-        entry = by_names.get(names)
-        if entry is None:
-            names_list = list(names)
-            if not names_list:
-                entry = (_R[RejectReason.EMPTY], None, None, False)
-            elif len(set(names_list)) != len(names_list):
-                entry = (_R[RejectReason.DUPLICATE_NAME], None, None, False)
-            else:
-                known = np.array([i for i, name in enumerate(names_list) if name in name_to_index], dtype=np.int64)
-                indices = np.array([name_to_index[names_list[i]] for i in known], dtype=np.int64)
-                entry = (_OK, known, indices, len(known) != len(names_list))
-            by_names[names] = entry
-        status, known, indices, partial = entry
         positions = np.asarray(inputs.js_positions[k], dtype=float).reshape(-1)
         velocities = inputs.js_velocities[k]
         velocities = None if velocities is None else np.asarray(velocities, dtype=float).reshape(-1)
         if velocities is not None and velocities.size == 0:
             velocities = None
+        positions_of.append(positions)
+        velocities_of.append(velocities)
+        key = (inputs.js_names[k], positions.size, -1 if velocities is None else velocities.size)
+        members = groups.get(key)
+        if members is None:
+            groups[key] = [k]
+        else:
+            members.append(k)
+    counts = np.zeros(n, dtype=np.int64)
+    accepted = []  # (message indices, known, indices, positions (g, m), velocities (g, m) or None)
+    for (names, position_count, velocity_count), members in groups.items():
+        members = np.asarray(members, dtype=np.int64)
+        status, known, indices, partial = _names_entry(names, name_to_index)
         count = len(names)
         if status == _R[RejectReason.EMPTY]:
-            code[k] = status
-        elif positions.size != count or (velocities is not None and velocities.size != count):
-            code[k] = _R[RejectReason.MISMATCHED_ARRAYS]
-        elif status != _OK:
-            code[k] = status
-        elif not np.isfinite(positions).all() or (velocities is not None and not np.isfinite(velocities).all()):
-            code[k] = _R[RejectReason.NON_FINITE]
-        elif known.size == 0:
-            code[k] = _R[RejectReason.UNKNOWN_NAME]
-        else:
-            code[k] = _UNKNOWN_KEPT if partial else _OK
-            pieces_index.append(indices)
-            pieces_position.append(positions[known])
-            pieces_velocity.append(nan_rows(known.size) if velocities is None else velocities[known])
-            total += known.size
-        offsets[k + 1] = total
-    if pieces_index:
-        return (code, offsets, np.concatenate(pieces_index), np.concatenate(pieces_position),
-                np.concatenate(pieces_velocity))
-    return code, offsets, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+            code[members] = status
+            continue
+        if position_count != count or (velocity_count >= 0 and velocity_count != count):
+            code[members] = _R[RejectReason.MISMATCHED_ARRAYS]
+            continue
+        if status != _OK:
+            code[members] = status
+            continue
+        P = np.stack([positions_of[k] for k in members.tolist()])
+        finite = np.isfinite(P).all(axis=1)
+        V = None
+        if velocity_count >= 0:
+            V = np.stack([velocities_of[k] for k in members.tolist()])
+            finite &= np.isfinite(V).all(axis=1)
+        code[members[~finite]] = _R[RejectReason.NON_FINITE]
+        if known.size == 0:
+            code[members[finite]] = _R[RejectReason.UNKNOWN_NAME]
+            continue
+        code[members[finite]] = _UNKNOWN_KEPT if partial else _OK
+        counts[members[finite]] = known.size
+        accepted.append((members[finite], known, indices, P[finite], None if V is None else V[finite]))
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    total = int(offsets[-1])
+    if total == 0:
+        return code, offsets, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+    index_out = np.empty(total, dtype=np.int64)
+    position_out = np.empty(total)
+    velocity_out = np.full(total, np.nan)
+    for members, known, indices, P, V in accepted:
+        slots = offsets[members][:, None] + np.arange(known.size)
+        index_out[slots] = indices
+        position_out[slots] = P[:, known]
+        if V is not None:
+            velocity_out[slots] = V[:, known]
+    return code, offsets, index_out, position_out, velocity_out
 
 
 # ---------------------------------------------------------------------------------------------- cycle rules
