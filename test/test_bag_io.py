@@ -349,3 +349,18 @@ def test_write_streams_equals_interleaved_write_raw_and_journal_off_changes_noth
             bag.write_streams(stamps, [("/tf", tfs)])
         with pytest.raises(BagError, match="one message per stamp"):
             bag.write_streams(stamps[:3], [("/js", joint_states)])
+
+
+def test_without_pyyaml_every_bag_goes_through_rosbags(tmp_path, typestore, monkeypatch):
+    """PyYAML is optional: without it sqlite3 bags are written and read by rosbags, with the same results."""
+    from ros_dofkit.ros import bag_io
+
+    records = _records(typestore)
+    write_bag(tmp_path / "direct", records)
+    monkeypatch.setattr(bag_io, "yaml", None)
+    write_bag(tmp_path / "rosbags", records)
+    assert _rosbags_view(tmp_path / "rosbags")[2] == _rosbags_view(tmp_path / "direct")[2]
+    for path in (tmp_path / "direct", tmp_path / "rosbags"):
+        got = read_raw(path)
+        assert list(zip(got.topics, got.stamps_ns.tolist(), [bytes(d) for d in got.data], strict=True)) == (
+            _rosbags_view(path)[2])

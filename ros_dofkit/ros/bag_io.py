@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import NamedTuple, Self
 
 import numpy as np
-import yaml
 from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -51,9 +50,16 @@ DEFAULT_DISTRO = "jazzy"
 _BAG_VERSION = 9
 # metadata.yaml versions read directly (newer ones go through rosbags, which knows what it supports).
 _DIRECT_READ_VERSIONS = range(4, 10)
-# The C YAML implementation when PyYAML was built with it (metadata.yaml is small; the pure one is also fine).
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+try:  # PyYAML (ROS 2 installs it with rclpy); without it every bag goes through rosbags (ruamel), only slower.
+    import yaml
+
+    # The C YAML implementation when PyYAML was built with it (metadata.yaml is small; the pure one is also fine).
+    _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    _YAML_ERRORS: tuple = (yaml.YAMLError,)
+except ImportError:
+    yaml = None
+    _YAML_ERRORS = ()
 
 
 # What a damaged storage file raises inside rosbags: its own errors, the sqlite3 driver's (apsw), I/O, and the
@@ -250,7 +256,7 @@ class BagWriter:
         self._writer = None
         self._file = None
         try:
-            if storage == "sqlite3":
+            if storage == "sqlite3" and yaml is not None:
                 self.path.mkdir(mode=0o755, parents=True)
                 self._file = _Sqlite3File(self.path, distro, journal=journal)
             else:
@@ -504,6 +510,8 @@ def _plain_sqlite3_bag(path: Path) -> tuple[Path, dict] | None:
     """``(database file, {topic: (msgtype, message count)})`` of a directory bag with one uncompressed sqlite3 file
     and a metadata.yaml this module reads itself; None for anything else (rosbags then reads it and reports its
     problems)."""
+    if yaml is None:
+        return None
     metadata = path / "metadata.yaml"
     try:
         information = yaml.load(metadata.read_text(encoding="utf-8"), Loader=_YAML_LOADER)[
@@ -518,7 +526,7 @@ def _plain_sqlite3_bag(path: Path) -> tuple[Path, dict] | None:
             if topic["name"] in topics:  # one name, several types or QoS: rosbags' reader sorts that out
                 return None
             topics[topic["name"]] = (topic["type"], int(entry["message_count"]))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, ValueError):
+    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, *_YAML_ERRORS):
         return None
     database = path / files[0]
     return (database, topics) if database.is_file() else None
