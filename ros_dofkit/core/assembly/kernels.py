@@ -269,13 +269,14 @@ def point_jacobian(tree, R_WF, p_WM, body, p_WQ, linear, J):
     parent, joint_type, axis, v_start, mimic_v, mimic_multiplier = tree[0], tree[1], tree[4], tree[6], tree[8], tree[9]
     J[:, :] = 0.0
     k = body
-    a = np.empty(3)
-    r = np.empty(3)
+    # Scalars, not 3-arrays: this runs for every sensor at every Jacobian evaluation, where allocating two small
+    # arrays cost as much as the arithmetic.
     while k > 0:
         kind = joint_type[k]
         if kind != JOINT_WELD:
-            for i in range(3):
-                r[i] = p_WQ[i] - p_WM[k, i]
+            r0 = p_WQ[0] - p_WM[k, 0]
+            r1 = p_WQ[1] - p_WM[k, 1]
+            r2 = p_WQ[2] - p_WM[k, 2]
             if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
                 if mimic_v[k] >= 0:
                     column = mimic_v[k]
@@ -283,21 +284,21 @@ def point_jacobian(tree, R_WF, p_WM, body, p_WQ, linear, J):
                 else:
                     column = v_start[k]
                     scale = 1.0
-                for i in range(3):
-                    a[i] = scale * (R_WF[k, i, 0] * axis[k, 0] + R_WF[k, i, 1] * axis[k, 1]
-                                    + R_WF[k, i, 2] * axis[k, 2])
+                a0 = scale * (R_WF[k, 0, 0] * axis[k, 0] + R_WF[k, 0, 1] * axis[k, 1] + R_WF[k, 0, 2] * axis[k, 2])
+                a1 = scale * (R_WF[k, 1, 0] * axis[k, 0] + R_WF[k, 1, 1] * axis[k, 1] + R_WF[k, 1, 2] * axis[k, 2])
+                a2 = scale * (R_WF[k, 2, 0] * axis[k, 0] + R_WF[k, 2, 1] * axis[k, 1] + R_WF[k, 2, 2] * axis[k, 2])
                 if kind == JOINT_REVOLUTE:
-                    J[0, column] += a[0]
-                    J[1, column] += a[1]
-                    J[2, column] += a[2]
+                    J[0, column] += a0
+                    J[1, column] += a1
+                    J[2, column] += a2
                     if linear:
-                        J[3, column] += a[1] * r[2] - a[2] * r[1]
-                        J[4, column] += a[2] * r[0] - a[0] * r[2]
-                        J[5, column] += a[0] * r[1] - a[1] * r[0]
+                        J[3, column] += a1 * r2 - a2 * r1
+                        J[4, column] += a2 * r0 - a0 * r2
+                        J[5, column] += a0 * r1 - a1 * r0
                 elif linear:
-                    J[3, column] += a[0]
-                    J[4, column] += a[1]
-                    J[5, column] += a[2]
+                    J[3, column] += a0
+                    J[4, column] += a1
+                    J[5, column] += a2
             elif kind == JOINT_PLANAR:
                 v0 = v_start[k]
                 for i in range(3):
@@ -306,18 +307,18 @@ def point_jacobian(tree, R_WF, p_WM, body, p_WQ, linear, J):
                     for i in range(3):
                         J[3 + i, v0] = R_WF[k, i, 0]
                         J[3 + i, v0 + 1] = R_WF[k, i, 1]
-                    J[3, v0 + 2] = R_WF[k, 1, 2] * r[2] - R_WF[k, 2, 2] * r[1]
-                    J[4, v0 + 2] = R_WF[k, 2, 2] * r[0] - R_WF[k, 0, 2] * r[2]
-                    J[5, v0 + 2] = R_WF[k, 0, 2] * r[1] - R_WF[k, 1, 2] * r[0]
+                    J[3, v0 + 2] = R_WF[k, 1, 2] * r2 - R_WF[k, 2, 2] * r1
+                    J[4, v0 + 2] = R_WF[k, 2, 2] * r0 - R_WF[k, 0, 2] * r2
+                    J[5, v0 + 2] = R_WF[k, 0, 2] * r1 - R_WF[k, 1, 2] * r0
             else:
                 v0 = v_start[k]
                 for c in range(3):
                     for i in range(3):
                         J[i, v0 + c] = R_WF[k, i, c]
                     if linear:
-                        J[3, v0 + c] = R_WF[k, 1, c] * r[2] - R_WF[k, 2, c] * r[1]
-                        J[4, v0 + c] = R_WF[k, 2, c] * r[0] - R_WF[k, 0, c] * r[2]
-                        J[5, v0 + c] = R_WF[k, 0, c] * r[1] - R_WF[k, 1, c] * r[0]
+                        J[3, v0 + c] = R_WF[k, 1, c] * r2 - R_WF[k, 2, c] * r1
+                        J[4, v0 + c] = R_WF[k, 2, c] * r0 - R_WF[k, 0, c] * r2
+                        J[5, v0 + c] = R_WF[k, 0, c] * r1 - R_WF[k, 1, c] * r0
                         for i in range(3):
                             J[3 + i, v0 + 3 + c] = R_WF[k, i, c]
         k = parent[k]
