@@ -203,12 +203,17 @@ def _cholesky_solve(H, b, n, out):
 @njit(cache=True)
 def forward_kinematics(tree, q, X_WB, R_WF, p_WM):
     """Fill X_WB (nb,4,4), R_WF (nb,3,3) and p_WM (nb,3) for configuration q (see tree.tree_kinematics)."""
+    scratch = np.empty((3, 4, 4))
+    _forward_kinematics(tree, q, X_WB, R_WF, p_WM, scratch[0], scratch[1], scratch[2])
+
+
+@njit(cache=True)
+def _forward_kinematics(tree, q, X_WB, R_WF, p_WM, X_WF, X_FM, X_WM):
+    """:func:`forward_kinematics` with its three 4x4 temporaries given (the solver's workspace holds them: FK
+    runs at every residual evaluation, where allocating them cost a noticeable share of a frame)."""
     parent, joint_type, X_PF, X_MC, axis, q_start = tree[0], tree[1], tree[2], tree[3], tree[4], tree[5]
     mimic_q, mimic_multiplier, mimic_offset = tree[7], tree[9], tree[10]
     nb = parent.shape[0]
-    X_WF = np.empty((4, 4))
-    X_FM = np.zeros((4, 4))
-    X_WM = np.empty((4, 4))
     for i in range(4):
         for j in range(4):
             X_WB[0, i, j] = 1.0 if i == j else 0.0
@@ -373,13 +378,12 @@ def evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c):
     rs_body, rs_R_BS, rs_row, rs_hard = sensors[0], sensors[1], sensors[2], sensors[3]
     mk_body, mk_p_BS, mk_row, mk_hard = sensors[7], sensors[8], sensors[9], sensors[10]
     rs_obs, rs_scale, mk_obs, mk_scale = frame[0], frame[1], frame[2], frame[3]
-    X_WB, R_WF, p_WM, rs_phi, mk_p = work[0], work[1], work[2], work[3], work[4]
-    forward_kinematics(tree, q, X_WB, R_WF, p_WM)
+    X_WB, R_WF, p_WM, rs_phi, mk_p, scratch = work[0], work[1], work[2], work[3], work[4], work[5]
+    _forward_kinematics(tree, q, X_WB, R_WF, p_WM, scratch[0], scratch[1], scratch[2])
     r_g[:] = 0.0
     r_c[:] = 0.0
-    R_GS = np.empty((3, 3))
-    E = np.empty((3, 3))
-    phi = np.empty(3)
+    R_GS = scratch[3]  # 3x3 blocks of the workspace's 4x4 scratch matrices
+    E = scratch[4]
     for k in range(rs_body.shape[0]):
         s = rs_scale[k]
         if s == 0.0:
@@ -393,11 +397,11 @@ def evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c):
         for i in range(3):
             for j in range(3):
                 E[i, j] = rs_obs[k, i, 0] * R_GS[j, 0] + rs_obs[k, i, 1] * R_GS[j, 1] + rs_obs[k, i, 2] * R_GS[j, 2]
+        phi = rs_phi[k]
         _rotation_log(E, phi)
         r = r_c if rs_hard[k] else r_g
         row = rs_row[k]
         for i in range(3):
-            rs_phi[k, i] = phi[i]
             r[row + i] = s * phi[i]
     for k in range(mk_body.shape[0]):
         s = mk_scale[k]
@@ -424,9 +428,9 @@ def evaluate_jacobians(tree, sensors, frame, work, J_g, J_c):
     nv = J_g.shape[1]
     J_g[:, :] = 0.0
     J_c[:, :] = 0.0
-    Jr = np.empty((3, 3))
+    Jr = work[5][3]  # a 3x3 block of the workspace's scratch
     J6 = np.empty((6, nv))
-    unused_point = np.zeros(3)  # angular rows only: the point does not matter
+    unused_point = p_WM[0]  # angular rows only: the point does not matter (this one is the world origin)
     for k in range(rs_body.shape[0]):
         s = rs_scale[k]
         if s == 0.0:
@@ -625,8 +629,10 @@ def accept_step(F, F_new, e, e_new, tolerance, has_errors):
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True)
 def make_work(nb, n_rs, n_mk):
-    """Kinematics workspace: (X_WB, R_WF, p_WM, φ per rotation sensor, p_GS per marker)."""
-    return (np.empty((nb, 4, 4)), np.empty((nb, 3, 3)), np.empty((nb, 3)), np.zeros((n_rs, 3)), np.zeros((n_mk, 3)))
+    """Kinematics workspace: (X_WB, R_WF, p_WM, φ per rotation sensor, p_GS per marker, scratch (5, 4, 4): FK's
+    three temporaries and two 3x3 matrices of the residuals and Jacobians)."""
+    return (np.empty((nb, 4, 4)), np.empty((nb, 3, 3)), np.empty((nb, 3)), np.zeros((n_rs, 3)), np.zeros((n_mk, 3)),
+            np.empty((5, 4, 4)))
 
 
 @njit(cache=True)
