@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sensor_msgs.msg import JointState
 
-from ros_dofkit.nodes.estimator import StartupError
+from ros_dofkit.nodes.common import StartupError
 from ros_dofkit.nodes.joint_state_filter import FILTER_PARAMETERS, filter_joint_state, selected_coordinates
 from ros_dofkit.ros.qos import output_qos
 

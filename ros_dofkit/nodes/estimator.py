@@ -36,15 +36,11 @@ import time
 from collections import OrderedDict
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.exceptions import ParameterException, ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
@@ -56,6 +52,7 @@ from ros_dofkit.core.estimator.config import EstimatorConfigError
 from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
+from ros_dofkit.nodes.common import StartupError, declare_specs, run_node
 from ros_dofkit.ros.estimator_messages import (
     FloatingBaseOdometry,
     JointStateSelection,
@@ -71,19 +68,12 @@ from ros_dofkit.ros.imu_input import (
 from ros_dofkit.ros.input_loop import InputLoop
 from ros_dofkit.ros.live_cdr import MalformedMessageError
 from ros_dofkit.ros.parameters import (
-    BOOL,
-    DOUBLE,
-    DOUBLE_ARRAY,
     ESTIMATION_PARAMETERS,
-    INTEGER,
     NODE_PARAMETERS,
-    STRING,
-    STRING_ARRAY,
     ParameterValueError,
     estimated_parameter_spec,
     estimator_config_from_parameters,
     imu_parameter_specs,
-    make_descriptor,
     model_specs_from_parameters,
     validate_value,
 )
@@ -99,51 +89,6 @@ from ros_dofkit.ros.qos import (
 from ros_dofkit.ros.tf_builder import TfBuilder
 
 NODE_NAME = "estimator"
-
-_PARAMETER_TYPES = {
-    STRING: Parameter.Type.STRING,
-    STRING_ARRAY: Parameter.Type.STRING_ARRAY,
-    DOUBLE: Parameter.Type.DOUBLE,
-    DOUBLE_ARRAY: Parameter.Type.DOUBLE_ARRAY,
-    INTEGER: Parameter.Type.INTEGER,
-    BOOL: Parameter.Type.BOOL,
-}
-
-
-class StartupError(RuntimeError):
-    """The node cannot start: a parameter or the robot is invalid. The message says which and why."""
-
-
-def declare_specs(node: Node, specs) -> dict:
-    """Declare each ParameterSpec with its descriptor; return {name: value} (the spec default when unset).
-
-    A value of the wrong type or out of range is reported as :class:`StartupError` naming the parameter."""
-    values = {}
-    for spec in specs:
-        default = spec.default
-        try:
-            if isinstance(default, list) and not default:
-                # An empty list has no type of its own: declare by type, fall back to [] when no override exists.
-                parameter = node.declare_parameter(spec.name, _PARAMETER_TYPES[spec.type], make_descriptor(spec))
-            else:
-                parameter = node.declare_parameter(spec.name, default, make_descriptor(spec))
-            try:
-                value = parameter.value
-            except ParameterUninitializedException:
-                value = None
-        except ParameterException as error:
-            raise StartupError(f"parameter {spec.name!r}: {error}") from error
-        except (TypeError, ValueError) as error:  # rclpy raises these for a wrong type of override
-            raise StartupError(f"parameter {spec.name!r} ({spec.type}): {error}") from error
-        if value is None:
-            value = list(default) if isinstance(default, list) else default
-        if isinstance(value, (tuple, np.ndarray)) or type(value).__name__ == "array":
-            value = list(value)
-        reason = validate_value(spec, value)
-        if reason:
-            raise StartupError(reason)
-        values[spec.name] = value
-    return values
 
 
 def input_qos_profile(kind: str, depth: int) -> QoSProfile:
@@ -259,10 +204,9 @@ class EstimatorNode(Node):
 
     # ------------------------------------------------------------------ inputs and the cycle
     def _add_input(self, msg_type, topic: str, handler, qos) -> None:
-        subscription = create_input_subscription(self, msg_type, topic, handler, self.qos_events, qos=qos)
         # Serialized messages: the handlers decode them (an Imu without building a message object), and bytes
         # that do not decode are counted and dropped instead of failing inside rclpy's take.
-        subscription.raw = True
+        subscription = create_input_subscription(self, msg_type, topic, handler, self.qos_events, qos=qos, raw=True)
         self.input_subscriptions.append((subscription, handler))
 
     def _remember_stamp(self, sec: int, nanosec: int) -> None:
@@ -386,33 +330,21 @@ class EstimatorNode(Node):
         return SetParametersResult(successful=True)
 
 
+def _spin(node: EstimatorNode) -> None:
+    loop = InputLoop(node)
+    for subscription, handler in node.input_subscriptions:
+        loop.add(subscription, handler)
+    # Everything made so far (plant, compiled kernels, templates) lives as long as the node: moved out of the
+    # collector's generations, a full collection no longer walks it (p99 measured with and without: see
+    # doc/architecture.md, Estimator node).
+    gc.collect()
+    gc.freeze()
+    loop.spin()
+
+
 def main(args: list[str] | None = None) -> None:
     """Console script ``estimator [--ros-args ...]``: exits 0 on SIGINT/SIGTERM, 2 when it cannot start."""
-    rclpy.init(args=args)
-    node = None
-    status = 0
-    try:
-        node = EstimatorNode()
-        loop = InputLoop(node)
-        for subscription, handler in node.input_subscriptions:
-            loop.add(subscription, handler)
-        # Everything made so far (plant, compiled kernels, templates) lives as long as the node: moved out of the
-        # collector's generations, a full collection no longer walks it (p99 measured with and without: see
-        # doc/architecture.md, Estimator node).
-        gc.collect()
-        gc.freeze()
-        loop.spin()
-    except StartupError as error:
-        rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {error}")
-        status = 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    if status:
-        sys.exit(status)
+    sys.exit(run_node(EstimatorNode, NODE_NAME, spin=_spin, args=args))
 
 
 if __name__ == "__main__":

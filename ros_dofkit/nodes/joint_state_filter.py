@@ -19,15 +19,13 @@ from __future__ import annotations
 import sys
 import time
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from ros_dofkit.core.dof_mask import DofMask
 from ros_dofkit.core.estimator.config import describe_unknown
 from ros_dofkit.core.estimator.robot import build_plant
-from ros_dofkit.nodes.estimator import StartupError, declare_specs
+from ros_dofkit.nodes.common import StartupError, declare_specs, run_node
 from ros_dofkit.ros.parameters import ROBOT_PARAMETERS, STRING, STRING_ARRAY, ParameterSpec, model_specs_from_parameters
 from ros_dofkit.ros.qos import QosEventMonitor, create_input_subscription, create_output_publisher
 
@@ -137,23 +135,7 @@ class JointStateFilterNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Console script ``joint_state_filter [--ros-args ...]``: exits 0 on SIGINT/SIGTERM, 2 when it cannot start."""
-    rclpy.init(args=args)
-    node = None
-    status = 0
-    try:
-        node = JointStateFilterNode()
-        rclpy.spin(node)
-    except StartupError as error:
-        rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {error}")
-        status = 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    if status:
-        sys.exit(status)
+    sys.exit(run_node(JointStateFilterNode, NODE_NAME, args=args))
 
 
 if __name__ == "__main__":

@@ -17,16 +17,14 @@ concatenation with no "/" inserted, as robot_state_publisher's ``frame_prefix``.
 
 from __future__ import annotations
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Imu
 from tf2_msgs.msg import TFMessage
 
+from ros_dofkit.nodes.common import run_node
 from ros_dofkit.ros.qos import (
     QosEventMonitor,
-    QosOverrideError,
     create_input_subscription,
     create_output_publisher,
     tf_qos,
@@ -71,22 +69,7 @@ def main(args: list[str] | None = None) -> int:
 
     Exits 0 on SIGINT/SIGTERM, 2 (with a fatal log line) when a QoS override parameter is invalid.
     """
-    rclpy.init(args=args)
-    node = None
-    status = 0
-    try:
-        node = RelayNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except QosOverrideError as error:
-        rclpy.logging.get_logger(NODE_NAME).fatal(str(error))
-        status = 2
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return status
+    return run_node(RelayNode, NODE_NAME, args=args)
 
 
 if __name__ == "__main__":

@@ -170,8 +170,12 @@ def create_input_subscription(
     callback: Callable,
     monitor: QosEventMonitor,
     qos: QoSProfile | None = None,
+    raw: bool = False,
 ) -> Subscription:
-    """Subscribe to a sensor input: SensorDataQoS unless ``qos`` is given, user-overridable, events reported."""
+    """Subscribe to a sensor input: SensorDataQoS unless ``qos`` is given, user-overridable, events reported.
+
+    ``raw=True`` delivers the serialized (CDR) bytes to ``callback`` instead of a message object.
+    """
     with _explained_override_errors(node, topic, "subscription"):
         return node.create_subscription(
             msg_type,
@@ -180,6 +184,7 @@ def create_input_subscription(
             sensor_input_qos() if qos is None else qos,
             event_callbacks=monitor.subscription_callbacks(topic),
             qos_overriding_options=overriding_options(),
+            raw=raw,
         )
 
 

@@ -1,0 +1,99 @@
+"""What every node executable of ros_dofkit shares: start-up errors, parameter declaration, the process lifecycle.
+
+You are in ``ros_dofkit.nodes``: thin rclpy programs. This module holds no robot logic; each node module builds its
+Node class and hands it to :func:`run_node` from its console-script ``main``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import rclpy
+from rclpy.exceptions import ParameterException, ParameterUninitializedException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from ros_dofkit.ros.parameters import (
+    BOOL,
+    DOUBLE,
+    DOUBLE_ARRAY,
+    INTEGER,
+    STRING,
+    STRING_ARRAY,
+    make_descriptor,
+    validate_value,
+)
+from ros_dofkit.ros.qos import QosOverrideError
+
+_PARAMETER_TYPES = {
+    STRING: Parameter.Type.STRING,
+    STRING_ARRAY: Parameter.Type.STRING_ARRAY,
+    DOUBLE: Parameter.Type.DOUBLE,
+    DOUBLE_ARRAY: Parameter.Type.DOUBLE_ARRAY,
+    INTEGER: Parameter.Type.INTEGER,
+    BOOL: Parameter.Type.BOOL,
+}
+
+
+class StartupError(RuntimeError):
+    """The node cannot start: a parameter or the robot is invalid. The message says which and why."""
+
+
+def declare_specs(node: Node, specs) -> dict:
+    """Declare each ParameterSpec with its descriptor; return {name: value} (the spec default when unset).
+
+    A value of the wrong type or out of range is reported as :class:`StartupError` naming the parameter."""
+    values = {}
+    for spec in specs:
+        default = spec.default
+        try:
+            if isinstance(default, list) and not default:
+                # An empty list has no type of its own: declare by type, fall back to [] when no override exists.
+                parameter = node.declare_parameter(spec.name, _PARAMETER_TYPES[spec.type], make_descriptor(spec))
+            else:
+                parameter = node.declare_parameter(spec.name, default, make_descriptor(spec))
+            try:
+                value = parameter.value
+            except ParameterUninitializedException:
+                value = None
+        except ParameterException as error:
+            raise StartupError(f"parameter {spec.name!r}: {error}") from error
+        except (TypeError, ValueError) as error:  # rclpy raises these for a wrong type of override
+            raise StartupError(f"parameter {spec.name!r} ({spec.type}): {error}") from error
+        if value is None:
+            value = list(default) if isinstance(default, list) else default
+        if isinstance(value, (tuple, np.ndarray)) or type(value).__name__ == "array":
+            value = list(value)
+        reason = validate_value(spec, value)
+        if reason:
+            raise StartupError(reason)
+        values[spec.name] = value
+    return values
+
+
+def run_node(make_node: Callable[[], Node], name: str, spin: Callable[[Node], None] = rclpy.spin,
+             args: list[str] | None = None) -> int:
+    """Initialize rclpy, build the node, spin it until shutdown; return the process exit status.
+
+    0 after SIGINT/SIGTERM or an external shutdown; 2 when the node cannot start (:class:`StartupError`, or an
+    invalid QoS override parameter), after one FATAL log line saying why. The node is always destroyed and rclpy
+    shut down, whatever happened.
+    """
+    rclpy.init(args=args)
+    node = None
+    status = 0
+    try:
+        node = make_node()
+        spin(node)
+    except (StartupError, QosOverrideError) as error:
+        rclpy.logging.get_logger(name).fatal(f"cannot start: {error}")
+        status = 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return status
