@@ -43,20 +43,23 @@ def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
         return wanted
 
     raw = read_raw(path, topics=select)
-    imu_index = {topic: setup.config.imu_names.index(name) for topic, name in setup.imu_topics.items()}
-    codes = {topic: 0 for topic in imu_index}
-    codes[setup.joint_states_topic] = 1
+    # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1.
+    imu_topics = list(setup.imu_topics)
+    imus_count = len(imu_topics)
+    codes = {topic: k for k, topic in enumerate(imu_topics)}
+    codes[setup.joint_states_topic] = imus_count
     if truth_topic is not None:
-        codes[truth_topic] = 2
-    code = np.fromiter((codes[t] for t in raw.topics), dtype=np.int8, count=len(raw.topics))
-    imu_positions = np.flatnonzero(code == 0)
-    js_positions = np.flatnonzero(code == 1)
-    truth_positions = np.flatnonzero(code == 2)
+        codes[truth_topic] = imus_count + 1
+    imu_sensor_of = np.array([setup.config.imu_names.index(setup.imu_topics[t]) for t in imu_topics], dtype=np.int64)
+    code = np.fromiter(map(codes.__getitem__, raw.topics), dtype=np.int64, count=len(raw.topics))
+    imu_positions = np.flatnonzero(code < imus_count)
+    js_positions = np.flatnonzero(code == imus_count)
+    truth_positions = np.flatnonzero(code == imus_count + 1)
     data = raw.data
     try:
-        imus = decode_imus([data[k] for k in imu_positions], typestore)
-        joint_states = decode_joint_states([data[k] for k in js_positions], typestore)
-        truth = decode_joint_states([data[k] for k in truth_positions], typestore)
+        imus = decode_imus([data[k] for k in imu_positions.tolist()], typestore)
+        joint_states = decode_joint_states([data[k] for k in js_positions.tolist()], typestore)
+        truth = decode_joint_states([data[k] for k in truth_positions.tolist()], typestore)
     except _DECODE_ERRORS as error:
         raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
 
@@ -65,11 +68,10 @@ def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
     xyzw = imus.orientation_xyzw
     quaternion = np.where((imus.orientation_covariance[:, :1] == -1), np.nan, xyzw[:, [3, 0, 1, 2]])
     gyro = np.where(imus.angular_velocity_covariance[:, :1] == -1, np.nan, imus.angular_velocity)
-    topics_of_imus = [raw.topics[k] for k in imu_positions]
-    imu_sensor = np.fromiter((imu_index[t] for t in topics_of_imus), dtype=np.int64, count=len(topics_of_imus))
+    imu_sensor = imu_sensor_of[code[imu_positions]]
 
-    inputs_mask = code != 2
-    kind = code[inputs_mask].astype(np.int64)
+    inputs_mask = code != imus_count + 1
+    kind = (code[inputs_mask] == imus_count).astype(np.int64)  # 0 = IMU, 1 = joint states
     row = np.empty(len(code), dtype=np.int64)
     row[imu_positions] = np.arange(len(imu_positions))
     row[js_positions] = np.arange(len(js_positions))

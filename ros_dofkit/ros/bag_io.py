@@ -570,7 +570,7 @@ def _read_plain_sqlite3(path: Path, database: Path, available: dict, topics) -> 
         stamps = stamps[order]
         topic_ids = [topic_ids[k] for k in order.tolist()]
         data = [data[k] for k in order.tolist()]
-    return RawMessages([topic_of[i] for i in topic_ids], stamps, list(data), msgtypes)
+    return RawMessages(list(map(topic_of.__getitem__, topic_ids)), stamps, list(data), msgtypes)
 
 
 def read_raw(path, topics=None) -> RawMessages:
