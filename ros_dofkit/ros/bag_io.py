@@ -445,13 +445,7 @@ def read_bag(path, topics: Iterable[str] | None = None, distro: str = DEFAULT_DI
     reader = _open_reader(path)
     try:
         connections = list(reader.connections)
-        if topics is not None:
-            wanted = list(topics)
-            present = {c.topic for c in connections}
-            unknown = [t for t in wanted if t not in present]
-            if unknown:
-                raise BagError(f"topics {unknown} are not in {path}; it has {sorted(present)}")
-            connections = [c for c in connections if c.topic in wanted]
+        connections = _select_connections(path, connections, topics)
         for connection in connections:
             if connection.msgtype not in typestore.types and connection.msgdef.data:
                 typestore.register(get_types_from_msg(connection.msgdef.data, connection.msgtype))
@@ -532,14 +526,28 @@ def _plain_sqlite3_bag(path: Path) -> tuple[Path, dict] | None:
     return (database, topics) if database.is_file() else None
 
 
+def _checked_topics(path: Path, topics, present) -> list:
+    """``topics`` as a list, after checking that every one is in the bag (BagError naming the missing ones)."""
+    wanted = list(topics)
+    unknown = [t for t in wanted if t not in present]
+    if unknown:
+        raise BagError(f"topics {unknown} are not in {path}; it has {sorted(present)}")
+    return wanted
+
+
+def _select_connections(path: Path, connections: list, topics) -> list:
+    """The connections of ``topics`` (all when None); BagError if one of them is not in the bag."""
+    if topics is None:
+        return connections
+    wanted = _checked_topics(path, topics, {c.topic for c in connections})
+    return [c for c in connections if c.topic in wanted]
+
+
 def _read_plain_sqlite3(path: Path, database: Path, available: dict, topics) -> RawMessages:
     """:func:`read_raw` of a bag :func:`_plain_sqlite3_bag` accepted: the database opened read-only, one query."""
     if callable(topics):
         topics = topics(dict(available))
-    wanted = list(available) if topics is None else list(topics)
-    unknown = [t for t in wanted if t not in available]
-    if unknown:
-        raise BagError(f"topics {unknown} are not in {path}; it has {sorted(available)}")
+    wanted = list(available) if topics is None else _checked_topics(path, topics, available)
     msgtypes = {t: available[t][0] for t in available if t in wanted}
     try:
         connection = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
@@ -593,13 +601,7 @@ def read_raw(path, topics=None) -> RawMessages:
         connections = list(reader.connections)
         if callable(topics):
             topics = topics({c.topic: (c.msgtype, c.msgcount) for c in connections})
-        if topics is not None:
-            wanted = list(topics)
-            present = {c.topic for c in connections}
-            unknown = [t for t in wanted if t not in present]
-            if unknown:
-                raise BagError(f"topics {unknown} are not in {path}; it has {sorted(present)}")
-            connections = [c for c in connections if c.topic in wanted]
+        connections = _select_connections(path, connections, topics)
         msgtypes = {c.topic: c.msgtype for c in connections}
         names, stamps, data = [], [], []
         if connections:
