@@ -236,10 +236,8 @@ def versions() -> str:
     parts = [f"python {platform.python_version()}", f"numpy {np.__version__}", f"scipy {scipy.__version__}",
              f"numba {numba.__version__}"]
     try:
-        import opensim
-
-        parts.append(f"opensim {opensim.__version__}")
-    except ImportError:
+        parts.append(f"opensim {opensim_peer.import_opensim().__version__}")
+    except opensim_peer.OpenSimUnavailableError:
         parts.append("opensim not installed")
     try:
         revision = subprocess.run(["git", "-C", str(_REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -310,9 +308,8 @@ def main(argv=None) -> int:
         print(f"OpenSim: not run ({reason}); the ratios against OpenSim could not be measured.")
     print(f"timing: frames/s over frames 1..T-1 after the assemble at t0, best of {arguments.repeat}")
     if with_opensim:
-        import opensim
-
-        opensim.Logger.setLevelString("Warn")  # its per-solver [info] lines would break the table
+        # its per-solver [info] lines would break the table
+        opensim_peer.import_opensim().Logger.setLevelString("Warn")
     try:
         for name in arguments.scenarios:
             scenario = SCENARIOS[name](num_frames=arguments.frames, noise_deg=arguments.noise_deg)

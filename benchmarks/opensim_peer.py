@@ -33,6 +33,7 @@ classes raise :class:`OpenSimUnavailableError` when it is missing.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -70,8 +71,16 @@ class ModelMismatchError(RuntimeError):
     """OpenSim's forward kinematics of the converted model differs from the plant's."""
 
 
+#: Environment variables ``import opensim`` sets (opensim/__init__.py, 4.6).
+_ENVIRONMENT_OPENSIM_CHANGES = ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "PATH", "SIMBODY_HOME")
+
+
 def import_opensim():
     """Return the ``opensim`` module, or raise :class:`OpenSimUnavailableError` saying how to install it."""
+    # On Linux `import opensim` overwrites LD_LIBRARY_PATH with PATH (and prepends to PATH): every process started
+    # afterwards, e.g. a ROS node in the next test, would lose the ROS wheels' libraries. OpenSim's own libraries are
+    # loaded by then, so the environment is put back as it was.
+    saved = {name: os.environ.get(name) for name in _ENVIRONMENT_OPENSIM_CHANGES}
     try:
         import opensim
     except ImportError as error:
@@ -79,6 +88,12 @@ def import_opensim():
             f"expected the OpenSim Python package to be importable for the peer benchmark "
             f"(install it with `pip install {OPENSIM_PIN}`); import failed with: {error}"
         ) from error
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     # OpenSim logs to ./opensim.log by default; a benchmark or test must not litter the working directory.
     opensim.Logger.removeFileSink()
     return opensim

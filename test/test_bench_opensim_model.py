@@ -13,7 +13,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-pytest.importorskip("opensim", reason="opensim is a benchmark extra (pip install opensim==4.6); not installed here")
+from benchmarks.opensim_peer import opensim_available  # noqa: E402
+
+# Not pytest.importorskip("opensim"): a bare `import opensim` clobbers LD_LIBRARY_PATH for every later subprocess
+# (see opensim_peer.import_opensim), which would break the ROS process tests that run after this module.
+if not opensim_available():
+    pytest.skip("opensim is a benchmark extra (pip install opensim==4.6); not installed here", allow_module_level=True)
 
 import pinocchio  # noqa: E402
 
@@ -196,3 +201,16 @@ def test_opensim_imu_ik_recovers_the_panda_motion():
     # The peer stays usable after a solve, and a second solve from its defaults gives the same answer.
     assert peer.check_against_plant(num_samples=1) < 1e-12
     np.testing.assert_allclose(OpenSimImuIk(peer).solve(scenario.times, scenario.R_GO).q, run.q, atol=1e-12)
+
+
+def test_importing_opensim_leaves_the_process_environment_as_it_was(monkeypatch):
+    """`import opensim` (4.6) sets LD_LIBRARY_PATH = PATH on Linux; import_opensim must undo it, or every process
+    started afterwards (a ROS node) loses the ROS wheels' libraries."""
+    import os
+
+    from benchmarks import opensim_peer
+
+    monkeypatch.delitem(sys.modules, "opensim")  # import it afresh, so that its __init__ runs again
+    before = {name: os.environ.get(name) for name in ("LD_LIBRARY_PATH", "PATH", "SIMBODY_HOME")}
+    opensim_peer.import_opensim()
+    assert {name: os.environ.get(name) for name in before} == before
