@@ -195,7 +195,7 @@ def test_tf_publishes_the_floating_base(quadruped):
 def test_serialized_outputs_equal_the_message_objects(mobile, quadruped):
     """The node's pre-serialized JointState and TF are, read back by rclpy, the messages the object path builds."""
     from builtin_interfaces.msg import Time
-    from rclpy.serialization import deserialize_message, serialize_message
+    from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import JointState
     from tf2_msgs.msg import TFMessage
 
@@ -211,5 +211,6 @@ def test_serialized_outputs_equal_the_message_objects(mobile, quadruped):
         X_WB = plant.calc_body_poses(np.random.default_rng(1).uniform(-1, 1, plant.num_positions()))
         objects = TFMessage(transforms=tf.moving_transforms(X_WB, 9, 10))
         back = deserialize_message(tf.moving_transforms_serialized(X_WB, 9, 10), TFMessage)
+        # Message equality, not bytes: rclpy's serialize_message leaves CDR padding bytes uninitialized, so two
+        # serializations of equal messages may differ byte for byte (seen in CI).
         assert back == objects
-        assert serialize_message(back) == serialize_message(objects)
