@@ -102,13 +102,8 @@ def quat_to_matrix(q) -> np.ndarray:
     return R
 
 
-# Batches up to this size take the compiled path of matrix_to_quat; larger ones go to scipy, whose fixed cost
-# (0.1-0.2 ms a call, measured) is then spread over many matrices.
-_SMALL_BATCH = 64
-
-
 @njit(cache=True)
-def _matrix_to_quat_small(R, q):  # pragma: no cover - compiled
+def _matrix_to_quat_kernel(R, q):  # pragma: no cover - compiled
     """scipy's ``Rotation.from_matrix`` for proper orthonormal matrices R (n, 3, 3) into q (n, 4) as (w, x, y, z).
 
     Markley's method as scipy implements it: pivot on the largest of (R00, R11, R22, trace) (the first on a tie);
@@ -164,13 +159,14 @@ def matrix_to_quat(R) -> np.ndarray:
     """Unit quaternion of a rotation matrix, canonicalized to ``w >= 0``.
 
     Same results as ``scipy.spatial.transform.Rotation.from_matrix`` (a non-orthonormal matrix is projected
-    onto SO(3) by scipy, det <= 0 raises its ValueError); small batches are computed by a compiled kernel (the
-    estimator node converts a few matrices per cycle, where scipy's per-call cost dominated)."""
+    onto SO(3) by scipy, det <= 0 raises its ValueError); proper rotations are computed by a compiled kernel at any
+    batch size (scipy's per-call cost, 0.1-0.2 ms, dominated the node's few matrices per cycle, and its per-matrix
+    cost a whole replay's output), scipy only for the matrices the kernel declines."""
     R = np.asarray(R, dtype=float)
     batch = R.shape[:-2]
     R = np.ascontiguousarray(R.reshape(-1, 3, 3))
     q = np.empty((R.shape[0], 4))
-    if not (0 < R.shape[0] <= _SMALL_BATCH and _matrix_to_quat_small(R, q)):
+    if not _matrix_to_quat_kernel(R, q):
         q = Rotation.from_matrix(R).as_quat(scalar_first=True)
     q = np.where(q[:, :1] < 0.0, -q, q)
     return q.reshape(batch + (4,))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ros_dofkit.core.spatial import _matrix_to_quat_small, matrix_to_quat
+from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, ReplayError, Truth
 from ros_dofkit.ros.bag_io import BagError, BagWriter, bag_topics, make_typestore, read_bag
 
@@ -420,7 +420,7 @@ class OutputWriter:
             stamp_ns = int(stamps[0])
             X_default = self._plant.calc_body_poses(self._plant.default_positions())
             parents, children, X_PC = self._relative(X_default, self._fixed)
-            quaternions = _matrices_to_quats(X_PC[:, :3, :3])
+            quaternions = matrix_to_quat(X_PC[:, :3, :3])
             bag.add_topic("/tf_static", "tf2_msgs/msg/TFMessage")
             bag.write_raw([("/tf_static", stamp_ns, cdr.encode_tf_messages(
                 [stamp_ns], parents, children, X_PC[None, :, :3, 3], quaternions[None][..., [1, 2, 3, 0]])[0])])
@@ -440,13 +440,13 @@ class OutputWriter:
             R_BW = np.swapaxes(R_WB, -1, -2)
             linear = np.einsum("nij,nj->ni", R_BW, v_W)
             angular = np.einsum("nij,nj->ni", R_BW, w_W)
-            quaternions = _matrices_to_quats(R_WB)
+            quaternions = matrix_to_quat(R_WB)
             streams.append((topic, "nav_msgs/msg/Odometry", cdr.encode_odometry(
                 stamps, self._frame_ids[0], self._frame_ids[body], X_WB[:, body, :3, 3], quaternions[:, [1, 2, 3, 0]],
                 linear, angular)))
         if self._moving:
             parents, children, X_PC = self._relative(X_WB, self._moving)
-            quaternions = _matrices_to_quats(X_PC[..., :3, :3])
+            quaternions = matrix_to_quat(X_PC[..., :3, :3])
             streams.append(("/tf", "tf2_msgs/msg/TFMessage", cdr.encode_tf_messages(
                 stamps, parents, children, X_PC[..., :3, 3], quaternions[..., [1, 2, 3, 0]])))
         columns = [list(run.sensor_names).index(name) for name in self._sensor_names]
@@ -455,19 +455,6 @@ class OutputWriter:
         for topic, msgtype, _ in streams:
             bag.add_topic(topic, msgtype)
         bag.write_streams(stamps, [(topic, messages) for topic, _, messages in streams])
-
-
-def _matrices_to_quats(R) -> np.ndarray:
-    """:func:`~ros_dofkit.core.spatial.matrix_to_quat` of a whole output stream's rotations (..., 3, 3), through
-    its compiled kernel at any batch size (the kernel the streaming path's per-cycle batches take; scipy, which
-    matrix_to_quat uses for big batches, took ~8 ms a 10 s replay); scipy only for matrices the kernel declines."""
-    R = np.asarray(R, dtype=float)
-    flat = np.ascontiguousarray(R.reshape(-1, 3, 3))
-    q = np.empty((flat.shape[0], 4))
-    if not _matrix_to_quat_small(flat, q):
-        return matrix_to_quat(R)
-    q = np.where(q[:, :1] < 0.0, -q, q)
-    return q.reshape(R.shape[:-2] + (4,))
 
 
 # ---------------------------------------------------------------------------------------------- offline replay
