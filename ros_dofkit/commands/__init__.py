@@ -24,3 +24,18 @@ def load_subcommand_modules() -> list[ModuleType]:
             raise TypeError(f"subcommand module {module.__name__} must define register(subparsers); it does not")
         modules.append(module)
     return modules
+
+
+def add_simulation_arguments(parser) -> None:
+    """The simulator options that ``dofkit demo`` and ``dofkit record`` share: motion length, noise, seed, rates."""
+    from ros_dofkit.replay.demo import DEFAULT_DURATION_S, DEFAULT_ENCODER_RATE_HZ, DEFAULT_IMU_RATE_HZ
+
+    parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="SECONDS",
+                        help=f"seconds of simulated motion (default {DEFAULT_DURATION_S:g})")
+    parser.add_argument("--noise", default="default", choices=["none", "low", "default", "high"],
+                        help="sensor noise preset (default: default)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the motion and of the sensor noise (default 0)")
+    parser.add_argument("--imu-rate", type=float, default=DEFAULT_IMU_RATE_HZ, metavar="HZ",
+                        help=f"IMU sample rate (default {DEFAULT_IMU_RATE_HZ:g})")
+    parser.add_argument("--encoder-rate", type=float, default=DEFAULT_ENCODER_RATE_HZ, metavar="HZ",
+                        help=f"encoder joint-state rate (default {DEFAULT_ENCODER_RATE_HZ:g})")

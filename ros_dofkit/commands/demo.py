@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ros_dofkit.commands import add_simulation_arguments
+
 DESCRIPTION = """\
 Run ros_dofkit end to end on its built-in robot, a 7-dof arm (ros_dofkit/models/arm7.urdf) with four IMUs on
 links 3, 5, 6 and 7 and encoders on joints 1 and 2. A simulator moves the arm along a smooth, seeded random
@@ -27,12 +29,7 @@ Accuracy promise: with the default noise every estimated joint's RMS error is be
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ros_dofkit.replay.demo import (
-        DEFAULT_DURATION_S,
-        DEFAULT_ENCODER_RATE_HZ,
-        DEFAULT_IMU_RATE_HZ,
-        DEFAULT_MAX_RMS_DEG,
-    )
+    from ros_dofkit.replay.demo import DEFAULT_MAX_RMS_DEG
 
     parser = subparsers.add_parser(
         "demo",
@@ -40,15 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="SECONDS",
-                        help=f"seconds of simulated motion (default {DEFAULT_DURATION_S:g})")
-    parser.add_argument("--noise", default="default", choices=["none", "low", "default", "high"],
-                        help="sensor noise preset (default: default)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the motion and of the sensor noise (default 0)")
-    parser.add_argument("--imu-rate", type=float, default=DEFAULT_IMU_RATE_HZ, metavar="HZ",
-                        help=f"IMU sample rate (default {DEFAULT_IMU_RATE_HZ:g})")
-    parser.add_argument("--encoder-rate", type=float, default=DEFAULT_ENCODER_RATE_HZ, metavar="HZ",
-                        help=f"encoder joint-state rate (default {DEFAULT_ENCODER_RATE_HZ:g})")
+    add_simulation_arguments(parser)
     parser.add_argument("--max-rms", type=float, default=DEFAULT_MAX_RMS_DEG, metavar="DEG",
                         help=f"pass threshold on each estimated joint's RMS error (default {DEFAULT_MAX_RMS_DEG:g})")
     parser.add_argument("--out", default="dofkit_demo", metavar="DIR",

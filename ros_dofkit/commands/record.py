@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ros_dofkit.commands import add_simulation_arguments
+
 DESCRIPTION = """\
 Simulate the demo robot (the 7-dof arm of `dofkit demo`) and write what it would publish to a new ROS 2 bag:
 one sensor_msgs/Imu topic per IMU (/imu/<name>/data), the encoders on /joint_states, the true joint angles on
@@ -20,8 +22,6 @@ Existing files are never overwritten.
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ros_dofkit.replay.demo import DEFAULT_DURATION_S, DEFAULT_ENCODER_RATE_HZ, DEFAULT_IMU_RATE_HZ
-
     parser = subparsers.add_parser(
         "record", help="write the demo simulator's IMU, encoder and truth streams to a ROS 2 bag",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -29,15 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("out", metavar="OUT", help="path of the new bag (a folder; must not exist)")
     parser.add_argument("--storage", default="sqlite3", choices=["sqlite3", "mcap"],
                         help="bag storage format (default sqlite3)")
-    parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="SECONDS",
-                        help=f"seconds of simulated motion (default {DEFAULT_DURATION_S:g})")
-    parser.add_argument("--noise", default="default", choices=["none", "low", "default", "high"],
-                        help="sensor noise preset (default: default)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the motion and the noise (default 0)")
-    parser.add_argument("--imu-rate", type=float, default=DEFAULT_IMU_RATE_HZ, metavar="HZ",
-                        help=f"IMU sample rate (default {DEFAULT_IMU_RATE_HZ:g})")
-    parser.add_argument("--encoder-rate", type=float, default=DEFAULT_ENCODER_RATE_HZ, metavar="HZ",
-                        help=f"encoder rate (default {DEFAULT_ENCODER_RATE_HZ:g})")
+    add_simulation_arguments(parser)
     parser.add_argument("--clock", action="store_true", help="also write /clock on the IMU time grid")
     parser.add_argument("--config-out", default=None, metavar="FILE",
                         help="where to write the estimator configuration (default OUT.estimator.yaml; '' for none)")
