@@ -351,6 +351,32 @@ def test_write_streams_equals_interleaved_write_raw_and_journal_off_changes_noth
             bag.write_streams(stamps[:3], [("/js", joint_states)])
 
 
+@pytest.mark.parametrize("count", [1, 31, 32, 33, 64, 97])
+def test_bulk_insert_keeps_every_row_in_the_order_given(tmp_path, count):
+    """write_raw on sqlite3 inserts in multi-row statements plus single rows for the remainder: whatever the count,
+    the table holds every row once, numbered in the order given (equal stamps keep that order)."""
+    import sqlite3
+
+    from ros_dofkit.ros.bag_io import _Sqlite3File
+
+    assert _Sqlite3File.ROWS_PER_INSERT == 32  # the parametrized counts straddle this statement size
+    rows = [("/a" if k % 3 else "/b", 1_000 + k // 2, bytes([0, 1, 0, 0, k % 256, k // 256])) for k in range(count)]
+    path = tmp_path / "bag"
+    with BagWriter(path, journal=False) as bag:
+        bag.add_topic("/a", "std_msgs/msg/Empty")
+        bag.add_topic("/b", "std_msgs/msg/Empty")
+        bag.write_raw(rows)
+    database = sqlite3.connect(path / "bag.db3")
+    ids = dict(database.execute("SELECT name, id FROM topics").fetchall())
+    stored = database.execute("SELECT id, topic_id, timestamp, data FROM messages ORDER BY id").fetchall()
+    database.close()
+    assert [row[0] for row in stored] == list(range(1, count + 1))
+    assert [(topic_id, stamp, data) for _, topic_id, stamp, data in stored] == [
+        (ids[topic], stamp, data) for topic, stamp, data in rows]
+    assert bag_topics(path) == {topic: ("std_msgs/msg/Empty", sum(r[0] == topic for r in rows))
+                                for topic in ("/a", "/b")}
+
+
 def test_without_pyyaml_every_bag_goes_through_rosbags(tmp_path, typestore, monkeypatch):
     """PyYAML is optional: without it sqlite3 bags are written and read by rosbags, with the same results."""
     from ros_dofkit.ros import bag_io

@@ -286,16 +286,21 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
 
 
 def truth_from_records(records) -> Truth | None:
-    """A :class:`Truth` from ``(stamp_ns, names, positions)`` records (the names of the first), or None."""
+    """A :class:`Truth` from ``(stamp_ns, names, positions)`` records (those with the names of the first), or None
+    when fewer than two such records exist."""
     if len(records) < 2:
         return None
     names = records[0][1]
-    rows = [(ns, p) for ns, n, p in records if n == names and len(p) == len(names)]
-    stamps = np.array([seconds(ns) for ns, _ in rows])
+    width = len(names)
+    rows = [(ns, p) for ns, n, p in records if n == names and len(p) == width]
+    if len(rows) < 2:
+        return None
+    # seconds() over every stamp at once (int64 nanoseconds * 1e-9 rounds exactly as the scalar does).
+    stamps = np.fromiter((ns for ns, _ in rows), dtype=np.int64, count=len(rows)) * 1e-9
     order = np.argsort(stamps, kind="stable")
     stamps = stamps[order]
     keep = np.concatenate([[True], np.diff(stamps) > 0])
-    positions = np.array([p for _, p in rows])[order]
+    positions = np.stack([p for _, p in rows]).astype(float, copy=False).reshape(len(rows), width)[order]
     return Truth(stamps[keep], names, positions[keep])
 
 

