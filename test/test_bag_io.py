@@ -325,6 +325,44 @@ def test_read_raw_direct_path_equals_rosbags_reader_on_bags_of_both_writers(tmp_
             entry for entry in expected if entry[0] != "/joint_states"]
 
 
+@pytest.mark.parametrize("layout", ["ours", "theirs", "mcap"])
+def test_iter_raw_windows_concatenate_to_read_raw(tmp_path, typestore, layout):
+    """iter_raw streams a bag in consecutive windows of at most `window` messages whose concatenation is read_raw's
+    result (same topics, stamps, bytes, order), on each read path: this module's sqlite3 reader, a database read
+    through rosbags' connection (metadata version 8), rosbags' reader (mcap)."""
+    from rosbags.rosbag2 import Writer
+
+    from ros_dofkit.ros.bag_io import iter_raw
+
+    records = _records(typestore) * 3
+    path = tmp_path / layout
+    if layout == "theirs":
+        with Writer(path, version=8) as writer:
+            connections = {}
+            for topic, stamp, message in records:
+                if topic not in connections:
+                    connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore)
+                writer.write(connections[topic], stamp, typestore.serialize_cdr(message, message.__msgtype__))
+    else:
+        write_bag(path, records, storage="mcap" if layout == "mcap" else "sqlite3")
+    whole = read_raw(path, topics=["/tf", "/odom"])
+    assert len(whole.topics) == 30
+    for window in (1, 7, 30, 1000, None):
+        chunks = list(iter_raw(path, topics=["/tf", "/odom"], window=window))
+        assert [len(c.topics) for c in chunks] == ([30] if window is None or window >= 30 else
+                                                   [window] * (30 // window) + ([30 % window] if 30 % window else []))
+        assert [t for c in chunks for t in c.topics] == whole.topics
+        assert np.concatenate([c.stamps_ns for c in chunks]).tolist() == whole.stamps_ns.tolist()
+        assert [bytes(d) for c in chunks for d in c.data] == [bytes(d) for d in whole.data]
+        assert all(c.msgtypes == whole.msgtypes for c in chunks)
+    for window in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="window must be a positive number of messages"):
+            iter_raw(path, window=window)
+    with pytest.raises(BagError, match="not in"):
+        next(iter_raw(path, topics=["/nope"], window=4))
+    assert list(iter_raw(path, topics=lambda available: [], window=4)) == []
+
+
 def test_write_streams_equals_interleaved_write_raw_and_journal_off_changes_nothing_read(tmp_path, typestore):
     stamps = [5_000, 5_000, 6_000, 9_000]
     joint_states = [typestore.serialize_cdr(joint_state(typestore, s, [float(k)]), "sensor_msgs/msg/JointState")

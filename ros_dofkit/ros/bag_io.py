@@ -13,9 +13,10 @@ here opens in ``ros2 bag`` and a bag recorded by ``ros2 bag record`` reads here.
     for record in read_bag("out_bag"):           # BagRecord(topic, stamp_ns, msgtype, message), stamp order
         ...
 
-Bulk path (offline replay, with the NumPy codecs of ``ros_dofkit.ros.cdr``): :func:`read_raw` returns a bag's
-serialized messages in stamp order without decoding them, and :meth:`BagWriter.write_raw` appends pre-serialized
-messages (one SQL statement per batch on sqlite3).
+Bulk path (offline replay, with the NumPy codecs of ``ros_dofkit.ros.cdr``): :func:`iter_raw` streams a bag's
+serialized messages in stamp order without decoding them, in windows of bounded size (:func:`read_raw`: all at
+once), and :meth:`BagWriter.write_raw` / :meth:`BagWriter.write_streams` append pre-serialized messages (multi-row
+SQL statements on sqlite3).
 
 sqlite3 bags are written here directly (:class:`_Sqlite3File`: rosbag2's schema version 4 and metadata version 9,
 the layout rosbags' writer produces, checked by reading every written bag back with rosbags' Reader in the tests),
@@ -32,6 +33,7 @@ import sqlite3
 import struct
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from itertools import chain, repeat
 from pathlib import Path
 from typing import NamedTuple, Self
@@ -496,10 +498,17 @@ class RawMessages(NamedTuple):
     msgtypes: dict
 
 
-def _sqlite_rows(reader, connections) -> tuple | None:
-    """``({topic id: topic}, rows (topic id, stamp, bytes))`` of the connections, in stamp order, straight from
-    the database of a directory bag with a single uncompressed sqlite3 file (one query, no per-row Python); None
-    for any other bag (the caller then iterates rosbags' reader)."""
+def _ordered_query(ids: list) -> str:
+    # (timestamp, rowid) is the order of the timestamp index: equal stamps stay in recording order, and SQLite walks
+    # the index instead of sorting (a bag without the index is sorted by SQLite, on disk if need be).
+    return (f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN ({','.join('?' * len(ids))}) "
+            "ORDER BY timestamp, id")
+
+
+def _direct_sqlite(reader, connections) -> tuple | None:
+    """``(database connection, {topic id: topic})`` of the connections, for reading straight from the database of
+    a directory bag with a single uncompressed sqlite3 file; None for any other bag (the caller then iterates
+    rosbags' reader)."""
     directory = getattr(reader, "storage", None)
     storages = getattr(directory, "storages", None)
     metadata = getattr(directory, "metadata", None)
@@ -511,11 +520,20 @@ def _sqlite_rows(reader, connections) -> tuple | None:
         return None
     # The database numbers its topics itself: match them by name and type, as rosbags' reader does.
     wanted = {(c.topic, c.msgtype) for c in connections}
-    topic_of = {c.id: c.topic for c in storage.connections if (c.topic, c.msgtype) in wanted}
-    ids = list(topic_of)
-    query = (f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN ({','.join('?' * len(ids))}) "
-             "ORDER BY timestamp")
-    return topic_of, list(dbconn.execute(query, ids))
+    return dbconn, {c.id: c.topic for c in storage.connections if (c.topic, c.msgtype) in wanted}
+
+
+def _rows_chunks(cursor, topic_of: dict, msgtypes: dict, window: int | None) -> Iterator[RawMessages]:
+    """RawMessages of at most ``window`` rows (all at once when None) from a cursor over (topic id, stamp, bytes)."""
+    while True:
+        rows = cursor.fetchall() if window is None else cursor.fetchmany(window)
+        if not rows:
+            return
+        topic_ids, stamps, data = zip(*rows, strict=True)
+        yield RawMessages(list(map(topic_of.__getitem__, topic_ids)),
+                          np.fromiter(stamps, dtype=np.int64, count=len(rows)), list(data), msgtypes)
+        if window is None:
+            return
 
 
 def _plain_sqlite3_bag(path: Path) -> tuple[Path, dict] | None:
@@ -561,8 +579,8 @@ def _select_connections(path: Path, connections: list, topics) -> list:
     return [c for c in connections if c.topic in wanted]
 
 
-def _read_plain_sqlite3(path: Path, database: Path, available: dict, topics) -> RawMessages:
-    """:func:`read_raw` of a bag :func:`_plain_sqlite3_bag` accepted: the database opened read-only, one query."""
+def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, window) -> Iterator[RawMessages]:
+    """:func:`iter_raw` of a bag :func:`_plain_sqlite3_bag` accepted: the database opened read-only, one query."""
     if callable(topics):
         topics = topics(dict(available))
     wanted = list(available) if topics is None else _checked_topics(path, topics, available)
@@ -575,45 +593,17 @@ def _read_plain_sqlite3(path: Path, database: Path, available: dict, topics) -> 
         # The database numbers its topics itself: match them by name and type, as rosbags' reader does.
         table = connection.execute("SELECT id, name, type FROM topics").fetchall()
         topic_of = {topic_id: name for topic_id, name, msgtype in table if msgtypes.get(name) == msgtype}
-        if not topic_of:
-            return RawMessages([], np.zeros(0, dtype=np.int64), [], msgtypes)
-        ids = list(topic_of)
-        # Table order, then a stable sort on the stamps: ORDER BY timestamp's order (the index holds
-        # (timestamp, rowid)), without walking the index.
-        rows = connection.execute(f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN "
-                                  f"({','.join('?' * len(ids))})", ids).fetchall()
+        if topic_of:
+            cursor = connection.execute(_ordered_query(list(topic_of)), list(topic_of))
+            yield from _rows_chunks(cursor, topic_of, msgtypes, window)
     except sqlite3.Error as error:
         raise BagError(f"corrupt bag {path}: {error}") from None
     finally:
         connection.close()
-    if not rows:
-        return RawMessages([], np.zeros(0, dtype=np.int64), [], msgtypes)
-    topic_ids, stamps, data = zip(*rows, strict=True)
-    stamps = np.fromiter(stamps, dtype=np.int64, count=len(rows))
-    order = None
-    if np.any(stamps[1:] < stamps[:-1]):
-        order = np.argsort(stamps, kind="stable")
-        stamps = stamps[order]
-        topic_ids = [topic_ids[k] for k in order.tolist()]
-        data = [data[k] for k in order.tolist()]
-    return RawMessages(list(map(topic_of.__getitem__, topic_ids)), stamps, list(data), msgtypes)
 
 
-def read_raw(path, topics=None) -> RawMessages:
-    """All messages of ``topics`` in stamp order, undecoded: the bulk counterpart of :func:`read_bag` (same order,
-    same errors: :class:`BagError` for unknown topics, damaged storage and split files that overlap in time).
-
-    ``topics``: None (all), an iterable of topic names, or a function called with the bag's
-    ``{topic: (msgtype, message count)}`` that returns them (and may raise, e.g. after checking types), so the bag
-    is opened once. A plain sqlite3 bag (one uncompressed file) is read directly (:func:`_read_plain_sqlite3`);
-    any other through rosbags' reader.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise BagError(f"bag not found: {path}")
-    plain = _plain_sqlite3_bag(path) if path.is_dir() else None
-    if plain is not None:
-        return _read_plain_sqlite3(path, plain[0], plain[1], topics)
+def _iter_rosbags(path: Path, topics, window) -> Iterator[RawMessages]:
+    """:func:`iter_raw` through rosbags' reader (mcap, split or compressed bags)."""
     reader = _open_reader(path)
     try:
         connections = list(reader.connections)
@@ -621,28 +611,71 @@ def read_raw(path, topics=None) -> RawMessages:
             topics = topics({c.topic: (c.msgtype, c.msgcount) for c in connections})
         connections = _select_connections(path, connections, topics)
         msgtypes = {c.topic: c.msgtype for c in connections}
-        names, stamps, data = [], [], []
-        if connections:
-            try:
-                direct = _sqlite_rows(reader, connections)
-                if direct is not None:
-                    topic_of, rows = direct
-                    if rows:
-                        ids, stamps, data = (list(column) for column in zip(*rows, strict=True))
-                        names = [topic_of[i] for i in ids]
-                else:
-                    for connection, stamp_ns, raw in reader.messages(connections=connections):
-                        names.append(connection.topic)
-                        stamps.append(stamp_ns)
-                        data.append(raw)
-            except _STORAGE_ERRORS as error:
-                raise BagError(f"corrupt bag {path}: {error}") from None
-        stamps = np.asarray(stamps, dtype=np.int64)
-        backwards = np.flatnonzero(np.diff(stamps) < 0)
-        if backwards.size:
-            k = int(backwards[0]) + 1
-            raise BagError(f"{path}: stamp {stamps[k]} ns on {names[k]} comes after {stamps[k - 1]} ns; the "
-                           "bag's storage files overlap in time, so its messages cannot be streamed in order")
-        return RawMessages(names, stamps, data, msgtypes)
+        if not connections:
+            return
+        try:
+            direct = _direct_sqlite(reader, connections)
+            if direct is not None:
+                dbconn, topic_of = direct
+                if topic_of:
+                    cursor = dbconn.execute(_ordered_query(list(topic_of)), list(topic_of))
+                    yield from _rows_chunks(cursor, topic_of, msgtypes, window)
+                return
+            names, stamps, data = [], [], []
+            previous = None
+            for connection, stamp_ns, raw in reader.messages(connections=connections):
+                if previous is not None and stamp_ns < previous:
+                    raise BagError(f"{path}: stamp {stamp_ns} ns on {connection.topic} comes after {previous} ns; "
+                                   "the bag's storage files overlap in time, so its messages cannot be streamed in "
+                                   "order")
+                previous = stamp_ns
+                names.append(connection.topic)
+                stamps.append(stamp_ns)
+                data.append(raw)
+                if len(names) == window:
+                    yield RawMessages(names, np.asarray(stamps, dtype=np.int64), data, msgtypes)
+                    names, stamps, data = [], [], []
+            if names:
+                yield RawMessages(names, np.asarray(stamps, dtype=np.int64), data, msgtypes)
+        except _STORAGE_ERRORS as error:
+            raise BagError(f"corrupt bag {path}: {error}") from None
     finally:
         reader.close()
+
+
+def iter_raw(path, topics=None, window: int | None = None) -> Iterator[RawMessages]:
+    """The messages of ``topics`` in stamp order, undecoded, as consecutive :class:`RawMessages` of at most
+    ``window`` messages each (``None``: all in one), streamed from storage: memory is bounded by the window, not by
+    the bag. Errors are those of :func:`read_bag` (:class:`BagError` for unknown topics, damaged storage and split
+    files that overlap in time), raised when reading reaches them; a selection without messages yields nothing.
+
+    ``topics``: None (all), an iterable of topic names, or a function called with the bag's
+    ``{topic: (msgtype, message count)}`` that returns them (and may raise, e.g. after checking types), so the bag
+    is opened once. A plain sqlite3 bag (one uncompressed file) is read directly (:func:`_iter_plain_sqlite3`);
+    any other through rosbags' reader. Order: stamp, then recording order (sqlite3: ``ORDER BY timestamp, id``).
+    """
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"window must be a positive number of messages or None, got {window!r}")
+    path = Path(path)
+    if not path.exists():
+        raise BagError(f"bag not found: {path}")
+    plain = _plain_sqlite3_bag(path) if path.is_dir() else None
+    if plain is not None:
+        return _iter_plain_sqlite3(path, plain[0], plain[1], topics, window)
+    return _iter_rosbags(path, topics, window)
+
+
+def read_raw(path, topics=None) -> RawMessages:
+    """All messages of ``topics`` in stamp order, undecoded: :func:`iter_raw` in one piece, the bulk counterpart of
+    :func:`read_bag` (same order, same errors)."""
+    msgtypes: dict = {}
+
+    def select(available: dict) -> list:
+        chosen = topics(available) if callable(topics) else topics
+        wanted = list(available) if chosen is None else _checked_topics(Path(path), chosen, available)
+        msgtypes.update({t: available[t][0] for t in wanted})
+        return wanted
+
+    with closing(iter_raw(path, select)) as chunks:
+        whole = next(chunks, None)
+    return whole if whole is not None else RawMessages([], np.zeros(0, dtype=np.int64), [], msgtypes)
