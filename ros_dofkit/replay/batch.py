@@ -4,45 +4,70 @@ You are in ``ros_dofkit.replay``. ``dofkit replay`` takes this path whenever the
 (``ros_dofkit.core.estimator.offline.supports_batch``); it computes what the streaming path
 (:class:`~ros_dofkit.replay.pipeline.ReplayLoop` over ``process_imu`` / ``process_joint_state``) computes, but
 decodes and encodes whole topics with ``ros_dofkit.ros.cdr``, runs the cycle rules compiled and the solver over
-sequences (``ros_dofkit.core.estimator.offline``), and writes the output bag with one bulk insert.
+sequences (``ros_dofkit.core.estimator.offline``), and writes the output bag with bulk inserts. A bag is read in
+windows of a bounded number of messages (:func:`iter_offline_inputs`), so memory does not grow with its length.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import numpy as np
 from rosbags.serde import SerdeError
 
 from ros_dofkit.core.estimator.offline import OfflineInputs
-from ros_dofkit.ros.bag_io import BagError, read_raw
+from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw
 from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
 
 _DECODE_ERRORS = (SerdeError, struct.error, ValueError, IndexError, UnicodeDecodeError, OverflowError)
 
+#: Messages per window of a windowed read: ~20 s of 4 IMUs at 400 Hz; a window's raw, decoded and estimated data
+#: take some tens of MB, and the per-window overhead is well under 1% of the window's work.
+WINDOW_MESSAGES = 32768
 
-def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None):
-    """The estimator inputs of the bag at ``path``, in bag order.
+
+def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None,
+                        window: int | None = WINDOW_MESSAGES) -> Iterator[tuple[OfflineInputs, list]]:
+    """The estimator inputs of the bag at ``path`` in bag order, as consecutive windows of at most ``window``
+    messages (None: one window): ``(inputs, truth_records)`` per window, ``inputs`` an :class:`OfflineInputs`
+    (header stamps, as the streaming path offers them) and ``truth_records`` the ``(stamp_ns, names, positions)``
+    of the window's ``truth_topic`` messages.
 
     ``topics``: the bag's ``{topic: (msgtype, count)}`` already checked against ``setup``
-    (``bags.check_input_topics``), or None to check them while the bag is open (one opening). Returns
-    ``(inputs, truth_records, topics)``: an :class:`OfflineInputs` (header stamps, as the streaming path offers
-    them), ``(stamp_ns, names, positions)`` of the ``truth_topic`` messages (empty without it) and the topics.
-    Raises :class:`BagError` for a bag that cannot drive ``setup`` or a message that cannot be decoded.
+    (``bags.check_input_topics``), or a dict to fill: when empty, the topics are checked while the bag is opened
+    (one opening) and written into it. Raises :class:`BagError` for a bag that cannot drive ``setup`` or a message
+    that cannot be decoded (when the window holding it is read).
     """
     from ros_dofkit.replay.bags import validate_input_topics
 
-    seen = {}
+    checked_already = dict(topics) if topics else None
+    seen = topics if topics is not None else {}
 
     def select(available: dict) -> list:
-        checked = topics if topics is not None else validate_input_topics(path, available, setup)
+        checked = checked_already if checked_already is not None else validate_input_topics(path, available, setup)
         seen.update(checked)
         wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in checked]
         if truth_topic is not None and truth_topic in checked:
             wanted.append(truth_topic)
         return wanted
 
-    raw = read_raw(path, topics=select)
+    for raw in iter_raw(path, topics=select, window=window):
+        yield offline_inputs_from_raw(raw, setup, truth_topic, typestore, path)
+
+
+def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None):
+    """The whole bag at once (:func:`iter_offline_inputs` in one window): ``(inputs, truth_records, topics)``."""
+    seen = dict(topics) if topics else {}
+    windows = list(iter_offline_inputs(path, setup, seen, truth_topic, typestore, window=None))
+    if windows:
+        return windows[0][0], windows[0][1], seen
+    empty = RawMessages([], np.zeros(0, dtype=np.int64), [], {})
+    return offline_inputs_from_raw(empty, setup, truth_topic, typestore, path)[0], [], seen
+
+
+def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path) -> tuple:
+    """``(OfflineInputs, truth_records)`` of raw messages in stamp order (see :func:`iter_offline_inputs`)."""
     # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1.
     imu_topics = list(setup.imu_topics)
     imus_count = len(imu_topics)
@@ -87,4 +112,4 @@ def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
         js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
     # (stamp_ns, names, positions) per message; the positions are already arrays.
     truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
-    return inputs, truth_records, seen
+    return inputs, truth_records
