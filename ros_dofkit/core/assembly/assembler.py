@@ -517,7 +517,7 @@ class Assembler:
         obs_rot, obs_pos = self._current_observations()
         frame = kernels.make_frame(sensors)
         self._nothing_observed = kernels.gather_frame(sensors, obs_rot, obs_pos, frame) == 0
-        work = kernels.make_work(self.plant.num_bodies(), len(self._rs["body"]), len(self._mk["body"]))
+        work = kernels.make_work(self._tree, sensors)
         r_g = np.empty(self._m_goal)
         r_c = np.empty(self._m_err)
         J_g = np.zeros((self._m_goal, self._nv))
@@ -689,7 +689,7 @@ class Assembler:
             )
         return F
 
-    def track_sequence(self, times, observations, positions=None, return_info: bool = False):
+    def track_sequence(self, times, observations, positions=None, return_info: bool = False, body_poses=None):
         """Warm-started track() over T frames in one compiled loop; returns Q (T, nq).
 
         ``observations``: for a single adopted sensor condition, its frames as one array, (T, n_obs, 3, 3) for
@@ -703,6 +703,11 @@ class Assembler:
         ``positions`` (T, nq), optional: per-frame values of the *locked* coordinates (e.g. joints measured by
         encoders while the IMUs estimate the rest); entries of free coordinates are ignored, NaN keeps the previous
         frame's value, and a locked floating-base quaternion is normalized.
+
+        ``body_poses`` (T, num_bodies, 4, 4), optional: a float64 C-contiguous array that receives every body's pose
+        X_WB at each frame's solution, the values of the compiled forward kinematics (``kernels.forward_kinematics``)
+        at Q[t] (the solver's last kinematics, completed, instead of a second pass). When a frame fails, the rows
+        after it are left as they were.
         """
         self._initialize()
         times = np.asarray(times, dtype=float)
@@ -737,6 +742,18 @@ class Assembler:
                     "track_sequence: observations given for a condition this Assembler did not adopt"
                 )
         positions = self._locked_positions_sequence(positions, T)
+        nb = self.plant.num_bodies()
+        if body_poses is None:
+            poses = np.empty((0, nb, 4, 4))
+        else:
+            poses = body_poses
+            if not (isinstance(poses, np.ndarray) and poses.dtype == np.float64 and poses.shape == (T, nb, 4, 4)
+                    and poses.flags.c_contiguous and poses.flags.writeable):
+                raise AssemblyValueError(
+                    f"track_sequence: body_poses must be a writeable C-contiguous float64 array of shape "
+                    f"({T}, {nb}, 4, 4), got {type(poses).__name__} "
+                    f"{getattr(poses, 'dtype', '')} {getattr(poses, 'shape', '')}"
+                )
         Q = np.empty((T, self._nq))
         goal = np.empty(T)
         err = np.empty(T)
@@ -745,11 +762,12 @@ class Assembler:
         if self._backend == "compiled":
             failed = kernels.track_frames(
                 self._tree, q, self._sensors(), obs_rot, obs_pos, self._held_q, positions, self._problem,
-                self._settings(), self._stats, Q, goal, err, status,
+                self._settings(), self._stats, Q, goal, err, status, poses,
             )
             last = T - 1 if failed < 0 else int(failed)
         else:
             failed, last = -1, T - 1
+            R_WF, p_WM = np.empty((nb, 3, 3)), np.empty((nb, 3))
             for t in range(T):
                 self._set_frame_observations(obs_rot[t], obs_pos[t])
                 if len(positions):
@@ -761,9 +779,13 @@ class Assembler:
                 except TrackFailed:
                     failed, last = t, t
                     Q[t] = self._q
+                    if len(poses):
+                        kernels.forward_kinematics(self._tree, Q[t], poses[t], R_WF, p_WM)
                     break
                 q = self._q
                 Q[t] = q
+                if len(poses):
+                    kernels.forward_kinematics(self._tree, q, poses[t], R_WF, p_WM)
                 status[t] = kernels.STATUS_CONVERGED
                 err[t] = self.calc_current_error_norm()
         if T:

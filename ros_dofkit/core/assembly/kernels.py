@@ -12,10 +12,15 @@ Data layout (built by :class:`ros_dofkit.core.assembly.assembler.Assembler` at i
   mk_hard, mk_obs_slot, mk_weight, mk_cond, cond_weight)``: the active rotation sensors (rs, all adopted
   OrientationSensors concatenated) and markers (mk): body, station, first of their 3 rows in the goal or the error
   block, 1 for a hard-error condition, observation slot, weight, condition index; and each condition's weight W_c.
-* ``frame = (rs_obs, rs_scale, mk_obs, mk_scale)``: per frame, each active sensor's observation and row scale
-  (√(W_c w / Σw_c) for goals, √w for errors, 0 when unobserved); filled by :func:`gather_frame`.
-* ``work = (X_WB, R_WF, p_WM, rs_phi, mk_p)``: kinematics of the last evaluation, with each rotation sensor's φ and
-  each marker's p_GS.
+* ``frame = (rs_obs, rs_scale, mk_obs, mk_scale, total)``: per frame, each active sensor's observation and row
+  scale (√(W_c w / Σw_c) for goals, √w for errors, 0 when unobserved) and each condition's Σw; filled by
+  :func:`gather_frame`.
+* ``work = (X_WB, R_WF, p_WM, rs_phi, mk_p, scratch, J6, q_last, flags)`` (:func:`make_work`): kinematics of the
+  last evaluation (of the bodies the sensors depend on; :func:`update_kinematics` recomputes only bodies whose
+  coordinates changed), each rotation sensor's φ and each marker's p_GS, and scratch space.
+* ``solver_work`` (:func:`make_solver_work`): the solver's Jacobians, trial point and linear-algebra buffers.
+  Workspaces are created once per :func:`solve_one` / :func:`track_frames` call and reused by every frame and
+  iteration; they carry nothing that changes a result (tests compare with fresh ones bit for bit).
 * ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``: residual sizes, the free velocities, and for a free
   velocity whose q̇ is a coordinate's, ``bound_q[j]`` (that q index, -1 otherwise) with ``lo[j] <= q <= hi[j]``.
 * ``settings = (accuracy, tolerance, use_rms, max_iterations, lam0)``.
@@ -51,86 +56,104 @@ _LAMBDA_MAX = 1e16
 
 # ----------------------------------------------------------------------------------------------------------------
 # Small dense helpers (explicit loops: no temporaries in the hot path)
+#
+# Performance notes for everything below. numba reference-counts every array a function receives (tuple members
+# included) and every view it creates; its pruning pass removes those atomic increments / decrements only in
+# functions that call no other compiled function and have no exception exits. Measured here, the leftovers took a
+# quarter of a tracking frame. Hence: helpers are inlined at the numba IR level (``inline="always"``) and take
+# (array, index) instead of views; the per-evaluation kernels are such leaves, compiled with
+# ``error_model="numpy"`` (no ZeroDivisionError exits; every divisor in them is positive by construction, so
+# results are unchanged); and the solver's loop lives in one function (solve_frame / solve are inlined into
+# track_frames and solve_one), so its arguments are counted once per call, not once per frame.
 # ----------------------------------------------------------------------------------------------------------------
-@njit(cache=True)
-def _compose(A, B, out):
-    """out = A @ B for rigid transforms (4x4, last row 0 0 0 1)."""
+@njit(cache=True, inline="always")
+def _compose_at(A, a, B, b, out, o):
+    """out[o] = A[a] @ B[b] for rigid transforms stored in (n, 4, 4) arrays (rows 0-2 of A[a] and B[b] are read;
+    the last row is 0 0 0 1)."""
     for i in range(3):
         for j in range(3):
-            out[i, j] = A[i, 0] * B[0, j] + A[i, 1] * B[1, j] + A[i, 2] * B[2, j]
-        out[i, 3] = A[i, 0] * B[0, 3] + A[i, 1] * B[1, 3] + A[i, 2] * B[2, 3] + A[i, 3]
-    out[3, 0] = 0.0
-    out[3, 1] = 0.0
-    out[3, 2] = 0.0
-    out[3, 3] = 1.0
+            out[o, i, j] = A[a, i, 0] * B[b, 0, j] + A[a, i, 1] * B[b, 1, j] + A[a, i, 2] * B[b, 2, j]
+        out[o, i, 3] = A[a, i, 0] * B[b, 0, 3] + A[a, i, 1] * B[b, 1, 3] + A[a, i, 2] * B[b, 2, 3] + A[a, i, 3]
+    out[o, 3, 0] = 0.0
+    out[o, 3, 1] = 0.0
+    out[o, 3, 2] = 0.0
+    out[o, 3, 3] = 1.0
 
 
-@njit(cache=True)
-def _set_rotation_about_axis(axis, angle, X):
-    """X = (exp(angle [axis]x), 0): Rodrigues' formula."""
+@njit(cache=True, inline="always")
+def _set_rotation_about_axis(axis, b, angle, X, x):
+    """Rotation block of X[x] = exp(angle [axis[b]]x): Rodrigues' formula (the rest of X[x] is left as it is)."""
     c = math.cos(angle)
     s = math.sin(angle)
     t = 1.0 - c
-    x, y, z = axis[0], axis[1], axis[2]
-    X[0, 0] = c + x * x * t
-    X[0, 1] = x * y * t - z * s
-    X[0, 2] = x * z * t + y * s
-    X[1, 0] = y * x * t + z * s
-    X[1, 1] = c + y * y * t
-    X[1, 2] = y * z * t - x * s
-    X[2, 0] = z * x * t - y * s
-    X[2, 1] = z * y * t + x * s
-    X[2, 2] = c + z * z * t
-    X[0, 3] = 0.0
-    X[1, 3] = 0.0
-    X[2, 3] = 0.0
+    x0, y0, z0 = axis[b, 0], axis[b, 1], axis[b, 2]
+    X[x, 0, 0] = c + x0 * x0 * t
+    X[x, 0, 1] = x0 * y0 * t - z0 * s
+    X[x, 0, 2] = x0 * z0 * t + y0 * s
+    X[x, 1, 0] = y0 * x0 * t + z0 * s
+    X[x, 1, 1] = c + y0 * y0 * t
+    X[x, 1, 2] = y0 * z0 * t - x0 * s
+    X[x, 2, 0] = z0 * x0 * t - y0 * s
+    X[x, 2, 1] = z0 * y0 * t + x0 * s
+    X[x, 2, 2] = c + z0 * z0 * t
 
 
-@njit(cache=True)
-def _set_quaternion_rotation(w, x, y, z, X):
-    """Rotation block of X from the (normalized) quaternion (w, x, y, z)."""
+@njit(cache=True, inline="always")
+def _set_quaternion_rotation(w, x, y, z, X, k):
+    """Rotation block of X[k] from the quaternion (w, x, y, z), normalized first."""
     n = math.sqrt(w * w + x * x + y * y + z * z)
     w, x, y, z = w / n, x / n, y / n, z / n
-    X[0, 0] = 1.0 - 2.0 * (y * y + z * z)
-    X[0, 1] = 2.0 * (x * y - w * z)
-    X[0, 2] = 2.0 * (x * z + w * y)
-    X[1, 0] = 2.0 * (x * y + w * z)
-    X[1, 1] = 1.0 - 2.0 * (x * x + z * z)
-    X[1, 2] = 2.0 * (y * z - w * x)
-    X[2, 0] = 2.0 * (x * z - w * y)
-    X[2, 1] = 2.0 * (y * z + w * x)
-    X[2, 2] = 1.0 - 2.0 * (x * x + y * y)
+    X[k, 0, 0] = 1.0 - 2.0 * (y * y + z * z)
+    X[k, 0, 1] = 2.0 * (x * y - w * z)
+    X[k, 0, 2] = 2.0 * (x * z + w * y)
+    X[k, 1, 0] = 2.0 * (x * y + w * z)
+    X[k, 1, 1] = 1.0 - 2.0 * (x * x + z * z)
+    X[k, 1, 2] = 2.0 * (y * z - w * x)
+    X[k, 2, 0] = 2.0 * (x * z - w * y)
+    X[k, 2, 1] = 2.0 * (y * z + w * x)
+    X[k, 2, 2] = 1.0 - 2.0 * (x * x + y * y)
 
 
 @njit(cache=True)
 def _rotation_log(R, out):
-    """out = rotation vector of R (angle in [0, π]) via the quaternion, angle = 2 atan2(|v|, w) (Simbody)."""
-    trace = R[0, 0] + R[1, 1] + R[2, 2]
-    # Shepperd's method: pick the largest of 4w², 4x², 4y², 4z² for a well-conditioned square root.
-    if trace >= R[0, 0] and trace >= R[1, 1] and trace >= R[2, 2]:
+    """out = rotation vector of the 3x3 R (:func:`_rotation_vector`)."""
+    E = np.empty((1, 3, 3))
+    for i in range(3):
+        for j in range(3):
+            E[0, i, j] = R[i, j]
+    out[0], out[1], out[2] = _rotation_vector(E, 0)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _rotation_vector(R, r):
+    """Rotation vector of R[r] (angle in [0, π]) via the quaternion, angle = 2 atan2(|v|, w) (Simbody)."""
+    trace = R[r, 0, 0] + R[r, 1, 1] + R[r, 2, 2]
+    # Shepperd's method: pick the largest of 4w², 4x², 4y², 4z² for a well-conditioned square root (the divisor
+    # is then >= 1/2 for a rotation).
+    if trace >= R[r, 0, 0] and trace >= R[r, 1, 1] and trace >= R[r, 2, 2]:
         w = 0.5 * math.sqrt(max(1.0 + trace, 0.0))
         f = 0.25 / w
-        x = (R[2, 1] - R[1, 2]) * f
-        y = (R[0, 2] - R[2, 0]) * f
-        z = (R[1, 0] - R[0, 1]) * f
-    elif R[0, 0] >= R[1, 1] and R[0, 0] >= R[2, 2]:
-        x = 0.5 * math.sqrt(max(1.0 + R[0, 0] - R[1, 1] - R[2, 2], 0.0))
+        x = (R[r, 2, 1] - R[r, 1, 2]) * f
+        y = (R[r, 0, 2] - R[r, 2, 0]) * f
+        z = (R[r, 1, 0] - R[r, 0, 1]) * f
+    elif R[r, 0, 0] >= R[r, 1, 1] and R[r, 0, 0] >= R[r, 2, 2]:
+        x = 0.5 * math.sqrt(max(1.0 + R[r, 0, 0] - R[r, 1, 1] - R[r, 2, 2], 0.0))
         f = 0.25 / x
-        w = (R[2, 1] - R[1, 2]) * f
-        y = (R[0, 1] + R[1, 0]) * f
-        z = (R[0, 2] + R[2, 0]) * f
-    elif R[1, 1] >= R[2, 2]:
-        y = 0.5 * math.sqrt(max(1.0 - R[0, 0] + R[1, 1] - R[2, 2], 0.0))
+        w = (R[r, 2, 1] - R[r, 1, 2]) * f
+        y = (R[r, 0, 1] + R[r, 1, 0]) * f
+        z = (R[r, 0, 2] + R[r, 2, 0]) * f
+    elif R[r, 1, 1] >= R[r, 2, 2]:
+        y = 0.5 * math.sqrt(max(1.0 - R[r, 0, 0] + R[r, 1, 1] - R[r, 2, 2], 0.0))
         f = 0.25 / y
-        w = (R[0, 2] - R[2, 0]) * f
-        x = (R[0, 1] + R[1, 0]) * f
-        z = (R[1, 2] + R[2, 1]) * f
+        w = (R[r, 0, 2] - R[r, 2, 0]) * f
+        x = (R[r, 0, 1] + R[r, 1, 0]) * f
+        z = (R[r, 1, 2] + R[r, 2, 1]) * f
     else:
-        z = 0.5 * math.sqrt(max(1.0 - R[0, 0] - R[1, 1] + R[2, 2], 0.0))
+        z = 0.5 * math.sqrt(max(1.0 - R[r, 0, 0] - R[r, 1, 1] + R[r, 2, 2], 0.0))
         f = 0.25 / z
-        w = (R[1, 0] - R[0, 1]) * f
-        x = (R[0, 2] + R[2, 0]) * f
-        y = (R[1, 2] + R[2, 1]) * f
+        w = (R[r, 1, 0] - R[r, 0, 1]) * f
+        x = (R[r, 0, 2] + R[r, 2, 0]) * f
+        y = (R[r, 1, 2] + R[r, 2, 1]) * f
     if w < 0.0:
         w, x, y, z = -w, -x, -y, -z
     s = math.sqrt(x * x + y * y + z * z)
@@ -138,12 +161,10 @@ def _rotation_log(R, out):
         scale = 2.0 / w  # θ / sin(θ/2) -> 2/w; the next term is O(θ²)·s, below double precision here
     else:
         scale = 2.0 * math.atan2(s, w) / s
-    out[0] = scale * x
-    out[1] = scale * y
-    out[2] = scale * z
+    return scale * x, scale * y, scale * z
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _inverse_right_jacobian(phi, out):
     """out = J_r⁻¹(φ) = I + ½[φ]x + c(θ)[φ]x², c = (1 - (θ/2)cot(θ/2))/θ²."""
     theta = math.sqrt(phi[0] * phi[0] + phi[1] * phi[1] + phi[2] * phi[2])
@@ -165,7 +186,7 @@ def _inverse_right_jacobian(phi, out):
     out[2, 2] = 1.0 + c * (z * z - theta * theta)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _cholesky_solve(H, b, n, out):
     """Solve H out = b for the leading n x n block of a symmetric positive definite H (H is overwritten).
 
@@ -203,17 +224,107 @@ def _cholesky_solve(H, b, n, out):
 @njit(cache=True)
 def forward_kinematics(tree, q, X_WB, R_WF, p_WM):
     """Fill X_WB (nb,4,4), R_WF (nb,3,3) and p_WM (nb,3) for configuration q (see tree.tree_kinematics)."""
-    scratch = np.empty((3, 4, 4))
-    _forward_kinematics(tree, q, X_WB, R_WF, p_WM, scratch[0], scratch[1], scratch[2])
+    _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, np.empty((3, 4, 4)), np.ones((3, 1), dtype=np.bool_), q, False,
+                      True)
 
 
-@njit(cache=True)
-def _forward_kinematics(tree, q, X_WB, R_WF, p_WM, X_WF, X_FM, X_WM):
-    """:func:`forward_kinematics` with its three 4x4 temporaries given (the solver's workspace holds them: FK
-    runs at every residual evaluation, where allocating them cost a noticeable share of a frame)."""
+@njit(cache=True, inline="always", error_model="numpy")
+def update_kinematics(tree, q, work, every_body):
+    """Bring the kinematics in ``work`` (see :func:`make_work`) to configuration q, recomputing only what changed.
+
+    A body is recomputed when its joint's coordinates differ from those of the previous update (NaN counts as
+    changed), when its parent was recomputed, or when its rows are not valid; the others keep their rows, which
+    already are the values at q (a body's pose depends only on its joint's coordinates and its parent's pose),
+    so the result is bit for bit that of :func:`forward_kinematics`. Unless ``every_body``, bodies that no sensor
+    of the workspace depends on (not on a path from a sensor's body to the world) are skipped and marked not valid.
+    """
+    _kinematics_sweep(tree, q, work[0], work[1], work[2], work[5], work[8], work[7], True, every_body)
+    q_last = work[7]
+    for i in range(q.shape[0]):
+        q_last[i] = q[i]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, S, flags, q_last, incremental, every_body):
+    """Forward kinematics, parents first: for body b > 0 with parent P, ``X_WF = X_WP X_PF``,
+    ``X_WM = X_WF X_FM(q)``, ``X_WB = X_WM X_MC``; R_WF and p_WM are kept for Jacobians. S (>= 3, 4, 4) holds
+    X_WF, X_FM, X_WM. The world's rows are set unless ``incremental``; then ``flags`` = (needed, valid, changed)
+    and ``q_last`` decide which bodies to recompute (see :func:`update_kinematics`).
+
+    One loop in one function: a (non-inlined) call per body, with the tree passed along, cost as much as a
+    body's arithmetic."""
     parent, joint_type, X_PF, X_MC, axis, q_start = tree[0], tree[1], tree[2], tree[3], tree[4], tree[5]
     mimic_q, mimic_multiplier, mimic_offset = tree[7], tree[9], tree[10]
-    nb = parent.shape[0]
+    if not incremental:
+        _set_world_kinematics(X_WB, R_WF, p_WM)
+    for b in range(1, parent.shape[0]):
+        kind = joint_type[b]
+        if incremental:
+            if not (every_body or flags[0, b]):
+                flags[1, b] = False
+                continue
+            moved = not flags[1, b] or flags[2, parent[b]]
+            if not moved and kind != JOINT_WELD:
+                if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
+                    k = mimic_q[b] if mimic_q[b] >= 0 else q_start[b]
+                    moved = not q[k] == q_last[k]
+                else:
+                    k = q_start[b]
+                    for i in range(k, k + (3 if kind == JOINT_PLANAR else 7)):
+                        if not q[i] == q_last[i]:
+                            moved = True
+            flags[2, b] = moved
+            if not moved:
+                continue
+            flags[1, b] = True
+        _compose_at(X_WB, parent[b], X_PF, b, S, 0)
+        for i in range(3):
+            for j in range(3):
+                R_WF[b, i, j] = S[0, i, j]
+        if kind == JOINT_WELD:
+            for i in range(4):
+                for j in range(4):
+                    S[2, i, j] = S[0, i, j]
+        else:
+            for i in range(4):
+                for j in range(4):
+                    S[1, i, j] = 1.0 if i == j else 0.0
+            if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
+                if mimic_q[b] >= 0:
+                    s = mimic_multiplier[b] * q[mimic_q[b]] + mimic_offset[b]
+                else:
+                    s = q[q_start[b]]
+                if kind == JOINT_REVOLUTE:
+                    _set_rotation_about_axis(axis, b, s, S, 1)
+                else:
+                    S[1, 0, 3] = s * axis[b, 0]
+                    S[1, 1, 3] = s * axis[b, 1]
+                    S[1, 2, 3] = s * axis[b, 2]
+            elif kind == JOINT_PLANAR:
+                k = q_start[b]
+                c = math.cos(q[k + 2])
+                n = math.sin(q[k + 2])
+                S[1, 0, 0] = c
+                S[1, 0, 1] = -n
+                S[1, 1, 0] = n
+                S[1, 1, 1] = c
+                S[1, 0, 3] = q[k]
+                S[1, 1, 3] = q[k + 1]
+            else:
+                k = q_start[b]
+                _set_quaternion_rotation(q[k], q[k + 1], q[k + 2], q[k + 3], S, 1)
+                S[1, 0, 3] = q[k + 4]
+                S[1, 1, 3] = q[k + 5]
+                S[1, 2, 3] = q[k + 6]
+            _compose_at(S, 0, S, 1, S, 2)
+        for i in range(3):
+            p_WM[b, i] = S[2, i, 3]
+        _compose_at(S, 2, X_MC, b, X_WB, b)
+
+
+@njit(cache=True, inline="always")
+def _set_world_kinematics(X_WB, R_WF, p_WM):
+    """Body 0 (the world): X_WB = I, R_WF = I, p_WM = 0."""
     for i in range(4):
         for j in range(4):
             X_WB[0, i, j] = 1.0 if i == j else 0.0
@@ -221,54 +332,9 @@ def _forward_kinematics(tree, q, X_WB, R_WF, p_WM, X_WF, X_FM, X_WM):
         p_WM[0, i] = 0.0
         for j in range(3):
             R_WF[0, i, j] = 1.0 if i == j else 0.0
-    for b in range(1, nb):
-        _compose(X_WB[parent[b]], X_PF[b], X_WF)
-        for i in range(3):
-            for j in range(3):
-                R_WF[b, i, j] = X_WF[i, j]
-        kind = joint_type[b]
-        if kind == JOINT_WELD:
-            for i in range(4):
-                for j in range(4):
-                    X_WM[i, j] = X_WF[i, j]
-        else:
-            for i in range(4):
-                for j in range(4):
-                    X_FM[i, j] = 1.0 if i == j else 0.0
-            if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
-                if mimic_q[b] >= 0:
-                    s = mimic_multiplier[b] * q[mimic_q[b]] + mimic_offset[b]
-                else:
-                    s = q[q_start[b]]
-                if kind == JOINT_REVOLUTE:
-                    _set_rotation_about_axis(axis[b], s, X_FM)
-                else:
-                    X_FM[0, 3] = s * axis[b, 0]
-                    X_FM[1, 3] = s * axis[b, 1]
-                    X_FM[2, 3] = s * axis[b, 2]
-            elif kind == JOINT_PLANAR:
-                k = q_start[b]
-                c = math.cos(q[k + 2])
-                n = math.sin(q[k + 2])
-                X_FM[0, 0] = c
-                X_FM[0, 1] = -n
-                X_FM[1, 0] = n
-                X_FM[1, 1] = c
-                X_FM[0, 3] = q[k]
-                X_FM[1, 3] = q[k + 1]
-            else:
-                k = q_start[b]
-                _set_quaternion_rotation(q[k], q[k + 1], q[k + 2], q[k + 3], X_FM)
-                X_FM[0, 3] = q[k + 4]
-                X_FM[1, 3] = q[k + 5]
-                X_FM[2, 3] = q[k + 6]
-            _compose(X_WF, X_FM, X_WM)
-        for i in range(3):
-            p_WM[b, i] = X_WM[i, 3]
-        _compose(X_WM, X_MC[b], X_WB[b])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def point_jacobian(tree, R_WF, p_WM, body, p_WQ, linear, J):
     """J (6, nv) = [J_ω; J_v(Q)] of point Q (p_WQ in W) fixed on ``body``; the linear rows only if ``linear``."""
     parent, joint_type, axis, v_start, mimic_v, mimic_multiplier = tree[0], tree[1], tree[4], tree[6], tree[8], tree[9]
@@ -371,53 +437,62 @@ def integrate_positions(tree, q, dv, out):
 # ----------------------------------------------------------------------------------------------------------------
 # Residuals
 # ----------------------------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c):
-    """Forward kinematics at q into ``work`` and the goal / error residuals r_g, r_c (rows of an unobserved sensor,
-    scale 0, are zero). Also keeps each rotation sensor's φ and each marker's p_GS in ``work`` for the Jacobians."""
+    """Kinematics at q into ``work`` (:func:`update_kinematics`: the sensors' bodies and their ancestors) and the
+    goal / error residuals r_g, r_c (rows of an unobserved sensor, scale 0, are zero). Also keeps each rotation
+    sensor's φ and each marker's p_GS in ``work`` for the Jacobians."""
     rs_body, rs_R_BS, rs_row, rs_hard = sensors[0], sensors[1], sensors[2], sensors[3]
     mk_body, mk_p_BS, mk_row, mk_hard = sensors[7], sensors[8], sensors[9], sensors[10]
     rs_obs, rs_scale, mk_obs, mk_scale = frame[0], frame[1], frame[2], frame[3]
-    X_WB, R_WF, p_WM, rs_phi, mk_p, scratch = work[0], work[1], work[2], work[3], work[4], work[5]
-    _forward_kinematics(tree, q, X_WB, R_WF, p_WM, scratch[0], scratch[1], scratch[2])
+    X_WB, rs_phi, mk_p, S = work[0], work[3], work[4], work[5]
+    update_kinematics(tree, q, work, False)
     r_g[:] = 0.0
     r_c[:] = 0.0
-    R_GS = scratch[3]  # 3x3 blocks of the workspace's 4x4 scratch matrices
-    E = scratch[4]
     for k in range(rs_body.shape[0]):
         s = rs_scale[k]
         if s == 0.0:
             continue
         b = rs_body[k]
+        # S[3] = R_GS = R_WB R_BS; S[4] = E = R_GO R_GSᵀ; φ = log(E) in G
         for i in range(3):
             for j in range(3):
-                R_GS[i, j] = X_WB[b, i, 0] * rs_R_BS[k, 0, j] + X_WB[b, i, 1] * rs_R_BS[k, 1, j] + \
+                S[3, i, j] = X_WB[b, i, 0] * rs_R_BS[k, 0, j] + X_WB[b, i, 1] * rs_R_BS[k, 1, j] + \
                     X_WB[b, i, 2] * rs_R_BS[k, 2, j]
-        # E = R_GO R_GSᵀ; φ = log(E) in G
         for i in range(3):
             for j in range(3):
-                E[i, j] = rs_obs[k, i, 0] * R_GS[j, 0] + rs_obs[k, i, 1] * R_GS[j, 1] + rs_obs[k, i, 2] * R_GS[j, 2]
-        phi = rs_phi[k]
-        _rotation_log(E, phi)
-        r = r_c if rs_hard[k] else r_g
+                S[4, i, j] = rs_obs[k, i, 0] * S[3, j, 0] + rs_obs[k, i, 1] * S[3, j, 1] + \
+                    rs_obs[k, i, 2] * S[3, j, 2]
+        phi0, phi1, phi2 = _rotation_vector(S, 4)
+        rs_phi[k, 0] = phi0
+        rs_phi[k, 1] = phi1
+        rs_phi[k, 2] = phi2
         row = rs_row[k]
-        for i in range(3):
-            r[row + i] = s * phi[i]
+        if rs_hard[k]:
+            r_c[row] = s * phi0
+            r_c[row + 1] = s * phi1
+            r_c[row + 2] = s * phi2
+        else:
+            r_g[row] = s * phi0
+            r_g[row + 1] = s * phi1
+            r_g[row + 2] = s * phi2
     for k in range(mk_body.shape[0]):
         s = mk_scale[k]
         if s == 0.0:
             continue
         b = mk_body[k]
-        r = r_c if mk_hard[k] else r_g
         row = mk_row[k]
         for i in range(3):
             p = X_WB[b, i, 0] * mk_p_BS[k, 0] + X_WB[b, i, 1] * mk_p_BS[k, 1] + X_WB[b, i, 2] * mk_p_BS[k, 2] + \
                 X_WB[b, i, 3]
             mk_p[k, i] = p
-            r[row + i] = s * (p - mk_obs[k, i])
+            if mk_hard[k]:
+                r_c[row + i] = s * (p - mk_obs[k, i])
+            else:
+                r_g[row + i] = s * (p - mk_obs[k, i])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def evaluate_jacobians(tree, sensors, frame, work, J_g, J_c):
     """∂r_g/∂v and ∂r_c/∂v at the configuration of the last :func:`evaluate_residuals` on ``work``:
     rotation rows ``-s J_r⁻¹(φ) J_ω(B)``, marker rows ``s J_v(S)``."""
@@ -429,7 +504,7 @@ def evaluate_jacobians(tree, sensors, frame, work, J_g, J_c):
     J_g[:, :] = 0.0
     J_c[:, :] = 0.0
     Jr = work[5][3]  # a 3x3 block of the workspace's scratch
-    J6 = np.empty((6, nv))
+    J6 = work[6]
     unused_point = p_WM[0]  # angular rows only: the point does not matter (this one is the world origin)
     for k in range(rs_body.shape[0]):
         s = rs_scale[k]
@@ -477,7 +552,7 @@ def error_norm(r_c, use_rms):
 # ----------------------------------------------------------------------------------------------------------------
 # The step (shared by the compiled and the reference solver)
 # ----------------------------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _normal_equations(A, r, lam, H, g):
     """H = AᵀA (lower and upper), g = -Aᵀr, row by row skipping zero entries (a sensor's Jacobian row is zero
     outside the dofs between its body and the world). Returns the damping μ = λ|g| + μ_floor(1 + max diag H)."""
@@ -516,18 +591,35 @@ def compute_step(A, r_g, C, r_c, lam, d):
     then the goal is minimized over the null space Z of C: ``d = d_c + Z y``,
     ``(ZᵀAᵀAZ + μI) y = -ZᵀAᵀ(r_g + A d_c)``.
     """
+    if C.shape[0] == 0:
+        n = A.shape[1]
+        return _unconstrained_step(A, r_g, lam, d, np.empty(n * n), np.empty(n))
+    return _constrained_step(A, r_g, C, r_c, lam, d)
+
+
+@njit(cache=True, error_model="numpy")
+def _unconstrained_step(A, r_g, lam, d, H_buffer, g_buffer):
+    """:func:`compute_step` without hard errors, with the normal matrix and the gradient in given buffers (at least
+    n² and n entries; the solver's workspace holds them, reused at every iteration)."""
+    n = A.shape[1]
+    if n == 0:
+        return True
+    H = H_buffer[: n * n].reshape((n, n))
+    g = g_buffer[:n]
+    mu = _normal_equations(A, r_g, lam, H, g)
+    for i in range(n):
+        H[i, i] += mu
+    return _cholesky_solve(H, g, n, d)
+
+
+@njit(cache=True)
+def _constrained_step(A, r_g, C, r_c, lam, d):
+    """:func:`compute_step` with hard errors (C has rows): the null-space step."""
     m, n = A.shape
     mc = C.shape[0]
     if n == 0:
         return True
-    if mc == 0:
-        H = np.empty((n, n))
-        g = np.empty(n)
-        mu = _normal_equations(A, r_g, lam, H, g)
-        for i in range(n):
-            H[i, i] += mu
-        return _cholesky_solve(H, g, n, d)
-    # Hard errors present: SVD of C (mc x n).
+    # SVD of C (mc x n).
     U, sv, Vt = np.linalg.svd(C)
     ns = sv.shape[0]
     smax = sv[0] if ns > 0 else 0.0
@@ -628,19 +720,76 @@ def accept_step(F, F_new, e, e_new, tolerance, has_errors):
 # The solver loop
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True)
-def make_work(nb, n_rs, n_mk):
-    """Kinematics workspace: (X_WB, R_WF, p_WM, φ per rotation sensor, p_GS per marker, scratch (5, 4, 4): FK's
-    three temporaries and two 3x3 matrices of the residuals and Jacobians)."""
-    return (np.empty((nb, 4, 4)), np.empty((nb, 3, 3)), np.empty((nb, 3)), np.zeros((n_rs, 3)), np.zeros((n_mk, 3)),
-            np.empty((5, 4, 4)))
+def tree_sizes(tree):
+    """(nq, nv) of the flat tree: one past the last coordinate / velocity any joint reads."""
+    joint_type, q_start, v_start = tree[1], tree[5], tree[6]
+    nq = 0
+    nv = 0
+    for b in range(joint_type.shape[0]):
+        if q_start[b] < 0:
+            continue
+        kind = joint_type[b]
+        if kind == JOINT_PLANAR:
+            nq = max(nq, q_start[b] + 3)
+            nv = max(nv, v_start[b] + 3)
+        elif kind == JOINT_QUATERNION_FLOATING:
+            nq = max(nq, q_start[b] + 7)
+            nv = max(nv, v_start[b] + 6)
+        elif kind != JOINT_WELD:
+            nq = max(nq, q_start[b] + 1)
+            nv = max(nv, v_start[b] + 1)
+    return nq, nv
 
 
 @njit(cache=True)
-def solve(tree, q, sensors, frame, work, problem, settings, stats, r_g, r_c, evaluated):
+def make_work(tree, sensors):
+    """Kinematics workspace of one sensor set, ``(X_WB, R_WF, p_WM, rs_phi, mk_p, scratch, J6, q_last, flags)``:
+    kinematics of the last evaluation, φ per rotation sensor, p_GS per marker, scratch (5, 4, 4) (FK's three
+    temporaries and two 3x3 matrices of the residuals and Jacobians), a (6, nv) point Jacobian, and the state of
+    :func:`update_kinematics`: the q of the last update and flags (3, nb) = (needed: on a path from a sensor's
+    body to the world; valid: rows hold the kinematics at q_last; changed: recomputed by the last update).
+
+    The world's rows are set here and never change; every other body starts not valid."""
+    parent = tree[0]
+    nb = parent.shape[0]
+    nq, nv = tree_sizes(tree)
+    X_WB = np.empty((nb, 4, 4))
+    R_WF = np.empty((nb, 3, 3))
+    p_WM = np.empty((nb, 3))
+    _set_world_kinematics(X_WB, R_WF, p_WM)
+    flags = np.zeros((3, nb), dtype=np.bool_)
+    flags[1, 0] = True
+    for bodies in (sensors[0], sensors[7]):
+        for k in range(bodies.shape[0]):
+            b = bodies[k]
+            while b > 0 and not flags[0, b]:
+                flags[0, b] = True
+                b = parent[b]
+    return (X_WB, R_WF, p_WM, np.zeros((sensors[0].shape[0], 3)), np.zeros((sensors[7].shape[0], 3)),
+            np.empty((5, 4, 4)), np.empty((6, nv)), np.empty(nq), flags)
+
+
+@njit(cache=True)
+def make_solver_work(problem, nq):
+    """The solver's buffers, allocated once per solve_one / track_frames call and reused by every frame and
+    iteration: ``(J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active, A, C, d, H, g)``, where A (m_goal·n),
+    C (m_err·n), d (n), H (n²) and g (n) are flat and viewed at each iteration's size (n = number of free
+    velocities, the largest step)."""
+    m_goal, m_err, nv_full, free_v = problem[0], problem[1], problem[2], problem[3]
+    n = free_v.shape[0]
+    return (np.empty((m_goal, nv_full)), np.empty((m_err, nv_full)), np.empty(m_goal), np.empty(m_err),
+            np.empty(nq), np.zeros(nv_full), np.empty(n), np.zeros(n, dtype=np.bool_), np.empty(m_goal * n),
+            np.empty(m_err * n), np.empty(n), np.empty(n * n), np.empty(n))
+
+
+@njit(cache=True, inline="always")
+def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, r_g, r_c, evaluated):
     """Minimize ½|r_g|² subject to r_c = 0 over the free velocities, starting from (and overwriting) q.
 
     ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``, ``settings = (accuracy, tolerance, use_rms,
     max_iterations, lam0)``. If ``evaluated``, ``work``, r_g and r_c already hold the evaluation at q.
+    ``work`` is the kinematics workspace (:func:`make_work`), ``solver_work`` the buffers of
+    :func:`make_solver_work`; neither carries anything from one call to the next that changes the result.
 
     Iteration: Jacobians at q; hold variables on an outward-pushed bound; damped step (:func:`compute_step`);
     trial q' = clip(q ⊕ d); accept or reject (:func:`accept_step`) with λ divided by 3 on acceptance (down to 1e-8)
@@ -654,16 +803,12 @@ def solve(tree, q, sensors, frame, work, problem, settings, stats, r_g, r_c, eva
     """
     m_goal, m_err, nv_full, free_v, bound_q, lo, hi = problem
     accuracy, tolerance, use_rms, max_iterations, lam0 = settings
-    nq = q.shape[0]
     nv = free_v.shape[0]
-    J_g = np.empty((m_goal, nv_full))
-    J_c = np.empty((m_err, nv_full))
-    r_g2 = np.empty(m_goal)
-    r_c2 = np.empty(m_err)
-    q_trial = np.empty(nq)
-    dv = np.zeros(nv_full)
-    g_free = np.empty(nv)
-    active = np.zeros(nv, dtype=np.bool_)
+    J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active = (solver_work[0], solver_work[1], solver_work[2],
+                                                         solver_work[3], solver_work[4], solver_work[5],
+                                                         solver_work[6], solver_work[7])
+    A_buffer, C_buffer, d_buffer, H_buffer, g_buffer = (solver_work[8], solver_work[9], solver_work[10],
+                                                        solver_work[11], solver_work[12])
     if clip_to_bounds(q, bound_q, lo, hi) or not evaluated:
         evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c)
         stats[0] += 1
@@ -692,8 +837,8 @@ def solve(tree, q, sensors, frame, work, problem, settings, stats, r_g, r_c, eva
         if gmax == 0.0 and e <= tolerance:
             status = STATUS_CONVERGED
             break
-        A = np.empty((m_goal, n_step))
-        C = np.empty((m_err, n_step))
+        A = A_buffer[: m_goal * n_step].reshape((m_goal, n_step))
+        C = C_buffer[: m_err * n_step].reshape((m_err, n_step))
         col = 0
         for j in range(nv):
             if active[j]:
@@ -704,10 +849,15 @@ def solve(tree, q, sensors, frame, work, problem, settings, stats, r_g, r_c, eva
             for k in range(m_err):
                 C[k, col] = J_c[k, c]
             col += 1
-        d = np.zeros(n_step)
+        d = d_buffer[:n_step]
+        d[:] = 0.0
         iterations += 1
         stats[2] += 1
-        if not compute_step(A, r_g, C, r_c, lam, d):
+        if m_err == 0:
+            found = _unconstrained_step(A, r_g, lam, d, H_buffer, g_buffer)
+        else:
+            found = _constrained_step(A, r_g, C, r_c, lam, d)
+        if not found:
             lam *= 4.0
             if lam > _LAMBDA_MAX:
                 status = STATUS_STALLED
@@ -755,18 +905,19 @@ def solve(tree, q, sensors, frame, work, problem, settings, stats, r_g, r_c, eva
     return status, F, e
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gather_frame(sensors, obs_rot, obs_pos, frame):
     """Per-frame setup: copy each active sensor's observation and compute its row scale into ``frame``.
 
     Goal rows get √(W_c w / Σ_c w) where Σ_c w sums the weights of the condition's sensors observed this frame;
-    error rows get √w; unobserved sensors get 0. Returns the number of contributing sensors.
+    error rows get √w; unobserved sensors get 0 (active sensors have w > 0, so Σw > 0 where it divides). Returns
+    the number of contributing sensors.
     """
     rs_hard, rs_obs_slot, rs_weight, rs_cond = sensors[3], sensors[4], sensors[5], sensors[6]
     mk_hard, mk_obs_slot, mk_weight, mk_cond = sensors[10], sensors[11], sensors[12], sensors[13]
     cond_weight = sensors[14]
-    rs_obs, rs_scale, mk_obs, mk_scale = frame[0], frame[1], frame[2], frame[3]
-    total = np.zeros(cond_weight.shape[0])
+    rs_obs, rs_scale, mk_obs, mk_scale, total = frame[0], frame[1], frame[2], frame[3], frame[4]
+    total[:] = 0.0
     contributing = 0
     for k in range(rs_obs_slot.shape[0]):
         ok = True
@@ -808,14 +959,14 @@ def gather_frame(sensors, obs_rot, obs_pos, frame):
 
 @njit(cache=True)
 def make_frame(sensors):
-    """Per-frame arrays (observation and row scale per active sensor) sized for ``sensors``."""
+    """Per-frame arrays sized for ``sensors``: observation and row scale per active sensor, and Σw per condition."""
     n_rs = sensors[0].shape[0]
     n_mk = sensors[7].shape[0]
-    return (np.empty((n_rs, 3, 3)), np.empty(n_rs), np.empty((n_mk, 3)), np.empty(n_mk))
+    return (np.empty((n_rs, 3, 3)), np.empty(n_rs), np.empty((n_mk, 3)), np.empty(n_mk), np.empty(sensors[14].shape[0]))
 
 
-@njit(cache=True)
-def solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, frame, work, r_g, r_c):
+@njit(cache=True, inline="always")
+def solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, frame, work, solver_work, r_g, r_c):
     """One frame of Simbody's assemble()/track(): gather the observations, evaluate at q, skip the solve when the
     error norm <= tolerance and the goal <= tolerance² (short-circuit), else :func:`solve` (q is overwritten).
 
@@ -828,7 +979,7 @@ def solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, fr
     e0 = error_norm(r_c, use_rms)
     if e0 <= tolerance and F0 <= tolerance * tolerance:
         return STATUS_CONVERGED, F0, e0, F0, e0, contributing
-    status, F, e = solve(tree, q, sensors, frame, work, problem, settings, stats, r_g, r_c, True)
+    status, F, e = solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, r_g, r_c, True)
     return status, F0, e0, F, e, contributing
 
 
@@ -837,29 +988,35 @@ def solve_one(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats):
     """:func:`solve_frame` with its own workspaces (the entry point of assemble() and track())."""
     m_goal, m_err = problem[0], problem[1]
     frame = make_frame(sensors)
-    work = make_work(tree[0].shape[0], sensors[0].shape[0], sensors[7].shape[0])
-    return solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, frame, work,
+    work = make_work(tree, sensors)
+    solver_work = make_solver_work(problem, q.shape[0])
+    return solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, frame, work, solver_work,
                        np.empty(m_goal), np.empty(m_err))
 
 
 @njit(cache=True)
 def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, locked_q, positions, problem, settings, stats, Q_out,
-                 goal_out, err_out, status_out):
+                 goal_out, err_out, status_out, X_WB_out):
     """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve).
 
     obs_rot_seq (T, n_rot_obs, 3, 3) and obs_pos_seq (T, n_pos_obs, 3) hold all observation slots per frame. If
     ``positions`` has T rows, each frame first sets the locked coordinates ``locked_q`` to that frame's finite
-    values (e.g. encoder readings; NaN keeps the previous value). q is the start and ends as the last frame's
-    solution. Returns the index of the first frame whose error norm exceeds the tolerance (tracking stops there),
-    or -1.
+    values (e.g. encoder readings; NaN keeps the previous value). If ``X_WB_out`` (·, nb, 4, 4) has T rows, each
+    frame's row gets the poses of every body at its solution, bit for bit what :func:`forward_kinematics` gives
+    at ``Q_out[t]`` (the solver's kinematics, completed: only bodies that moved since its last evaluation are
+    recomputed). q is the start and ends as the last frame's solution. Returns the index of the first frame whose
+    error norm exceeds the tolerance (tracking stops there; its rows are written), or -1.
     """
     tolerance = settings[1]
     m_goal, m_err = problem[0], problem[1]
     frame = make_frame(sensors)
-    work = make_work(tree[0].shape[0], sensors[0].shape[0], sensors[7].shape[0])
+    work = make_work(tree, sensors)
+    solver_work = make_solver_work(problem, q.shape[0])
     r_g = np.empty(m_goal)
     r_c = np.empty(m_err)
     have_positions = positions.shape[0] == Q_out.shape[0]
+    want_poses = X_WB_out.shape[0] == Q_out.shape[0]
+    X_WB = work[0]
     for t in range(Q_out.shape[0]):
         if have_positions:
             for i in locked_q:
@@ -867,11 +1024,17 @@ def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, locked_q, positions
                 if math.isfinite(value):
                     q[i] = value
         status, F0, e0, F, e, contributing = solve_frame(tree, q, sensors, obs_rot_seq[t], obs_pos_seq[t], problem,
-                                                         settings, stats, frame, work, r_g, r_c)
+                                                         settings, stats, frame, work, solver_work, r_g, r_c)
         Q_out[t, :] = q
         goal_out[t] = F
         err_out[t] = e
         status_out[t] = status
+        if want_poses:
+            update_kinematics(tree, q, work, True)
+            for b in range(X_WB.shape[0]):
+                for i in range(4):
+                    for j in range(4):
+                        X_WB_out[t, b, i, j] = X_WB[b, i, j]
         if e > tolerance:
             return t
     return -1
