@@ -335,6 +335,22 @@ def _set_world_kinematics(X_WB, R_WF, p_WM):
 
 
 @njit(cache=True, inline="always")
+def joint_frame_rotations(tree, X_WB, bodies, R_WF):
+    """R_WF[k] = R_WP X_PF[k] (rotation block, P = parent of k) for every k in ``bodies``, from poses X_WB (nb, 4, 4)
+    that forward kinematics computed: the same products in the same order, so R_WF[k] is bit for bit what
+    :func:`forward_kinematics` gives, for one 3x3 product per body. :func:`point_jacobian`'s angular rows read only
+    R_WF of the bodies on the path to the world, so they follow from poses alone."""
+    parent, X_PF = tree[0], tree[2]
+    for n in range(bodies.shape[0]):
+        k = bodies[n]
+        a = parent[k]
+        for i in range(3):
+            for j in range(3):
+                R_WF[k, i, j] = X_WB[a, i, 0] * X_PF[k, 0, j] + X_WB[a, i, 1] * X_PF[k, 1, j] + \
+                    X_WB[a, i, 2] * X_PF[k, 2, j]
+
+
+@njit(cache=True, inline="always")
 def point_jacobian(tree, R_WF, p_WM, body, p_WQ, linear, J):
     """J (6, nv) = [J_ω; J_v(Q)] of point Q (p_WQ in W) fixed on ``body``; the linear rows only if ``linear``."""
     parent, joint_type, axis, v_start, mimic_v, mimic_multiplier = tree[0], tree[1], tree[4], tree[6], tree[8], tree[9]
@@ -553,10 +569,11 @@ def error_norm(r_c, use_rms):
 # The step (shared by the compiled and the reference solver)
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _normal_equations(A, r, lam, H, g):
-    """H = AᵀA (lower and upper), g = -Aᵀr, row by row skipping zero entries (a sensor's Jacobian row is zero
-    outside the dofs between its body and the world). Returns the damping μ = λ|g| + μ_floor(1 + max diag H)."""
-    m, n = A.shape
+def _normal_equations(A, n, r, lam, H, g):
+    """H = AᵀA (lower and upper), g = -Aᵀr over the first n columns of A (leading n x n block of H), row by row
+    skipping zero entries (a sensor's Jacobian row is zero outside the dofs between its body and the world).
+    Returns the damping μ = λ|g| + μ_floor(1 + max diag H)."""
+    m = A.shape[0]
     for i in range(n):
         g[i] = 0.0
         for j in range(i + 1):
@@ -593,20 +610,18 @@ def compute_step(A, r_g, C, r_c, lam, d):
     """
     if C.shape[0] == 0:
         n = A.shape[1]
-        return _unconstrained_step(A, r_g, lam, d, np.empty(n * n), np.empty(n))
+        return _unconstrained_step(A, n, r_g, lam, d, np.empty((n, n)), np.empty(n))
     return _constrained_step(A, r_g, C, r_c, lam, d)
 
 
 @njit(cache=True, error_model="numpy")
-def _unconstrained_step(A, r_g, lam, d, H_buffer, g_buffer):
-    """:func:`compute_step` without hard errors, with the normal matrix and the gradient in given buffers (at least
-    n² and n entries; the solver's workspace holds them, reused at every iteration)."""
-    n = A.shape[1]
+def _unconstrained_step(A, n, r_g, lam, d, H, g):
+    """:func:`compute_step` without hard errors on the first n columns of A (d[:n] is the step), with the normal
+    matrix and the gradient in the leading blocks of given buffers H (>= n x n) and g (>= n): the solver's
+    workspace holds them at the largest size, reused at every iteration."""
     if n == 0:
         return True
-    H = H_buffer[: n * n].reshape((n, n))
-    g = g_buffer[:n]
-    mu = _normal_equations(A, r_g, lam, H, g)
+    mu = _normal_equations(A, n, r_g, lam, H, g)
     for i in range(n):
         H[i, i] += mu
     return _cholesky_solve(H, g, n, d)
@@ -661,7 +676,7 @@ def _constrained_step(A, r_g, C, r_c, lam, d):
         rr[k] = s
     H = np.empty((nz, nz))
     g = np.empty(nz)
-    mu = _normal_equations(B, rr, lam, H, g)
+    mu = _normal_equations(B, nz, rr, lam, H, g)
     for i in range(nz):
         H[i, i] += mu
     y = np.empty(nz)
@@ -772,14 +787,14 @@ def make_work(tree, sensors):
 @njit(cache=True)
 def make_solver_work(problem, nq):
     """The solver's buffers, allocated once per solve_one / track_frames call and reused by every frame and
-    iteration: ``(J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active, A, C, d, H, g)``, where A (m_goal·n),
-    C (m_err·n), d (n), H (n²) and g (n) are flat and viewed at each iteration's size (n = number of free
-    velocities, the largest step)."""
+    iteration: ``(J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active, A, C, d, H, g)``, where A (m_goal, n),
+    C (m_err, n), d (n), H (n, n) and g (n) have the largest step's size (n = number of free velocities) and each
+    iteration uses their leading columns / blocks."""
     m_goal, m_err, nv_full, free_v = problem[0], problem[1], problem[2], problem[3]
     n = free_v.shape[0]
     return (np.empty((m_goal, nv_full)), np.empty((m_err, nv_full)), np.empty(m_goal), np.empty(m_err),
-            np.empty(nq), np.zeros(nv_full), np.empty(n), np.zeros(n, dtype=np.bool_), np.empty(m_goal * n),
-            np.empty(m_err * n), np.empty(n), np.empty(n * n), np.empty(n))
+            np.empty(nq), np.zeros(nv_full), np.empty(n), np.zeros(n, dtype=np.bool_), np.empty((m_goal, n)),
+            np.empty((m_err, n)), np.empty(n), np.empty((n, n)), np.empty(n))
 
 
 @njit(cache=True, inline="always")
@@ -807,8 +822,9 @@ def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, 
     J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active = (solver_work[0], solver_work[1], solver_work[2],
                                                          solver_work[3], solver_work[4], solver_work[5],
                                                          solver_work[6], solver_work[7])
-    A_buffer, C_buffer, d_buffer, H_buffer, g_buffer = (solver_work[8], solver_work[9], solver_work[10],
-                                                        solver_work[11], solver_work[12])
+    # A, C: the Jacobians' columns of this step's free set (the first n_step columns); d, H, g: the step and the
+    # normal equations (leading blocks). Full-size buffers: no per-iteration views.
+    A, C, d, H, g = solver_work[8], solver_work[9], solver_work[10], solver_work[11], solver_work[12]
     if clip_to_bounds(q, bound_q, lo, hi) or not evaluated:
         evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c)
         stats[0] += 1
@@ -837,8 +853,6 @@ def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, 
         if gmax == 0.0 and e <= tolerance:
             status = STATUS_CONVERGED
             break
-        A = A_buffer[: m_goal * n_step].reshape((m_goal, n_step))
-        C = C_buffer[: m_err * n_step].reshape((m_err, n_step))
         col = 0
         for j in range(nv):
             if active[j]:
@@ -849,14 +863,15 @@ def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, 
             for k in range(m_err):
                 C[k, col] = J_c[k, c]
             col += 1
-        d = d_buffer[:n_step]
-        d[:] = 0.0
+        for j in range(n_step):
+            d[j] = 0.0
         iterations += 1
         stats[2] += 1
         if m_err == 0:
-            found = _unconstrained_step(A, r_g, lam, d, H_buffer, g_buffer)
+            found = _unconstrained_step(A, n_step, r_g, lam, d, H, g)
         else:
-            found = _constrained_step(A, r_g, C, r_c, lam, d)
+            found = _constrained_step(np.ascontiguousarray(A[:, :n_step]), r_g, np.ascontiguousarray(C[:, :n_step]),
+                                      r_c, lam, d)
         if not found:
             lam *= 4.0
             if lam > _LAMBDA_MAX:

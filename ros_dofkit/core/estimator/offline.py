@@ -466,11 +466,12 @@ def _solve_in_place(M, B, n, m):
 
 
 @njit(cache=True)
-def _kinematics_and_velocities(tree, Q, v_prior, use_gyro, gyro_rows, w_S, bodies, R_BS, free_v, regularization,
-                               X_WB_out, V_out, from_gyro_out):
-    """Per cycle c: X_WB at Q[c]; v from the gyros of the sensors with use_gyro[c, i] (their samples' rows in
-    w_S), least squares around v_prior[c] (velocity.solve_velocities_from_gyros): with A the stacked angular
-    Jacobians J_w(body) of the free velocities and b the measured rates R_WS w_S,
+def _kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, gyro_rows, w_S, bodies, R_BS, free_v,
+                               regularization, X_WB_out, V_out, from_gyro_out):
+    """Per cycle c: X_WB at Q[c] into X_WB_out[c] (unless have_X_WB[c]: the solver already put its poses at Q[c]
+    there, the same bits forward kinematics gives); v from the gyros of the sensors with use_gyro[c, i] (their
+    samples' rows in w_S), least squares around v_prior[c] (velocity.solve_velocities_from_gyros): with A the
+    stacked angular Jacobians J_w(body) of the free velocities and b the measured rates R_WS w_S,
     (A^T A + regularization I) dv = A^T (b - A v_prior); a free velocity counts as from the gyros when its
     resolution (A^T A + reg I)^-1 A^T A diagonal entry exceeds 0.5. Returns False if a system was singular."""
     n_cycles, nb = Q.shape[0], X_WB_out.shape[1]
@@ -482,13 +483,23 @@ def _kinematics_and_velocities(tree, Q, v_prior, use_gyro, gyro_rows, w_S, bodie
     origin = np.zeros(3)
     free = np.flatnonzero(free_v)
     n_free = free.shape[0]
+    # The angular Jacobians read R_WF of the bodies between the IMU bodies and the world only.
+    parent = tree[0]
+    on_path = np.zeros(nb, dtype=np.bool_)
+    for i in range(n_imu):
+        k = bodies[i]
+        while k > 0:
+            on_path[k] = True
+            k = parent[k]
+    path_bodies = np.flatnonzero(on_path)
     # Workspaces for the largest system: every IMU observed.
     A = np.empty((3 * n_imu, n_free))
     residual = np.empty(3 * n_imu)
     lhs = np.empty((n_free, n_free))
     rhs = np.empty((n_free, n_free + 1))
     for c in range(n_cycles):
-        kernels.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
+        if not have_X_WB[c]:
+            kernels.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
         V_out[c] = v_prior[c]
         for j in range(nv):
             from_gyro_out[c, j] = False
@@ -498,6 +509,8 @@ def _kinematics_and_velocities(tree, Q, v_prior, use_gyro, gyro_rows, w_S, bodie
                 k += 1
         if k == 0 or n_free == 0:
             continue
+        if have_X_WB[c]:
+            kernels.joint_frame_rotations(tree, X_WB_out[c], path_bodies, R_WF)
         row = 0
         for i in range(n_imu):
             if not use_gyro[c, i]:
@@ -766,14 +779,13 @@ class OfflineEstimator:
         observed = ~stale & (slot_R >= 0) & (self._weights > 0.0)[None, :]
         use_gyro = ~stale & (slot_w >= 0)
 
-        Q, goal, solved, failure, initialized, solve_time = self._solve(stamp, reset, observed, slot_R, R_GS,
-                                                                       enc_q, progress)
+        Q, goal, solved, failure, initialized, solve_time, X_WB, have_X_WB = self._solve(stamp, reset, observed,
+                                                                                         slot_R, R_GS, enc_q,
+                                                                                         progress)
         v_prior = self._velocity_priors(Q, stamp, stamp_prev, reset, enc_v)
-        nb = self._plant.num_bodies()
-        X_WB = np.empty((C, nb, 4, 4))
         V = np.empty_like(v_prior)
         from_gyro = np.zeros(v_prior.shape, dtype=bool)
-        if C and not _kinematics_and_velocities(self._tree, np.ascontiguousarray(Q), v_prior, use_gyro,
+        if C and not _kinematics_and_velocities(self._tree, np.ascontiguousarray(Q), have_X_WB, v_prior, use_gyro,
                                                 np.maximum(slot_w, 0), np.ascontiguousarray(w_S), self._bodies,
                                                 np.ascontiguousarray(self._R_BS), self._free_v,
                                                 float(config.velocity_regularization), X_WB, V, from_gyro):
@@ -813,7 +825,11 @@ class OfflineEstimator:
 
     # ------------------------------------------------------------------ the solve
     def _solve(self, stamp, reset, observed, slot_R, R_GS, enc_q, progress):
-        """q per cycle as the streaming path computes it (assemble after a reset, then warm-started tracking)."""
+        """q per cycle as the streaming path computes it (assemble after a reset, then warm-started tracking).
+
+        Also returns the body poses X_WB (C, nb, 4, 4) and which cycles have them: tracked cycles get the poses
+        track_sequence hands out (forward kinematics at their q, from the solver's own kinematics); the others
+        are left for :func:`_kinematics_and_velocities`."""
         C = len(stamp)
         nq = len(self._q_default)
         n_imu = len(self._imus)
@@ -828,6 +844,8 @@ class OfflineEstimator:
             R_WO[rows, i] = R_GS[slot_R[rows, i]] if identity else self._R_WG @ R_GS[slot_R[rows, i]]
         any_observed = observed.any(axis=1)
         Q = np.empty((C, nq))
+        X_WB = np.empty((C, self._plant.num_bodies(), 4, 4))
+        have_X_WB = np.zeros(C, dtype=bool)
         goal = np.zeros(C)
         solved = np.zeros(C, dtype=bool)
         initialized = np.zeros(C, dtype=bool)
@@ -876,20 +894,28 @@ class OfflineEstimator:
             while end < C and not reset[end] and end - c < TRACK_CHUNK:
                 end += 1
             frames = c + np.flatnonzero(any_observed[c:end])
+            contiguous = len(frames) == end - c
+            # Poses straight into the output when the frames are the chunk's cycles (the common case).
+            poses = X_WB[c:end] if contiguous else np.empty((len(frames),) + X_WB.shape[1:])
             started = time.perf_counter()
             assembler.set_positions(q)
             try:
                 Q_frames, info = assembler.track_sequence(stamp[frames], R_WO[frames], positions=locked_values[frames],
-                                                          return_info=True)
+                                                          return_info=True, body_poses=poses)
                 frame_goal = info["goal"]
                 ok = np.ones(len(frames), dtype=bool)
                 messages = [""] * len(frames)
+                tracked = True
             except RuntimeError:
                 Q_frames, frame_goal, ok, messages = self._track_one_by_one(q_current, frames, stamp, R_WO, enc_q,
                                                                            measured_q, measured)
+                tracked = False
             elapsed = time.perf_counter() - started
-            if len(frames) == end - c and ok.all():
+            if tracked and not contiguous:
+                X_WB[frames] = poses
+            if contiguous and ok.all():
                 # The common case: every cycle observed and solved.
+                have_X_WB[c:end] = tracked
                 Q[c:end] = Q_frames
                 goal[c:end] = frame_goal
                 solved[c:end] = True
@@ -911,6 +937,7 @@ class OfflineEstimator:
                         q = Q_frames[position].copy()
                         goal[k] = frame_goal[position]
                         solved[k] = True
+                        have_X_WB[k] = tracked
                         is_initialized = True
                     else:
                         failure[k] = messages[position]
@@ -924,7 +951,7 @@ class OfflineEstimator:
             c = end
             if progress is not None:
                 progress(c / C)
-        return Q, goal, solved, failure, initialized, solve_time
+        return Q, goal, solved, failure, initialized, solve_time, X_WB, have_X_WB
 
     def _track_one_by_one(self, q_current, frames, stamp, R_WO, enc_q, measured_q, measured):
         """The streaming path's per-cycle tracking over ``frames`` (after a failure inside track_sequence)."""
