@@ -11,9 +11,10 @@ in advance, so it can afford three passes instead of one Python call chain per m
    cycle its stamp, the samples it uses and the encoder values it locks;
 3. the solve: ``Assembler.assemble`` on the first cycle after a (re)start, ``Assembler.track_sequence`` over
    the following cycles in chunks (a chunk with a failing frame is redone frame by frame, as the streaming path
-   would: the failed frame keeps its previous coordinates); then forward kinematics, gyro velocities (the
-   same regularized least squares as ``velocity.solve_velocities_from_gyros``) and sensor errors in one
-   compiled loop.
+   would: the failed frame keeps its previous coordinates), which also hands out each tracked cycle's body poses
+   from the solver's own kinematics; then, in compiled loops, forward kinematics of the other cycles, gyro
+   velocities (the same regularized least squares as ``velocity.solve_velocities_from_gyros``) and sensor
+   errors.
 
 The results equal the streaming path's (test/test_replay_batch.py compares q, v, sensor errors, stamps, flags
 and counters to 1e-9 on bags with dropouts, a stale IMU, rejected samples, partial encoder messages and a clock
@@ -136,9 +137,14 @@ def _validate_imus(inputs: OfflineInputs):
     code[checks & (norm == 0.0)] = _R[RejectReason.ZERO_QUATERNION]
     code[checks & ~finite_q] = _R[RejectReason.NON_FINITE]
     has_R = o_present & (code == _OK)
-    R_GS = np.full((n, 3, 3), np.nan)
-    if has_R.any():
-        R_GS[has_R] = quat_to_matrix(quaternion[has_R] / norm[has_R, None])
+    if has_R.all():
+        # The usual recording: every row converts (row by row, the same values as the masked form below, without
+        # its gather and scatter).
+        R_GS = quat_to_matrix(quaternion / norm[:, None])
+    else:
+        R_GS = np.full((n, 3, 3), np.nan)
+        if has_R.any():
+            R_GS[has_R] = quat_to_matrix(quaternion[has_R] / norm[has_R, None])
     has_w = w_present & ((code == _OK) | (code == _ABSENT_KEPT))
     return code, R_GS, np.where(has_w[:, None], gyro, np.nan), has_R, has_w
 
