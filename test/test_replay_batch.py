@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ros_dofkit.core.estimator import Estimator
-from ros_dofkit.core.estimator.offline import OfflineEstimator, OfflineInputError, supports_batch
+from ros_dofkit.core.estimator.offline import OfflineEstimator, OfflineInputError, OfflineRun, supports_batch
 from ros_dofkit.replay.bags import (
     MessageFactory,
     NoEstimateError,
@@ -25,7 +25,7 @@ from ros_dofkit.replay.bags import (
     replay_bag,
     simulation_records,
 )
-from ros_dofkit.replay.batch import read_offline_inputs
+from ros_dofkit.replay.batch import iter_offline_inputs, read_offline_inputs
 from ros_dofkit.replay.demo import DemoOptions, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot
 from ros_dofkit.replay.pipeline import ReplayLoop
@@ -167,6 +167,41 @@ def test_batch_equals_streaming_cycle_by_cycle(edge_bag):
         assert (b.solved, b.failure, b.tracking_reset, b.initialized) == (
             a.solved, a.failure, a.tracking_reset, a.initialized)
         assert b.goal == pytest.approx(a.goal, rel=1e-6, abs=1e-15)
+
+
+@pytest.mark.parametrize("window", [1, 2, 7, 64, 1000])
+def test_windows_fed_one_after_another_give_the_cycles_of_one_run(edge_bag, window):
+    """A bag read in windows of `window` messages and fed window by window (the estimator carries its buffered
+    samples, encoder values, solution, previous cycle and counters across) gives exactly the cycles of one run over
+    the whole bag: every per-cycle array bit for bit (solve times aside), the same rejections, counters and
+    statistics, cycle numbers that continue; poses computed on demand when the joined run does not keep them."""
+    path, setup = edge_bag
+    whole_inputs, _, _ = read_offline_inputs(path, setup)
+    offline = OfflineEstimator(setup.plant, setup.config)
+    whole = offline.run(whole_inputs)
+    offline.feed(whole_inputs)  # not reset: these cycles continue the run (and are discarded)
+    offline.reset()
+    runs = [offline.feed(inputs) for inputs, _ in iter_offline_inputs(path, setup, window=window)]
+    assert len(runs) == math.ceil(len(whole_inputs.kind) / window)
+    joined = OfflineRun.concatenate(runs)
+    for name in OfflineRun.CYCLE_FIELDS:
+        if name != "solve_time_s":
+            np.testing.assert_array_equal(getattr(joined, name), getattr(whole, name), err_msg=name)
+    np.testing.assert_array_equal(joined.X_WB, whole.X_WB)
+    np.testing.assert_array_equal(joined.input, whole.input)
+    np.testing.assert_array_equal(joined.rejected, whole.rejected)
+    assert joined.failure == whole.failure
+    assert (joined.counts_by_reason, joined.counts_by_source, joined.statistics) == (
+        whole.counts_by_reason, whole.counts_by_source, whole.statistics)
+    assert whole.statistics["resets"] == 1 and whole.statistics["flushed_cycles"] > 0
+    assert [r.cycle for r in joined.results()] == list(range(1, len(whole) + 1))
+    light = OfflineRun.concatenate(runs, keep_poses=False)
+    assert light.X_WB is None
+    for k in (0, len(whole) // 2, len(whole) - 1):
+        np.testing.assert_array_equal(light.result(k).X_WB, whole.X_WB[k])
+    if len(runs) > 1:
+        with pytest.raises(ValueError, match="consecutive windows"):
+            OfflineRun.concatenate([runs[-1], runs[0]])
 
 
 def test_batch_and_streaming_replays_write_the_same_bag(edge_bag, tmp_path):

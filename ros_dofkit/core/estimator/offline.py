@@ -1,4 +1,4 @@
-"""Offline estimation over a whole recording at once: the streaming estimator's rules, batched.
+"""Offline estimation over a recording, whole or window by window: the streaming estimator's rules, batched.
 
 You are in the ROS-free estimator core. :class:`~ros_dofkit.core.estimator.estimator.Estimator` is driven one
 message at a time (``process_imu`` / ``process_joint_state``) by the live node; offline replay knows every input
@@ -15,6 +15,10 @@ in advance, so it can afford three passes instead of one Python call chain per m
    from the solver's own kinematics; then, in compiled loops, forward kinematics of the other cycles, gyro
    velocities (the same regularized least squares as ``velocity.solve_velocities_from_gyros``) and sensor
    errors.
+
+A long recording is fed in consecutive windows (:meth:`OfflineEstimator.feed`): the rules' memory (buffered
+samples, encoder values, the previous cycle, the solution, counters) carries from one window to the next, so the
+cycles are bit for bit those of one pass over the whole recording, and memory is bounded by the window.
 
 The results equal the streaming path's (test/test_replay_batch.py compares q, v, sensor errors, stamps, flags
 and counters to 1e-9 on bags with dropouts, a stale IMU, rejected samples, partial encoder messages and a clock
@@ -125,8 +129,10 @@ def _validate_imus(inputs: OfflineInputs):
     n = len(quaternion)
     code = np.full(n, _OK, dtype=np.int64)
     finite_q = np.all(np.isfinite(quaternion), axis=1)
-    norm = np.sqrt(np.einsum("ij,ij->i", np.where(finite_q[:, None], quaternion, 0.0),
-                             np.where(finite_q[:, None], quaternion, 0.0)))
+    # Component by component, in a fixed order: the same bits for a sample whatever the batch's size and memory
+    # layout (einsum's summation order depends on both), so a recording fed in windows validates as in one piece.
+    w, x, y, z = np.where(finite_q[:, None], quaternion, 0.0).T
+    norm = np.sqrt(((w * w + x * x) + y * y) + z * z)
     bad_gyro = w_present & ~np.all(np.isfinite(gyro), axis=1)
     # Order of parse_imu: quaternion checks first, then the gyro, then "nothing present".
     code[w_present & bad_gyro] = _R[RejectReason.NON_FINITE]
@@ -249,18 +255,29 @@ def _count(counts, source, reason):
 
 @njit(cache=True)
 def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, js_stamp, js_code, js_offsets,
-              js_index, js_position, js_velocity, encoder_default, n_imu, timeout, jump_reset, reasons):
-    """The streaming cycle rules (free-running mode) over every input; see Estimator.process_imu /
-    process_joint_state / ready / step. Returns per-cycle arrays and the counters.
+              js_index, js_position, js_velocity, input_ns, encoder_default, timeout, jump_reset, reasons, state):
+    """The streaming cycle rules (free-running mode) over the inputs; see Estimator.process_imu /
+    process_joint_state / ready / step. Returns per-cycle arrays and which inputs were rejected.
 
     ``reasons``: reason indices (non_finite, out_of_order, clock_jump_back, orientation_absent, unknown_name).
-    Counter rows: IMUs 0..n_imu-1, then joint_states (n_imu), then clock (n_imu + 1)."""
+    ``state`` (:func:`_initial_schedule_state`, updated in place) is the rules' memory from one call to the next,
+    so that inputs fed in consecutive windows give the cycles they give in one piece: per IMU its buffered sample
+    (stamp, orientation row, rate row, fresh), per articulated coordinate its encoder value, rate, stamp and
+    whether one was received, ``scalars`` = (previous cycle's stamp, newest stamp, first stamp), ``flags`` =
+    (joint states fresh, overdue, reset pending, newest input's stamp in ns, resets, overwritten samples, flushed
+    cycles, row offset) and the reject counters (rows: IMUs 0..n_imu-1, then joint_states (n_imu), then clock
+    (n_imu + 1)). A sample's row is stored with the row offset added: the rows below it are the samples the caller
+    carried over from the previous window."""
     NON_FINITE, OUT_OF_ORDER, JUMP, ABSENT, UNKNOWN = reasons[0], reasons[1], reasons[2], reasons[3], reasons[4]
+    slot_stamp, slot_R, slot_w, slot_fresh = state[0], state[1], state[2], state[3]
+    enc_q, enc_v, enc_stamp, have = state[4], state[5], state[6], state[7]
+    scalars, flags, counts = state[8], state[9], state[10]
+    n_imu = slot_stamp.shape[0]
     m = kind.shape[0]
     n_art = encoder_default.shape[0]
     max_cycles = 2 * m + 1
     c_stamp = np.empty(max_cycles)
-    c_newest_input = np.empty(max_cycles, dtype=np.int64)
+    c_ns = np.empty(max_cycles, dtype=np.int64)
     c_input = np.empty(max_cycles, dtype=np.int64)
     c_reset = np.zeros(max_cycles, dtype=np.bool_)
     c_stamp_prev = np.empty(max_cycles)
@@ -270,27 +287,11 @@ def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, 
     c_enc_q = np.empty((max_cycles, n_art))
     c_enc_v = np.empty((max_cycles, n_art))
     c_have = np.empty((max_cycles, n_art), dtype=np.bool_)
-    counts = np.zeros((n_imu + 2, 16), dtype=np.int64)
     rejected = np.zeros(m, dtype=np.bool_)
 
-    slot_stamp = np.full(n_imu, np.nan)
-    slot_R = np.full(n_imu, -1, dtype=np.int64)
-    slot_w = np.full(n_imu, -1, dtype=np.int64)
-    slot_fresh = np.zeros(n_imu, dtype=np.bool_)
-    enc_q = encoder_default.copy()
-    enc_v = np.full(n_art, np.nan)
-    enc_stamp = np.full(n_art, -np.inf)
-    have = np.zeros(n_art, dtype=np.bool_)
-    js_fresh = False
-    overdue = False
-    stamp_prev = np.nan
-    newest = np.nan
-    newest_input = -1
-    first = np.nan
-    pending_reset = True
-    resets = 0
-    overwritten = 0
-    flushed = 0
+    stamp_prev, newest, first = scalars[0], scalars[1], scalars[2]
+    js_fresh, overdue, pending_reset = flags[0] != 0, flags[1] != 0, flags[2] != 0
+    newest_ns, resets, overwritten, flushed, row_offset = flags[3], flags[4], flags[5], flags[6], flags[7]
     cycles = 0
 
     for e in range(m):
@@ -336,7 +337,7 @@ def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, 
             overdue = False
             stamp_prev = np.nan
             newest = np.nan
-            newest_input = -1
+            newest_ns = -1
             first = np.nan
             pending_reset = True
             resets += 1
@@ -375,8 +376,8 @@ def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, 
                         overwritten += 1
                         overdue = True
                     slot_stamp[i] = stamp
-                    slot_R[i] = r if imu_has_R[r] else -1
-                    slot_w[i] = r if imu_has_w[r] else -1
+                    slot_R[i] = r + row_offset if imu_has_R[r] else -1
+                    slot_w[i] = r + row_offset if imu_has_w[r] else -1
                     slot_fresh[i] = True
                 else:
                     for k in range(js_offsets[r], js_offsets[r + 1]):
@@ -390,7 +391,7 @@ def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, 
                     first = stamp
                 if math.isnan(newest) or stamp > newest:
                     newest = stamp
-                    newest_input = e
+                    newest_ns = input_ns[e]
                 continue
             else:
                 # ready()
@@ -421,7 +422,7 @@ def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, 
                 c = cycles
                 cycle_stamp = newest
                 c_stamp[c] = cycle_stamp
-                c_newest_input[c] = newest_input
+                c_ns[c] = newest_ns
                 c_input[c] = e
                 c_reset[c] = pending_reset
                 pending_reset = False
@@ -438,10 +439,23 @@ def _schedule(kind, row, imu_sensor, imu_stamp, imu_code, imu_has_R, imu_has_w, 
                 overdue = False
                 stamp_prev = cycle_stamp
                 cycles += 1
+    scalars[0], scalars[1], scalars[2] = stamp_prev, newest, first
+    flags[0], flags[1], flags[2] = js_fresh, overdue, pending_reset
+    flags[3], flags[4], flags[5], flags[6] = newest_ns, resets, overwritten, flushed
     n = cycles
-    stats = np.array([resets, overwritten, flushed])
-    return (c_stamp[:n], c_newest_input[:n], c_input[:n], c_reset[:n], c_stamp_prev[:n], c_R[:n], c_w[:n],
-            c_stale[:n], c_enc_q[:n], c_enc_v[:n], c_have[:n], counts, rejected, stats)
+    return (c_stamp[:n], c_ns[:n], c_input[:n], c_reset[:n], c_stamp_prev[:n], c_R[:n], c_w[:n], c_stale[:n],
+            c_enc_q[:n], c_enc_v[:n], c_have[:n], rejected)
+
+
+def _initial_schedule_state(n_imu: int, encoder_default: np.ndarray) -> tuple:
+    """The memory of :func:`_schedule` before any input: empty IMU slots, encoders at their defaults, a reset
+    pending; sample rows offset by ``n_imu`` (the carried-over samples' rows come first)."""
+    n_art = len(encoder_default)
+    return (np.full(n_imu, np.nan), np.full(n_imu, -1, dtype=np.int64), np.full(n_imu, -1, dtype=np.int64),
+            np.zeros(n_imu, dtype=bool), np.array(encoder_default, dtype=float), np.full(n_art, np.nan),
+            np.full(n_art, -np.inf), np.zeros(n_art, dtype=bool), np.full(3, np.nan),
+            np.array([0, 0, 1, -1, 0, 0, 0, n_imu], dtype=np.int64),
+            np.zeros((n_imu + 2, len(_REASONS)), dtype=np.int64))
 
 
 # ---------------------------------------------------------------------------------------------- velocities
@@ -645,6 +659,9 @@ class OfflineRun:
     ``missing`` (C, n_art) bool (measured, never received); ``tracking_reset``, ``initialized`` (C,) bool;
     ``solve_time_s`` (C,); ``rejected`` (M,) bool per input; ``counts_by_reason`` / ``counts_by_source`` as
     ``Estimator.reject_counts()`` / ``reject_counts_by_source()``; ``statistics`` as ``Estimator.statistics()``.
+    ``first_cycle``: cycles before these (a window fed after others; cycle numbers continue from it); ``tree``:
+    the plant's kinematic tree arrays, with which :meth:`result` computes the poses of a run kept without
+    ``X_WB`` (None; see :meth:`concatenate`).
     """
 
     stamp: np.ndarray
@@ -672,12 +689,58 @@ class OfflineRun:
     position_names: tuple
     velocity_names: tuple
     articulated_names: tuple
+    first_cycle: int = 0
+    tree: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.stamp)
 
+    #: Per-cycle fields (first axis = cycle) that :meth:`concatenate` joins.
+    CYCLE_FIELDS = ("stamp", "stamp_ns", "q", "v", "velocity_from_gyro", "goal", "solved", "sensor_errors_deg",
+                    "observed", "stale", "missing", "tracking_reset", "initialized", "solve_time_s")
+
+    @classmethod
+    def concatenate(cls, runs, keep_poses: bool = True) -> OfflineRun:
+        """One run of consecutive windows' runs (each fed right after the one before it): per-cycle arrays joined,
+        ``input`` and ``rejected`` numbered over all their inputs, counters and statistics of the last window
+        (they count from the reset). Without ``keep_poses`` the result has no ``X_WB`` (the largest per-cycle
+        array: bodies x 4 x 4 values); :meth:`result` then computes a cycle's poses when asked."""
+        runs = list(runs)
+        if not runs:
+            raise ValueError("concatenate: expected at least one run")
+        for before, after in zip(runs, runs[1:], strict=False):
+            if after.first_cycle != before.first_cycle + len(before):
+                raise ValueError(f"concatenate: runs must be consecutive windows; a run of cycles from "
+                                 f"{before.first_cycle + 1} to {before.first_cycle + len(before)} is followed by one "
+                                 f"from {after.first_cycle + 1}")
+        last = runs[-1]
+        joined = {name: np.concatenate([getattr(run, name) for run in runs]) for name in cls.CYCLE_FIELDS}
+        offsets = np.cumsum([0] + [len(run.rejected) for run in runs[:-1]])
+        joined["input"] = np.concatenate([run.input + offset for run, offset in zip(runs, offsets, strict=True)])
+        joined["rejected"] = np.concatenate([run.rejected for run in runs])
+        joined["failure"] = [failure for run in runs for failure in run.failure]
+        joined["X_WB"] = np.concatenate([run.X_WB for run in runs]) if keep_poses and all(
+            run.X_WB is not None for run in runs) else None
+        return cls(**joined, counts_by_reason=last.counts_by_reason, counts_by_source=last.counts_by_source,
+                   statistics=last.statistics, sensor_names=last.sensor_names, position_names=last.position_names,
+                   velocity_names=last.velocity_names, articulated_names=last.articulated_names,
+                   first_cycle=runs[0].first_cycle, tree=last.tree)
+
+    def poses(self, k: int) -> np.ndarray:
+        """X_WB (nb, 4, 4) of cycle ``k``: kept, or forward kinematics at its q (the same kernel, the same bits)."""
+        if self.X_WB is not None:
+            return self.X_WB[k]
+        if self.tree is None:
+            raise ValueError("this run keeps neither its poses nor the kinematic tree to compute them")
+        nb = self.tree[0].shape[0]
+        X_WB = np.empty((nb, 4, 4))
+        kernels.forward_kinematics(self.tree, np.ascontiguousarray(self.q[k]), X_WB, np.empty((nb, 3, 3)),
+                                   np.empty((nb, 3)))
+        return X_WB
+
     def result(self, k: int):
-        """Cycle ``k`` as the streaming path's :class:`EstimatorResult` (cycle numbers from 1)."""
+        """Cycle ``k`` of this run as the streaming path's :class:`EstimatorResult` (cycle numbers from 1 after the
+        reset)."""
         from ros_dofkit.core.estimator.estimator import EstimatorResult, _frozen
 
         observed = self.observed[k]
@@ -686,7 +749,7 @@ class OfflineRun:
         return EstimatorResult(
             stamp=float(self.stamp[k]), q=_frozen(self.q[k]), v=_frozen(self.v[k]),
             position_names=self.position_names, velocity_names=self.velocity_names,
-            velocity_from_gyro=_frozen(self.velocity_from_gyro[k]), X_WB=_frozen(self.X_WB[k]),
+            velocity_from_gyro=_frozen(self.velocity_from_gyro[k]), X_WB=_frozen(self.poses(k)),
             goal=float(self.goal[k]), solved=bool(self.solved[k]), failure=self.failure[k],
             sensor_errors_deg={name: float(self.sensor_errors_deg[k, i]) for i, name in enumerate(names)},
             observed_sensors=tuple(n for n, o in zip(names, observed, strict=True) if o),
@@ -694,7 +757,7 @@ class OfflineRun:
             uncalibrated_sensors=(),
             missing_encoders=tuple(n for n, m in zip(self.articulated_names, self.missing[k], strict=True) if m),
             solve_time_s=float(self.solve_time_s[k]), tracking_reset=bool(self.tracking_reset[k]),
-            cycle=k + 1, initialized=bool(self.initialized[k]),
+            cycle=self.first_cycle + k + 1, initialized=bool(self.initialized[k]),
         )
 
     def results(self, mask=None) -> ResultSequence:
@@ -726,7 +789,10 @@ class OfflineEstimator:
 
     Built on a streaming :class:`~ros_dofkit.core.estimator.estimator.Estimator` (which validates the
     configuration and defines the masks, bodies and mountings); ``run(inputs)`` starts from that estimator's
-    initial state every time. Raises :class:`OfflineInputError` when ``supports_batch(config)`` says no.
+    initial state every time. A long recording can be fed in consecutive windows instead (:meth:`reset`, then
+    :meth:`feed` per window): the estimator carries its state (buffered samples, encoder values, the solution,
+    counters) from one window to the next, so the cycles are those of one ``run`` over the whole recording.
+    Raises :class:`OfflineInputError` when ``supports_batch(config)`` says no.
     """
 
     def __init__(self, plant, config):
@@ -779,6 +845,7 @@ class OfflineEstimator:
         locked = np.flatnonzero(~free_q)
         if locked.size:
             self._assembler.lock_positions(locked)
+        self.reset()
 
     @property
     def plant(self):
@@ -788,8 +855,30 @@ class OfflineEstimator:
     def config(self):
         return self._config
 
+    def reset(self) -> None:
+        """Forget every input fed so far: the next :meth:`feed` starts from the initial state (as :meth:`run`)."""
+        n_imu = len(self._imus)
+        self._state = _initial_schedule_state(n_imu, self._q_default[self._art_q])
+        # The sample each IMU slot holds at the end of a window (rows 0..n_imu-1 of the next window's samples).
+        self._carried_R_GS = np.full((n_imu, 3, 3), np.nan)
+        self._carried_w_S = np.full((n_imu, 3), np.nan)
+        self._q_current = self._q_default.copy()
+        self._needs_assemble = True
+        self._is_initialized = not self._free_q.any()
+        self._q_last = None  # q of the last cycle so far
+        self._cycles = 0
+        self._solve_failures = 0
+
     def run(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
-        """All cycles of ``inputs``; ``progress(fraction)`` is called between the solver's chunks."""
+        """All cycles of ``inputs`` from the initial state (:meth:`reset`, then :meth:`feed`); ``progress(fraction)``
+        is called between the solver's chunks."""
+        self.reset()
+        return self.feed(inputs, progress)
+
+    def feed(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
+        """The cycles ``inputs`` complete, continuing from the state the inputs fed before left (a window of a
+        recording, in offering order after the previous window). The run's ``rejected`` and ``input`` refer to
+        these inputs; its cycle numbers, counters and statistics count from the last :meth:`reset`."""
         config = self._config
         n_imu = len(self._imus)
         imu_sensor = np.asarray(inputs.imu_sensor, dtype=np.int64)
@@ -797,17 +886,25 @@ class OfflineEstimator:
             raise OfflineInputError(f"imu_sensor must index the {n_imu} configured IMUs, got values in "
                                     f"[{imu_sensor.min()}, {imu_sensor.max()}]")
         imu_code, R_GS, w_S, has_R, has_w = _validate_imus(inputs)
+        # Sample rows as the schedule numbers them: the samples carried over from the last window, then these.
+        R_GS = np.concatenate([self._carried_R_GS, R_GS])
+        w_S = np.concatenate([self._carried_w_S, w_S])
         js_code, js_offsets, js_index, js_position, js_velocity = _validate_joint_states(inputs, self._name_to_art)
         reasons = np.array([_R[RejectReason.NON_FINITE], _R[RejectReason.OUT_OF_ORDER],
                             _R[RejectReason.CLOCK_JUMP_BACK], _R[RejectReason.ORIENTATION_ABSENT],
                             _R[RejectReason.UNKNOWN_NAME]], dtype=np.int64)
-        (stamp, newest_input, cycle_input, reset, stamp_prev, slot_R, slot_w, stale, enc_q, enc_v, have, counts,
-         rejected, stats) = _schedule(
+        if inputs.stamp_ns is None:
+            input_ns = np.round(inputs.input_stamps() * 1e9).astype(np.int64)
+        else:
+            input_ns = np.asarray(inputs.stamp_ns, dtype=np.int64)
+        (stamp, cycle_ns, cycle_input, reset, stamp_prev, slot_R, slot_w, stale, enc_q, enc_v, have,
+         rejected) = _schedule(
             np.asarray(inputs.kind, dtype=np.int64), np.asarray(inputs.row, dtype=np.int64), imu_sensor,
             np.asarray(inputs.imu_stamp, dtype=float), imu_code, has_R, has_w,
             np.asarray(inputs.js_stamp, dtype=float), js_code, js_offsets, js_index, js_position, js_velocity,
-            self._q_default[self._art_q].copy(), n_imu, float(config.stale_timeout_s),
-            float(config.stamp_jump_reset_s), reasons)
+            input_ns, self._q_default[self._art_q].copy(), float(config.stale_timeout_s),
+            float(config.stamp_jump_reset_s), reasons, self._state)
+        self._carry_samples(R_GS, w_S)
         C = len(stamp)
         measured = ~self._estimated_art
         # Observed: fresh enough, with an orientation, weight > 0 (Estimator.step).
@@ -829,12 +926,13 @@ class OfflineEstimator:
         errors = np.empty((C, n_imu))
         _sensor_errors(X_WB, observed, self._bodies, np.ascontiguousarray(self._R_BS),
                        np.ascontiguousarray(self._R_WG, dtype=float), R_GS, slot_R, errors)
+        if C:
+            self._q_last = Q[-1].copy()
+        first_cycle = self._cycles
+        self._cycles += C
+        self._solve_failures += sum(1 for f in failure if f.startswith("assembler"))
 
-        stamps_input = inputs.stamp_ns
-        if stamps_input is None:
-            cycle_ns = np.round(stamp * 1e9).astype(np.int64)
-        else:
-            cycle_ns = np.asarray(stamps_input, dtype=np.int64)[newest_input]
+        counts, flags = self._state[10], self._state[9]
         names = [imu.name for imu in self._imus]
         by_source = {}
         sources = names + ["joint_states", "clock"]
@@ -847,12 +945,23 @@ class OfflineEstimator:
             goal=goal, solved=solved, failure=failure, sensor_errors_deg=errors, observed=observed, stale=stale,
             missing=measured[None, :] & ~have, tracking_reset=reset, initialized=initialized,
             solve_time_s=solve_time, rejected=rejected, counts_by_reason=by_reason, counts_by_source=by_source,
-            statistics={"cycles": C, "resets": int(stats[0]), "overwritten_samples": int(stats[1]),
-                        "flushed_cycles": int(stats[2]), "solve_failures": int(sum(1 for f in failure
-                                                                                    if f.startswith("assembler")))},
+            statistics={"cycles": self._cycles, "resets": int(flags[4]), "overwritten_samples": int(flags[5]),
+                        "flushed_cycles": int(flags[6]), "solve_failures": self._solve_failures},
             sensor_names=tuple(names), position_names=tuple(self._plant.position_names()),
             velocity_names=tuple(self._plant.velocity_names()),
-            articulated_names=self._art_names)
+            articulated_names=self._art_names, first_cycle=first_cycle, tree=self._tree)
+
+    def _carry_samples(self, R_GS, w_S) -> None:
+        """Keep the samples the IMU slots hold after a window (their rows index this window's R_GS / w_S) as the
+        next window's first rows."""
+        slot_R, slot_w = self._state[1], self._state[2]
+        for i in range(len(self._imus)):
+            if slot_R[i] >= 0:
+                self._carried_R_GS[i] = R_GS[slot_R[i]]
+                slot_R[i] = i
+            if slot_w[i] >= 0:
+                self._carried_w_S[i] = w_S[slot_w[i]]
+                slot_w[i] = i
 
     # ------------------------------------------------------------------ the solve
     def _solve(self, stamp, reset, observed, slot_R, R_GS, enc_q, progress):
@@ -884,9 +993,7 @@ class OfflineEstimator:
         failure = [""] * C
         nothing = "no IMU observed this cycle; estimated coordinates hold their previous values"
         assembler, osensors = self._assembler, self._osensors
-        q_current = self._q_default.copy()
-        needs_assemble = True
-        is_initialized = not self._free_q.any()
+        q_current, needs_assemble, is_initialized = self._q_current, self._needs_assemble, self._is_initialized
         c = 0
         while c < C:
             if reset[c]:
@@ -982,6 +1089,7 @@ class OfflineEstimator:
             c = end
             if progress is not None:
                 progress(c / C)
+        self._q_current, self._needs_assemble, self._is_initialized = q_current, needs_assemble, is_initialized
         return Q, goal, solved, failure, initialized, solve_time, X_WB, have_X_WB
 
     def _track_one_by_one(self, q_current, frames, stamp, R_WO, enc_q, measured_q, measured):
@@ -1008,20 +1116,24 @@ class OfflineEstimator:
         return Q, goal, ok, messages
 
     def _velocity_priors(self, Q, stamp, stamp_prev, reset, enc_v):
-        """Finite differences of q over the previous cycle (none after a reset), encoder velocities on the
-        measured coordinates (Estimator._velocities)."""
+        """Finite differences of q over the previous cycle (none after a reset; the previous window's last cycle
+        for a window's first), encoder velocities on the measured coordinates (Estimator._velocities)."""
         C = len(stamp)
         nv = self._plant.num_velocities()
         v_prior = np.zeros((C, nv))
-        if C > 1:
-            dt = stamp[1:] - stamp_prev[1:]
-            use = np.isfinite(stamp_prev[1:]) & (dt > 0.0)
-            rows = 1 + np.flatnonzero(use)
+        if C:
+            previous = np.empty_like(Q)
+            previous[1:] = Q[:-1]
+            previous[0] = np.nan if self._q_last is None else self._q_last
+            # A finite previous stamp means a cycle ran before this one since the last reset (this window or the last).
+            dt = stamp - stamp_prev
+            use = np.isfinite(stamp_prev) & (dt > 0.0)
+            rows = np.flatnonzero(use)
             if rows.size:
                 if self._floating:
-                    difference = np.asarray(self._plant.position_difference(Q[rows - 1], Q[rows]), dtype=float)
+                    difference = np.asarray(self._plant.position_difference(previous[rows], Q[rows]), dtype=float)
                 else:
-                    difference = Q[rows] - Q[rows - 1]
+                    difference = Q[rows] - previous[rows]
                 v_prior[rows] = difference / dt[use][:, None]
         measured = ~self._estimated_art
         columns = self._art_v[measured]
