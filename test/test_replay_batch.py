@@ -204,6 +204,26 @@ def test_windows_fed_one_after_another_give_the_cycles_of_one_run(edge_bag, wind
             OfflineRun.concatenate([runs[-1], runs[0]])
 
 
+def test_a_bag_replayed_in_small_windows_gives_the_bytes_of_one_window(edge_bag, tmp_path):
+    """replay_bag reads, estimates and writes window by window: the output bag is byte for byte the one-window bag,
+    the outcome's statistics and results are the same, and progress rises to 1."""
+    from ros_dofkit.ros.bag_io import read_raw
+
+    path, setup = edge_bag
+    one = replay_bag(path, setup, tmp_path / "one", window=10**9)
+    fractions = []
+    small = replay_bag(path, setup, tmp_path / "small", window=50, progress=lambda f, text: fractions.append(f))
+    a, b = read_raw(tmp_path / "one"), read_raw(tmp_path / "small")
+    assert a.topics == b.topics and a.stamps_ns.tolist() == b.stamps_ns.tolist() and len(a.topics) > 1000
+    assert [bytes(d) for d in a.data] == [bytes(d) for d in b.data]
+    assert one.output_counts == small.output_counts
+    for name in ("imu_samples", "joint_states", "rejected", "cycles", "resets", "first_stamp", "last_stamp"):
+        assert getattr(one.statistics, name) == getattr(small.statistics, name), name
+    assert len(one.results) == len(small.results) and small.results[-1].cycle == one.results[-1].cycle
+    np.testing.assert_array_equal(small.results[len(small.results) // 2].X_WB, one.results[len(one.results) // 2].X_WB)
+    assert len(fractions) > 10 and fractions == sorted(fractions) and fractions[-1] == 1.0
+
+
 def test_batch_and_streaming_replays_write_the_same_bag(edge_bag, tmp_path):
     path, setup = edge_bag
     fast = replay_bag(path, setup, tmp_path / "fast")

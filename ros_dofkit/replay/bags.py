@@ -502,7 +502,7 @@ def no_estimate_reason(config, imu_samples: int, joint_states: int, rejected: in
 
 def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", progress=None,
                settle_s: float = 0.5, batch: bool = True, calibration: tuple[float, float] | None = None,
-               calibration_max_spread_deg: float = 2.0) -> ReplayOutcome:
+               calibration_max_spread_deg: float = 2.0, window: int | None = None) -> ReplayOutcome:
     """Run the estimator core over the bag at ``in_path`` and write its outputs to a new bag at ``out_path``.
 
     The input bag is only read. On any error the partial output bag is removed (it was created here: the writer
@@ -512,7 +512,10 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
 
     ``batch`` (default): when the configuration allows it (``offline.supports_batch``), run the batched offline
     path (:mod:`ros_dofkit.replay.batch`: the same results, much faster); otherwise, or with ``batch=False``,
-    feed the streaming entry points message by message (:class:`ReplayLoop`).
+    feed the streaming entry points message by message (:class:`ReplayLoop`). The batched path reads, estimates
+    and writes the bag in windows of at most ``window`` messages (default ``batch.WINDOW_MESSAGES``): its memory
+    does not grow with the bag's length beyond a few hundred bytes per cycle, and its outputs do not depend on
+    the window.
 
     ``calibration`` = ``(start, end)``: first calibrate from the inputs stamped in [start, end) seconds after the
     bag's first input stamp (``ros_dofkit.replay.calibration``: mountings 'calibrate', heading reference), then
@@ -542,7 +545,7 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         calibrated = calibrate_from_inputs(read[0], setup, start, end, calibration_max_spread_deg, str(in_path))
         setup = calibrated.setup
     if batch and supports_batch(setup.config) == "":
-        outcome = _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s, read)
+        outcome = _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s, read, window)
         return dataclasses.replace(outcome, calibration=calibrated)
     topics = check_input_topics(in_path, setup)
     total = sum(count for topic, (_, count) in topics.items()
@@ -608,57 +611,77 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
 
 
 def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage: str, progress,
-                      settle_s: float, read=None) -> ReplayOutcome:
-    """:func:`replay_bag` through the batched offline path (``ros_dofkit.replay.batch``); ``read``: the
-    ``read_offline_inputs`` of the bag when already read (calibration), else None."""
+                      settle_s: float, read=None, window: int | None = None) -> ReplayOutcome:
+    """:func:`replay_bag` through the batched offline path (``ros_dofkit.replay.batch``), one window of at most
+    ``window`` messages (default ``batch.WINDOW_MESSAGES``) at a time: read, estimated (the estimator carries its
+    state from window to window, so the outputs do not depend on the window), written. Kept for the outcome: the
+    per-cycle arrays without the poses (a few hundred bytes a cycle). ``read``: the ``read_offline_inputs`` of the
+    bag when it was already read whole (calibration), else None."""
     import time
 
-    from ros_dofkit.core.estimator.offline import OfflineEstimator
-    from ros_dofkit.replay.batch import read_offline_inputs
+    from ros_dofkit.core.estimator.offline import OfflineEstimator, OfflineRun
+    from ros_dofkit.replay.batch import WINDOW_MESSAGES, iter_offline_inputs
     from ros_dofkit.replay.pipeline import ReplayStatistics, tracking_report
 
     started = time.perf_counter()
-
-    def show(fraction, stage):
-        if progress is not None:
-            progress(fraction, f"{len(inputs.kind) if inputs is not None else '?'} inputs: {stage}")
-
-    inputs = None
-    show(0.0, "reading")
     factory = MessageFactory()
-    if read is None:
-        read = read_offline_inputs(in_path, setup, None, TRUTH_TOPIC, factory.typestore)
-    inputs, truth_records, topics = read
-    show(0.2, "estimating")
+    topics: dict = {}
+    if read is not None:
+        windows = iter([read[:2]])
+        topics.update(read[2])
+    else:
+        windows = iter_offline_inputs(in_path, setup, topics, TRUTH_TOPIC, factory.typestore,
+                                      window=window or WINDOW_MESSAGES)
     offline = OfflineEstimator(setup.plant, setup.config)
-    run = offline.run(inputs, progress=lambda f: show(0.2 + 0.6 * f, "estimating"))
-    if not run.initialized.any():
-        raise NoEstimateError(no_estimate_reason(
-            setup.config, int(np.sum(inputs.kind == 0)), int(np.sum(inputs.kind == 1)), int(run.rejected.sum()),
-            run.counts_by_reason, len(run)))
-    show(0.8, "writing")
     estimator = offline.estimator
+    runs, truth_records = [], []
+    imu_samples = joint_states = rejected = read_messages = 0
+    first_stamp = last_stamp = None
+    if progress is not None:
+        progress(0.0, "reading")
     # No journal: a replay that fails deletes its output anyway.
     writer = BagWriter(out_path, storage=storage, typestore=factory.typestore, journal=False)
     try:
         outputs = OutputWriter(writer, setup, estimator, factory)
-        outputs.write_run(run, np.flatnonzero(run.initialized))
+        for inputs, window_truth in windows:
+            run = offline.feed(inputs)
+            outputs.write_run(run, np.flatnonzero(run.initialized))
+            runs.append(OfflineRun.concatenate([run], keep_poses=False))
+            truth_records += window_truth
+            imu_samples += int(np.sum(inputs.kind == 0))
+            joint_states += int(np.sum(inputs.kind == 1))
+            rejected += int(run.rejected.sum())
+            stamps = inputs.input_stamps()
+            if stamps.size:
+                low, high = float(stamps.min()), float(stamps.max())
+                first_stamp = low if first_stamp is None else min(first_stamp, low)
+                last_stamp = high if last_stamp is None else max(last_stamp, high)
+            read_messages += len(inputs.kind) + len(window_truth)
+            if progress is not None:
+                total = sum(topics[t][1] for t in (*setup.imu_topics, setup.joint_states_topic, TRUTH_TOPIC)
+                            if t in topics) if read is None else read_messages
+                progress(min(read_messages / total, 1.0) if total else 1.0,
+                         f"{read_messages}/{total} messages, {run.statistics['cycles']} cycles")
+        run = OfflineRun.concatenate(runs, keep_poses=False) if runs else None
+        if run is None or not run.initialized.any():
+            raise NoEstimateError(no_estimate_reason(
+                setup.config, imu_samples, joint_states, rejected,
+                run.counts_by_reason if run is not None else {}, len(run) if run is not None else 0))
         writer.close()
     except BaseException:
         writer.close()
         shutil.rmtree(out_path, ignore_errors=True)
         raise
     wall = time.perf_counter() - started
-    stamps = inputs.input_stamps()
     cycles = len(run)
     statistics = ReplayStatistics(
-        imu_samples=int(np.sum(inputs.kind == 0)), joint_states=int(np.sum(inputs.kind == 1)),
-        rejected=int(run.rejected.sum()), cycles=cycles, resets=run.statistics["resets"],
+        imu_samples=imu_samples, joint_states=joint_states, rejected=rejected, cycles=cycles,
+        resets=run.statistics["resets"],
         # Offline, cycles are computed together: the per-cycle figure is the wall time shared out.
         cycle_latency_s=[wall / cycles] * cycles if cycles else [], wall_time_s=wall,
-        first_stamp=float(stamps.min()) if stamps.size else None,
-        last_stamp=float(stamps.max()) if stamps.size else None)
-    show(1.0, f"{cycles} cycles, {statistics.span_s:.1f} s of input")
+        first_stamp=first_stamp, last_stamp=last_stamp)
+    if progress is not None:
+        progress(1.0, f"{cycles} cycles, {statistics.span_s:.1f} s of input")
     results = run.results(run.initialized)
     truth = truth_from_records(truth_records)
     estimated_mask = np.asarray(list(estimator.estimated_mask), dtype=bool)
