@@ -7,6 +7,7 @@ Exit status 0 on success, 1 when the bag or the configuration cannot be used (th
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 DESCRIPTION = """\
@@ -75,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrated_config is not None and args.calibrate is None:
         return fail("--calibrated-config needs --calibrate START END (the calibration it saves)")
     progress = ProgressLine(enabled=not args.quiet)
+    # What is imported and configured by now lives to the end: out of the cyclic garbage collector's sight, its
+    # collections during the replay walk only what the replay allocates (~5-10% of a short replay's wall time).
+    gc.collect()
+    gc.freeze()
     try:
         outcome = replay_bag(args.input, setup, args.out, storage=args.storage, progress=progress.update,
                              calibration=args.calibrate, calibration_max_spread_deg=args.calibration_max_spread)
