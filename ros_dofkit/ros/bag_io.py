@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from itertools import chain, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple, Self
 
@@ -523,15 +524,18 @@ def _direct_sqlite(reader, connections) -> tuple | None:
     return dbconn, {c.id: c.topic for c in storage.connections if (c.topic, c.msgtype) in wanted}
 
 
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
 def _rows_chunks(cursor, topic_of: dict, msgtypes: dict, window: int | None) -> Iterator[RawMessages]:
     """RawMessages of at most ``window`` rows (all at once when None) from a cursor over (topic id, stamp, bytes)."""
     while True:
         rows = cursor.fetchall() if window is None else cursor.fetchmany(window)
         if not rows:
             return
-        topic_ids, stamps, data = zip(*rows, strict=True)
-        yield RawMessages(list(map(topic_of.__getitem__, topic_ids)),
-                          np.fromiter(stamps, dtype=np.int64, count=len(rows)), list(data), msgtypes)
+        yield RawMessages(list(map(topic_of.__getitem__, map(_FIRST, rows))),
+                          np.fromiter(map(_SECOND, rows), dtype=np.int64, count=len(rows)), list(map(_THIRD, rows)),
+                          msgtypes)
         if window is None:
             return
 
