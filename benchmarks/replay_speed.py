@@ -14,11 +14,16 @@ write the node's output topics) and prints
   ``process_joint_state``, rosbags' (de)serializers), one run, unless --no-streaming;
 * for reference, the compiled IK alone: ``Assembler.track_sequence`` over the same IMU frames (one frame per IMU
   sample instant, encoders as per-frame locked positions);
-* the ratio to the 100x budget and a PASS/MISS line.
+* the ratio to the 100x budget and a PASS/MISS line;
+* ``dofkit replay`` as a user runs it, in fresh processes, on the recording and on one --memory-factor times as
+  long: wall time (start-up included: imports and loading the compiled kernels from numba's cache) and peak
+  resident memory, whose growth with the input's length shows that a replay reads, estimates and writes the bag
+  window by window (unless --no-memory).
 
 The process pins itself to one CPU and sets the BLAS/numba thread counts to 1 before NumPy is imported. Compiled
-kernels are warmed up on a short replay before anything is timed. Exit status 0 unless something fails; a missed
-budget is reported, not an error.
+kernels are warmed up on a short replay before anything is timed, and the objects that exist before the timed
+replays are frozen out of the garbage collector's sight, as ``dofkit replay`` freezes its start-up objects. Exit
+status 0 unless something fails; a missed budget is reported, not an error.
 """
 
 import os
@@ -106,6 +111,9 @@ def main(argv=None) -> int:
     parser.add_argument("--storage", default="sqlite3", choices=["sqlite3", "mcap"])
     parser.add_argument("--repeat", type=int, default=3, help="timed runs, best reported (default 3)")
     parser.add_argument("--no-streaming", action="store_true", help="skip the streaming-path comparison run")
+    parser.add_argument("--no-memory", action="store_true", help="skip the dofkit replay runs in fresh processes")
+    parser.add_argument("--memory-factor", type=float, default=6.0,
+                        help="length of the longer recording of the memory runs, in recordings (default 6)")
     args = parser.parse_args(argv)
     pin_to_one_cpu()
 
@@ -125,8 +133,8 @@ def main(argv=None) -> int:
         recorded = record_demo(tmp / "input", options, storage=args.storage, config_path="")
         warm = record_demo(tmp / "warm", DemoOptions(duration_s=1.0, imu_rate_hz=args.imu_rate), config_path="")
         replay_once(warm.bag_path, setup, tmp, "warm")  # compiles/loads the numba kernels
-        # The recording's objects are this benchmark's, not the replay's (`dofkit replay` starts without them): keep
-        # the garbage collector from walking them during the timed runs.
+        # Everything alive now (imports, the recording) stays out of the garbage collector's sight during the timed
+        # runs, as `dofkit replay` freezes what it imported and configured before it replays.
         gc.collect()
         gc.freeze()
 
@@ -163,6 +171,14 @@ def main(argv=None) -> int:
             replay_bag(recorded.bag_path, setup, tmp / "streaming", storage=args.storage, batch=False)
             streaming = time.perf_counter() - started
         solve, frames = compiled_solve_time(robot, options, args.repeat)
+        processes = None
+        if not args.no_memory:
+            longer = record_demo(tmp / "longer", DemoOptions(duration_s=args.duration * args.memory_factor,
+                                                             imu_rate_hz=args.imu_rate,
+                                                             encoder_rate_hz=args.encoder_rate),
+                                 storage=args.storage, config_path=tmp / "longer.estimator.yaml")
+            processes = [cli_replay(bag, tmp / "longer.estimator.yaml", tmp / f"cli_{k}")
+                         for k, bag in enumerate((recorded.bag_path, longer.bag_path))]
 
     imu_messages = sum(count for topic, count in recorded.counts.items() if topic.startswith("/imu/"))
     factor = span / best
@@ -182,7 +198,43 @@ def main(argv=None) -> int:
           f"{1e6 * solve / frames:.1f} us per frame")
     print(f"  budget >= {BUDGET_REALTIME_FACTOR:g}x real time: ratio {factor / BUDGET_REALTIME_FACTOR:.3f} "
           f"-> {'PASS' if factor >= BUDGET_REALTIME_FACTOR else 'MISS'}")
+    if processes is not None:
+        (short_wall, short_kb), (long_wall, long_kb) = processes
+        long_span = args.duration * args.memory_factor
+        growth = (long_kb - short_kb) / 1024 / ((long_span - args.duration) / 60.0)
+        print(f"  dofkit replay in a fresh process (start-up included): {args.duration:g} s of input "
+              f"{short_wall:.2f} s wall, peak {short_kb / 1024:.0f} MB; {long_span:g} s of input {long_wall:.2f} s "
+              f"wall ({long_span / long_wall:.1f}x real time), peak {long_kb / 1024:.0f} MB -> {growth:.1f} MB more "
+              "per minute of input")
     return 0
+
+
+#: `dofkit replay` in a fresh interpreter (what the console script runs), reporting its own peak resident memory
+#: (VmHWM: the high-water mark of this process's memory since its exec; a parent's rusage would also count the
+#: benchmark's own pages, inherited at fork).
+_CLI_WITH_PEAK = """
+import sys
+from ros_dofkit.cli import main
+status = main(sys.argv[1:])
+peak = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+print("peak_kib", peak[0] if peak else -1, file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def cli_replay(bag: Path, config: Path, out: Path) -> tuple[float, int]:
+    """(wall seconds, peak resident KiB or -1) of `dofkit replay` in a fresh process, as a user runs it."""
+    import subprocess
+
+    command = [sys.executable, "-c", _CLI_WITH_PEAK, "replay", str(bag), "--config", str(config), "--out", str(out),
+               "--quiet"]
+    started = time.perf_counter()
+    finished = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=_REPO)
+    wall = time.perf_counter() - started
+    if finished.returncode != 0:
+        raise RuntimeError(f"dofkit replay {bag} exited with {finished.returncode}: {finished.stderr[-2000:]}")
+    peaks = [line.split()[1] for line in finished.stderr.splitlines() if line.startswith("peak_kib ")]
+    return wall, int(peaks[-1]) if peaks else -1
 
 
 if __name__ == "__main__":
