@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from imu_scenarios import imu_setup, observe
 from robot_models import urdf_path
 from ros_dofkit.core import spatial
 from ros_dofkit.core.assembly import (
@@ -48,27 +49,6 @@ def talos():
     plant.add_urdf(str(urdf_path("talos")), base_joint="floating")
     plant.finalize()
     return plant
-
-
-def imu_setup(plant, links, rng, backend="compiled", weights=None):
-    osensors = OrientationSensors("imus")
-    for i, link in enumerate(links):
-        weight = 1.0 if weights is None else weights[i]
-        osensors.add_osensor(link, link, spatial.rotvec_to_matrix(rng.normal(size=3)), weight)
-    osensors.define_observation_order(links)
-    assembler = Assembler(plant, backend=backend)
-    assembler.adopt_assembly_goal(osensors)
-    return osensors, assembler
-
-
-def observe(plant, osensors, q):
-    """Exact observations R_GO (batched over leading axes of q) in the condition's observation order."""
-    X_WB = plant.calc_body_poses(q)
-    return np.stack(
-        [X_WB[..., osensors.get_osensor_body(i), :3, :3] @ osensors.get_osensor_station(i)
-         for i in range(osensors.get_num_osensors())],
-        axis=-3,
-    )
 
 
 def random_panda_q(rng, scale=0.6):

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from imu_scenarios import imu_setup, observe
 from robot_models import urdf_path
 from ros_dofkit.core import spatial
-from ros_dofkit.core.assembly import Assembler, AssemblyValueError, Markers, OrientationSensors, kernels
+from ros_dofkit.core.assembly import AssemblyValueError, Markers, kernels
 from ros_dofkit.core.multibody import MultibodyPlant
 
 MODELS = {
@@ -36,22 +37,6 @@ def tree_tuple(plant):
             tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset)
 
 
-def imu_assembler(plant, links, rng, backend="compiled"):
-    osensors = OrientationSensors("imus")
-    for link in links:
-        osensors.add_osensor(link, link, spatial.rotvec_to_matrix(rng.normal(size=3)), rng.uniform(0.5, 2.0))
-    osensors.define_observation_order(links)
-    assembler = Assembler(plant, backend=backend)
-    assembler.adopt_assembly_goal(osensors)
-    return osensors, assembler
-
-
-def observe(plant, osensors, Q):
-    X_WB = plant.calc_body_poses(Q)
-    return np.stack([X_WB[..., osensors.get_osensor_body(i), :3, :3] @ osensors.get_osensor_station(i)
-                     for i in range(osensors.get_num_osensors())], axis=-3)
-
-
 def random_q(plant, rng, scale=0.8):
     dv = rng.uniform(-scale, scale, plant.num_velocities())
     return plant.integrate_positions(plant.default_positions().copy(), dv)
@@ -60,7 +45,7 @@ def random_q(plant, rng, scale=0.8):
 def test_incremental_kinematics_equal_full_forward_kinematics_bit_for_bit(model):
     name, plant, links = model
     rng = np.random.default_rng(31)
-    osensors, assembler = imu_assembler(plant, links, rng)
+    osensors, assembler = imu_setup(plant, links, rng, weights=rng.uniform(0.5, 2.0, len(links)))
     assembler.calc_residuals(need_jacobian=False)  # builds the kernels' arrays
     tree, sensors = tree_tuple(plant), assembler._sensors()
     work = kernels.make_work(tree, sensors)
@@ -106,7 +91,7 @@ def test_incremental_kinematics_equal_full_forward_kinematics_bit_for_bit(model)
 def test_track_sequence_body_poses_are_forward_kinematics_at_each_solution(model, backend):
     name, plant, links = model
     rng = np.random.default_rng(32)
-    osensors, assembler = imu_assembler(plant, links, rng, backend)
+    osensors, assembler = imu_setup(plant, links, rng, backend, weights=rng.uniform(0.5, 2.0, len(links)))
     assembler.set_accuracy(1e-6)
     T = 12
     Q_true = np.array([random_q(plant, rng, 0.3) for _ in range(T)])
@@ -126,7 +111,7 @@ def test_track_sequence_body_poses_are_forward_kinematics_at_each_solution(model
 def test_track_sequence_checks_body_poses(model):
     _, plant, links = model
     rng = np.random.default_rng(33)
-    osensors, assembler = imu_assembler(plant, links, rng)
+    osensors, assembler = imu_setup(plant, links, rng, weights=rng.uniform(0.5, 2.0, len(links)))
     q = random_q(plant, rng, 0.3)
     R_GO = observe(plant, osensors, np.array([q, q]))
     nb = plant.num_bodies()
@@ -144,7 +129,7 @@ def test_reused_workspaces_give_the_fresh_solve_bit_for_bit(model, hard_markers)
     results = []
     for sequence in (True, False):
         rng = np.random.default_rng(34)
-        osensors, assembler = imu_assembler(plant, links, rng)
+        osensors, assembler = imu_setup(plant, links, rng, weights=rng.uniform(0.5, 2.0, len(links)))
         markers = Markers()
         markers.add_marker("tip", links[-1], [0.0, 0.0, 0.05])
         if hard_markers:

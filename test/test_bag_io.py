@@ -256,6 +256,18 @@ def _records(ts):
     return records
 
 
+def write_with_rosbags(path, records, typestore, version: int) -> None:
+    """The bag rosbags' own writer makes of ``records`` (metadata ``version``)."""
+    from rosbags.rosbag2 import Writer
+
+    with Writer(path, version=version) as writer:
+        connections = {}
+        for topic, stamp, message in records:
+            if topic not in connections:
+                connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore)
+            writer.write(connections[topic], stamp, typestore.serialize_cdr(message, message.__msgtype__))
+
+
 def _rosbags_view(path):
     """Everything rosbags' Reader makes of a bag: connections, metadata figures, messages in order."""
     with Reader(path) as reader:
@@ -273,18 +285,12 @@ def test_sqlite3_bags_written_here_read_in_rosbags_as_rosbags_own(tmp_path, type
     databases have the same tables and index."""
     import sqlite3
 
-    from rosbags.rosbag2 import Writer
 
     records = _records(typestore)
     ours = tmp_path / "ours"
     write_bag(ours, records, storage="sqlite3")
     theirs = tmp_path / "theirs"
-    with Writer(theirs, version=9) as writer:
-        connections = {}
-        for topic, stamp, message in records:
-            if topic not in connections:
-                connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore)
-            writer.write(connections[topic], stamp, typestore.serialize_cdr(message, message.__msgtype__))
+    write_with_rosbags(theirs, records, typestore, version=9)
     assert _rosbags_view(ours) == _rosbags_view(theirs)
 
     def schema(path):
@@ -302,18 +308,12 @@ def test_sqlite3_bags_written_here_read_in_rosbags_as_rosbags_own(tmp_path, type
 def test_read_raw_direct_path_equals_rosbags_reader_on_bags_of_both_writers(tmp_path, typestore):
     """read_raw reads plain sqlite3 bags from their metadata.yaml and database itself: same topics, stamps, bytes
     and order (ties in stamp keep the order written) as rosbags' Reader, for bags of this writer and of rosbags'."""
-    from rosbags.rosbag2 import Writer
 
     records = _records(typestore)
     ours = tmp_path / "ours"
     write_bag(ours, records, storage="sqlite3")
     theirs = tmp_path / "theirs"
-    with Writer(theirs, version=8) as writer:  # another metadata version, too
-        connections = {}
-        for topic, stamp, message in records:
-            if topic not in connections:
-                connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore)
-            writer.write(connections[topic], stamp, typestore.serialize_cdr(message, message.__msgtype__))
+    write_with_rosbags(theirs, records, typestore, version=8)  # another metadata version, too
     for path in (ours, theirs):
         _, _, expected = _rosbags_view(path)
         got = read_raw(path)
@@ -330,19 +330,13 @@ def test_iter_raw_windows_concatenate_to_read_raw(tmp_path, typestore, layout):
     """iter_raw streams a bag in consecutive windows of at most `window` messages whose concatenation is read_raw's
     result (same topics, stamps, bytes, order), on each read path: this module's sqlite3 reader, a database read
     through rosbags' connection (metadata version 8), rosbags' reader (mcap)."""
-    from rosbags.rosbag2 import Writer
 
     from ros_dofkit.ros.bag_io import iter_raw
 
     records = _records(typestore) * 3
     path = tmp_path / layout
     if layout == "theirs":
-        with Writer(path, version=8) as writer:
-            connections = {}
-            for topic, stamp, message in records:
-                if topic not in connections:
-                    connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore)
-                writer.write(connections[topic], stamp, typestore.serialize_cdr(message, message.__msgtype__))
+        write_with_rosbags(path, records, typestore, version=8)
     else:
         write_bag(path, records, storage="mcap" if layout == "mcap" else "sqlite3")
     whole = read_raw(path, topics=["/tf", "/odom"])
