@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from scipy.spatial.transform import Rotation
 
 #: A quaternion whose norm differs from 1 by more than this is rejected rather than normalized.
 QUAT_NORM_TOLERANCE = 1e-3
@@ -167,6 +166,9 @@ def matrix_to_quat(R) -> np.ndarray:
     R = np.ascontiguousarray(R.reshape(-1, 3, 3))
     q = np.empty((R.shape[0], 4))
     if not _matrix_to_quat_kernel(R, q):
+        # Imported here, on the rare path: scipy.spatial adds ~0.2 s to every process that imports this module.
+        from scipy.spatial.transform import Rotation
+
         q = Rotation.from_matrix(R).as_quat(scalar_first=True)
     q = np.where(q[:, :1] < 0.0, -q, q)
     return q.reshape(batch + (4,))
