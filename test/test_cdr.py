@@ -144,6 +144,54 @@ def test_garbled_and_truncated_messages_fall_back_to_rosbags_and_raise_its_error
     check_imu(cdr.decode_imus([bytes(garbled)]), 0, expected)
 
 
+@pytest.mark.parametrize("sizes", [(2, 0, 0), (2, 2, 0), (2, 0, 2), (2, 2, 2), (0, 0, 0), (3, 0, 1), (1, 1, 0)])
+def test_joint_states_serialized_by_rclpy_with_empty_sequences_decode(sizes):
+    """rclpy's serialize_message (Fast CDR on rmw_fastrtps) sizes an empty float64 sequence as if its values were
+    aligned and leaves the difference as unwritten bytes at the end (rosbags rejects the message for its size);
+    both decoders read such messages, with padding bytes that differ from message to message, as rclpy does."""
+    serialization = pytest.importorskip("rclpy.serialization")
+    sensor_msgs = pytest.importorskip("sensor_msgs.msg")
+    n_pos, n_vel, n_eff = sizes
+    datas, expected = [], []
+    for k in range(4):
+        state = sensor_msgs.JointState()
+        state.header.frame_id = "base_link"
+        state.header.stamp.sec, state.header.stamp.nanosec = 40 + k, 123
+        state.name = [f"joint_{i}" for i in range(n_pos)]
+        state.position = [0.5 * k + i for i in range(n_pos)]
+        state.velocity = [-1.0 * i - k for i in range(n_vel)]
+        state.effort = [10.0 + i for i in range(n_eff)]
+        datas.append(bytes(serialization.serialize_message(state)))
+        back = serialization.deserialize_message(datas[-1], sensor_msgs.JointState)
+        expected.append((list(back.name), list(back.position), list(back.velocity), list(back.effort)))
+    batch = cdr.decode_joint_states(datas)
+    for k, (names, position, velocity, effort) in enumerate(expected):
+        assert batch.stamp_ns[k] == (40 + k) * 1_000_000_000 + 123 and batch.frame_id[k] == "base_link"
+        assert list(batch.name[k]) == names
+        assert (batch.position[k].tolist(), batch.velocity[k].tolist(), batch.effort[k].tolist()) == (
+            position, velocity, effort)
+        message = cdr.joint_state_message(datas[k], TYPESTORE)
+        assert (list(message.name), message.position.tolist(), message.velocity.tolist(),
+                message.effort.tolist()) == (names, position, velocity, effort)
+        assert message.header.frame_id == "base_link" and message.header.stamp.sec == 40 + k
+
+
+def test_joint_state_trailing_bytes_are_accepted_only_where_fast_cdr_leaves_them():
+    full = serialize(joint_state(5, ["a", "b"], [1.0, 2.0], [3.0, 4.0], [5.0, 6.0]))
+    positions_only = serialize(joint_state(5, ["a", "b"], [1.0, 2.0], [], []))
+    for data in (full + bytes(8), positions_only + bytes(2), positions_only + bytes(16)):
+        with pytest.raises(cdr.CdrLayoutError, match="unexpected bytes"):
+            cdr.joint_state_message(data, TYPESTORE)
+    for data in (full + bytes(8), positions_only + bytes(16)):
+        with pytest.raises(SerdeError):  # the batch decoder hands them to rosbags, which refuses them
+            cdr.decode_joint_states([data])
+    # rosbags itself reads up to 3 trailing bytes: the batch decoder gives its result.
+    assert cdr.decode_joint_states([positions_only + bytes(2)]).position[0].tolist() == [1.0, 2.0]
+    for extra in (4, 8, 12):
+        assert cdr.joint_state_message(positions_only + bytes(extra), TYPESTORE).position.tolist() == [1.0, 2.0]
+        assert cdr.decode_joint_states([positions_only + bytes(extra)]).position[0].tolist() == [1.0, 2.0]
+
+
 @pytest.mark.parametrize("k", [0, 1, 3])
 def test_tf_message_encoding_is_rosbags_byte_for_byte(k):
     rng = np.random.default_rng(k)

@@ -29,7 +29,7 @@ from ros_dofkit.replay.batch import iter_offline_inputs, read_offline_inputs
 from ros_dofkit.replay.demo import DemoOptions, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot
 from ros_dofkit.replay.pipeline import ReplayLoop
-from ros_dofkit.ros.bag_io import BagWriter, read_bag
+from ros_dofkit.ros.bag_io import BagWriter, read_bag, read_raw
 
 TOLERANCE = 1e-9
 
@@ -207,8 +207,6 @@ def test_windows_fed_one_after_another_give_the_cycles_of_one_run(edge_bag, wind
 def test_a_bag_replayed_in_small_windows_gives_the_bytes_of_one_window(edge_bag, tmp_path):
     """replay_bag reads, estimates and writes window by window: the output bag is byte for byte the one-window bag,
     the outcome's statistics and results are the same, and progress rises to 1."""
-    from ros_dofkit.ros.bag_io import read_raw
-
     path, setup = edge_bag
     one = replay_bag(path, setup, tmp_path / "one", window=10**9)
     fractions = []
@@ -300,3 +298,46 @@ def test_a_bag_whose_imu_samples_are_all_rejected_fails_alike_on_both_paths(tmp_
         messages.append(str(error.value))
     assert messages[0] == messages[1]
     assert "'zero_quaternion'" in messages[0]  # the reason of every rejection above
+
+
+def test_joint_states_serialized_by_rclpy_replay_as_rosbags_serialized_ones(tmp_path):
+    """A bag whose encoder JointStates were serialized by rclpy (Fast CDR: unwritten bytes after an empty velocity
+    and effort, which rosbags refuses; bags written with rosbag2_py + serialize_message hold such messages) replays
+    on both paths exactly as the same messages serialized by rosbags."""
+    serialization = pytest.importorskip("rclpy.serialization")
+    sensor_msgs = pytest.importorskip("sensor_msgs.msg")
+    robot = build_demo_robot()
+    factory = MessageFactory()
+    run = simulate_demo(robot, DemoOptions(duration_s=1.0, imu_rate_hz=100.0))
+    imu_topics = {imu.name: "/" + imu.topic for imu in robot.estimator_config.imus}
+    setup = ReplaySetup.from_parameters(robot.parameters)
+    typestore = factory.typestore
+    bags = {}
+    for serializer in ("rosbags", "rclpy"):
+        path = tmp_path / serializer
+        with BagWriter(path, typestore=typestore) as bag:
+            for topic, stamp_ns, message in simulation_records(run, factory, imu_topics):
+                msgtype = message.__msgtype__
+                if msgtype == "sensor_msgs/msg/JointState":  # positions only: velocity and effort empty
+                    message = dataclasses.replace(message, velocity=np.zeros(0), effort=np.zeros(0))
+                data = typestore.serialize_cdr(message, msgtype)
+                if serializer == "rclpy" and msgtype == "sensor_msgs/msg/JointState":
+                    state = sensor_msgs.JointState()
+                    state.header.stamp.sec, state.header.stamp.nanosec = (message.header.stamp.sec,
+                                                                          message.header.stamp.nanosec)
+                    state.header.frame_id = message.header.frame_id
+                    state.name, state.position = list(message.name), message.position.tolist()
+                    data = bytes(serialization.serialize_message(state))
+                    assert len(data) > len(typestore.serialize_cdr(message, msgtype))  # Fast CDR's unwritten tail
+                bag.add_topic(topic, msgtype)
+                bag.write_raw([(topic, stamp_ns, data)])
+        bags[serializer] = path
+    outputs = {}
+    for serializer, path in bags.items():
+        for batch in (True, False):
+            outcome = replay_bag(path, setup, tmp_path / f"out_{serializer}_{batch}", batch=batch)
+            assert outcome.statistics.rejected == 0 and outcome.statistics.joint_states > 0
+            raw = read_raw(tmp_path / f"out_{serializer}_{batch}")
+            outputs[serializer, batch] = (raw.topics, raw.stamps_ns.tolist(), [bytes(d) for d in raw.data])
+    assert outputs["rclpy", True] == outputs["rosbags", True]
+    assert outputs["rclpy", False] == outputs["rosbags", False]

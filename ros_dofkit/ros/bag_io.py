@@ -475,7 +475,7 @@ def read_bag(path, topics: Iterable[str] | None = None, distro: str = DEFAULT_DI
         while True:
             try:
                 connection, stamp_ns, raw = next(messages)
-                message = typestore.deserialize_cdr(raw, connection.msgtype)
+                message = _deserialize(typestore, raw, connection.msgtype)
             except StopIteration:
                 return
             except _STORAGE_ERRORS as error:
@@ -487,6 +487,24 @@ def read_bag(path, topics: Iterable[str] | None = None, distro: str = DEFAULT_DI
             yield BagRecord(connection.topic, int(stamp_ns), connection.msgtype, message)
     finally:
         reader.close()
+
+
+def _deserialize(typestore, raw, msgtype: str):
+    """rosbags' message object of ``raw``. A JointState that rosbags rejects for its size is read by
+    ``cdr.joint_state_message`` when it ends with the unwritten bytes Fast CDR leaves after empty sequences (bags
+    written with rclpy's ``serialize_message`` have them); anything else raises rosbags' error."""
+    try:
+        return typestore.deserialize_cdr(raw, msgtype)
+    except SerdeError:
+        if msgtype != "sensor_msgs/msg/JointState":
+            raise
+        from ros_dofkit.ros.cdr import CdrLayoutError, joint_state_message
+
+        try:
+            return joint_state_message(raw, typestore)
+        except (CdrLayoutError, struct.error, IndexError, UnicodeDecodeError):
+            pass
+        raise
 
 
 class RawMessages(NamedTuple):

@@ -12,7 +12,9 @@ then the bytes and the NUL; sequences are a uint32 element count, then the eleme
 
 Decoders take a list of raw messages and return arrays; a message that does not match the expected layout
 (big-endian, another frame_id length than its batch, trailing bytes, an unexpected JointState shape) is decoded by
-rosbags instead, so the result is always what rosbags would give. Encoders return one ``bytes`` per message,
+rosbags instead, so the result is always what rosbags would give, with one exception rosbags refuses: a JointState
+with the bytes Fast CDR leaves unwritten after empty sequences (rclpy's ``serialize_message`` writes them; see
+:func:`_parse_joint_state_layout`) is read, as ROS itself reads it. Encoders return one ``bytes`` per message,
 byte-identical to rosbags' ``serialize_cdr`` (checked by test/test_cdr.py, with rclpy's ``serialize_message``
 where rclpy is installed).
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -363,10 +366,18 @@ class JointStateBatch:
 
 
 def _parse_joint_state_layout(data) -> tuple:
-    """Walk one little-endian JointState: (frame_id, names, {field: (count, count offset, values offset)}).
-    Raises CdrLayoutError (or struct.error / UnicodeDecodeError / IndexError) when the bytes are not one."""
+    """Walk one little-endian JointState: (frame_id, names, {field: (count, count offset, values offset)}, the
+    offsets of the bytes that carry frame_id, the names and the counts (not the padding between them, which a
+    serializer may leave uninitialized, as rclpy's does)). Raises CdrLayoutError (or struct.error /
+    UnicodeDecodeError / IndexError) when the bytes are not one.
+
+    Trailing bytes are accepted where Fast CDR (the serializer of rmw_fastrtps, ROS 2's default middleware, behind
+    rclpy's ``serialize_message`` and so behind bags written with it) leaves them: it sizes an empty float64
+    sequence as if its (absent) values were aligned to 8, so a message with an empty position, velocity or effort
+    can end with 4, 8 or 12 unwritten bytes (measured on Jazzy: 8 for a JointState with positions only)."""
     offset = _HEADER + 8
     frame_length = _uint32(data, offset)
+    content = [range(offset, offset + 4 + frame_length)]
     offset += 4
     if frame_length == 0 or offset + frame_length > len(data) or data[offset + frame_length - 1] != 0:
         raise CdrLayoutError("frame_id is not NUL-terminated")
@@ -374,6 +385,7 @@ def _parse_joint_state_layout(data) -> tuple:
     offset += frame_length
     offset = _HEADER + _align(offset - _HEADER, 4)
     count = _uint32(data, offset)
+    content.append(range(offset, offset + 4))
     offset += 4
     if count > len(data):
         raise CdrLayoutError("name count beyond the message")
@@ -381,6 +393,7 @@ def _parse_joint_state_layout(data) -> tuple:
     for _ in range(count):
         offset = _HEADER + _align(offset - _HEADER, 4)
         length = _uint32(data, offset)
+        content.append(range(offset, offset + 4 + length))
         offset += 4
         if length == 0 or offset + length > len(data) or data[offset + length - 1] != 0:
             raise CdrLayoutError("a name is not NUL-terminated")
@@ -397,9 +410,28 @@ def _parse_joint_state_layout(data) -> tuple:
         offset += 8 * n
         if offset > len(data):
             raise CdrLayoutError(f"{key} runs beyond the message")
-    if offset != len(data):
-        raise CdrLayoutError(f"{len(data) - offset} unexpected bytes after the message")
-    return frame_id, tuple(names), fields
+    trailing = len(data) - offset
+    empty = any(n == 0 for n, _, _ in fields.values())
+    if trailing and not (empty and trailing % 4 == 0 and trailing <= 4 * len(fields)):
+        raise CdrLayoutError(f"{trailing} unexpected bytes after the message")
+    for _, count_offset, _ in fields.values():
+        content.append(range(count_offset, count_offset + 4))
+    return frame_id, tuple(names), fields, np.fromiter(chain.from_iterable(content), dtype=np.int64)
+
+
+def joint_state_message(data, typestore):
+    """rosbags' ``sensor_msgs/msg/JointState`` object of one little-endian message, Fast CDR's trailing bytes
+    allowed (:func:`_parse_joint_state_layout`), for a reader that decodes message by message."""
+    if not _is_little_endian_cdr(data):
+        raise CdrLayoutError("not a little-endian CDR message")
+    frame_id, names, fields, _ = _parse_joint_state_layout(data)
+    sec, nanosec = struct.unpack_from("<iI", data, _HEADER)
+    types = typestore.types
+    values = {key: np.frombuffer(bytes(data[offset:offset + 8 * n]), dtype="<f8").astype(float)
+              for key, (n, _, offset) in fields.items()}
+    header = types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec),
+                                          frame_id=frame_id)
+    return types[JOINT_STATE_MSGTYPE](header=header, name=list(names), **values)
 
 
 def decode_joint_states(datas, typestore=None) -> JointStateBatch:
@@ -423,7 +455,7 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
     while pending.size:
         first = int(pending[0])
         try:
-            frame_id, message_names, fields = _parse_joint_state_layout(datas[first])
+            frame_id, message_names, fields, content = _parse_joint_state_layout(datas[first])
         except (CdrLayoutError, struct.error, UnicodeDecodeError, IndexError):
             slow.append(first)
             pending = pending[1:]
@@ -432,12 +464,8 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
         candidates = pending[sizes[pending] == size]
         rows = np.frombuffer(b"".join([datas[k] for k in candidates.tolist()]), dtype=np.uint8).reshape(
             candidates.size, size)
-        # Same layout: the bytes from frame_id through the position count, and the other two counts, agree.
-        same = np.all(rows[:, _HEADER + 8:fields["position"][1] + 4] == rows[0, _HEADER + 8:fields["position"][1] + 4],
-                      axis=1)
-        for key in ("velocity", "effort"):
-            at = fields[key][1]
-            same &= np.all(rows[:, at:at + 4] == rows[0, at:at + 4], axis=1)
+        # Same layout: frame_id, the names and the three counts agree byte for byte (padding may differ).
+        same = np.all(rows[:, content] == rows[0, content], axis=1)
         group = candidates[same]
         rows = rows[same]
         remaining = np.ones(len(pending), dtype=bool)
