@@ -44,6 +44,8 @@ from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterEr
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from ros_dofkit.ros import mcap_chunks
+
 #: Storage back-ends (the rosbag2 plugin names).
 STORAGES = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
 #: ROS 2 distributions whose message definitions can be used.
@@ -558,10 +560,10 @@ def _rows_chunks(cursor, topic_of: dict, msgtypes: dict, window: int | None) -> 
             return
 
 
-def _plain_sqlite3_bag(path: Path) -> tuple[Path, dict] | None:
-    """``(database file, {topic: (msgtype, message count)})`` of a directory bag with one uncompressed sqlite3 file
-    and a metadata.yaml this module reads itself; None for anything else (rosbags then reads it and reports its
-    problems)."""
+def _plain_bag(path: Path) -> tuple[str, Path, dict] | None:
+    """``(storage, storage file, {topic: (msgtype, message count)})`` of a directory bag with one sqlite3 or mcap
+    file, no bag-level compression and a metadata.yaml this module reads itself; None for anything else (rosbags
+    then reads it and reports its problems)."""
     if yaml is None:
         return None
     metadata = path / "metadata.yaml"
@@ -569,7 +571,8 @@ def _plain_sqlite3_bag(path: Path) -> tuple[Path, dict] | None:
         information = yaml.load(metadata.read_text(encoding="utf-8"), Loader=_YAML_LOADER)[
             "rosbag2_bagfile_information"]
         files = information["relative_file_paths"]
-        if (information["version"] not in _DIRECT_READ_VERSIONS or information["storage_identifier"] != "sqlite3"
+        storage = information["storage_identifier"]
+        if (information["version"] not in _DIRECT_READ_VERSIONS or storage not in ("sqlite3", "mcap")
                 or information.get("compression_mode") or len(files) != 1):
             return None
         topics = {}
@@ -580,8 +583,8 @@ def _plain_sqlite3_bag(path: Path) -> tuple[Path, dict] | None:
             topics[topic["name"]] = (topic["type"], int(entry["message_count"]))
     except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, *_YAML_ERRORS):
         return None
-    database = path / files[0]
-    return (database, topics) if database.is_file() else None
+    storage_file = path / files[0]
+    return (storage, storage_file, topics) if storage_file.is_file() else None
 
 
 def _checked_topics(path: Path, topics, present) -> list:
@@ -602,7 +605,7 @@ def _select_connections(path: Path, connections: list, topics) -> list:
 
 
 def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, window) -> Iterator[RawMessages]:
-    """:func:`iter_raw` of a bag :func:`_plain_sqlite3_bag` accepted: the database opened read-only, one query."""
+    """:func:`iter_raw` of a sqlite3 bag :func:`_plain_bag` accepted: the database opened read-only, one query."""
     if callable(topics):
         topics = topics(dict(available))
     wanted = list(available) if topics is None else _checked_topics(path, topics, available)
@@ -622,6 +625,24 @@ def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, win
         raise BagError(f"corrupt bag {path}: {error}") from None
     finally:
         connection.close()
+
+
+def _iter_plain_mcap(path: Path, file: Path, layout, available: dict, topics, window) -> Iterator[RawMessages]:
+    """:func:`iter_raw` of an mcap bag in the layout ``mcap_chunks`` reads (what ``ros2 bag record`` writes)."""
+    if callable(topics):
+        topics = topics(dict(available))
+    wanted = list(available) if topics is None else _checked_topics(path, topics, available)
+    msgtypes = {t: available[t][0] for t in available if t in wanted}
+    # The file numbers its channels itself: match them by topic and type, as rosbags' reader does.
+    channels = {channel_id: topic for channel_id, (topic, msgtype) in layout.channels.items()
+                if msgtypes.get(topic) == msgtype}
+    if not channels:
+        return
+    try:
+        for names, stamps, datas in mcap_chunks.iter_messages(file, layout, channels, window):
+            yield RawMessages(names, stamps, datas, msgtypes)
+    except (OSError, mcap_chunks.McapError) as error:
+        raise BagError(f"corrupt bag {path}: {error}") from None
 
 
 def _iter_rosbags(path: Path, topics, window) -> Iterator[RawMessages]:
@@ -673,17 +694,25 @@ def iter_raw(path, topics=None, window: int | None = None) -> Iterator[RawMessag
 
     ``topics``: None (all), an iterable of topic names, or a function called with the bag's
     ``{topic: (msgtype, message count)}`` that returns them (and may raise, e.g. after checking types), so the bag
-    is opened once. A plain sqlite3 bag (one uncompressed file) is read directly (:func:`_iter_plain_sqlite3`);
-    any other through rosbags' reader. Order: stamp, then recording order (sqlite3: ``ORDER BY timestamp, id``).
+    is opened once. A plain sqlite3 bag (one uncompressed file) is read directly (:func:`_iter_plain_sqlite3`), so
+    is an mcap file in the layout ``ros2 bag record`` writes (``ros_dofkit.ros.mcap_chunks``); any other through
+    rosbags' reader. Order: stamp, then recording order (sqlite3: ``ORDER BY timestamp, id``).
     """
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         raise ValueError(f"window must be a positive number of messages or None, got {window!r}")
     path = Path(path)
     if not path.exists():
         raise BagError(f"bag not found: {path}")
-    plain = _plain_sqlite3_bag(path) if path.is_dir() else None
+    plain = _plain_bag(path) if path.is_dir() else None
+    if plain is not None and plain[0] == "sqlite3":
+        return _iter_plain_sqlite3(path, plain[1], plain[2], topics, window)
     if plain is not None:
-        return _iter_plain_sqlite3(path, plain[0], plain[1], topics, window)
+        try:
+            layout = mcap_chunks.plain_layout(plain[1])
+        except (OSError, mcap_chunks.McapError) as error:
+            raise BagError(f"corrupt bag {path}: {error}") from None
+        if layout is not None:
+            return _iter_plain_mcap(path, plain[1], layout, plain[2], topics, window)
     return _iter_rosbags(path, topics, window)
 
 
