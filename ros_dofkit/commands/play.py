@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--topics", nargs="+", metavar="TOPIC", help="play only these topics (default: all)")
     parser.add_argument("--no-clock", action="store_true", help="do not publish /clock")
     parser.add_argument("--wait-for-subscribers", nargs="*", metavar="TOPIC", default=None,
-                        help="start only when these topics have a subscriber; without TOPIC, when any played topic "
-                        "has one (plus 1 s of discovery); at most --wait-timeout s")
+                        help="start only when these topics have a subscriber (without TOPIC: when any played topic "
+                        "has one), then 1 s more for the subscribers to see the match too; at most --wait-timeout s")
     parser.add_argument("--wait-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="longest wait for subscribers (default 30)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")

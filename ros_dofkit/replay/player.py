@@ -100,9 +100,11 @@ class BagPlayer:
 
     def wait_for_subscribers(self, topics=None, timeout_s: float = 10.0, settle_s: float = 1.0,
                              spin: Callable | None = None) -> None:
-        """Wait until each of ``topics`` has a matched subscription; with ``topics`` None, until any played topic
-        has one, then ``settle_s`` more (so that the subscriber's other subscriptions match too: a bag usually
-        holds topics nobody subscribes to, e.g. a ground truth).
+        """Wait until each of ``topics`` has a matched subscription (with ``topics`` None, until any played topic
+        has one), then ``settle_s`` more: a subscription sees the match some milliseconds after the publisher does,
+        and a message published in between is lost to it (observed as the first message of a topic missing); with
+        ``topics`` None the settling also lets the subscriber's other subscriptions match (a bag usually holds
+        topics nobody subscribes to, e.g. a ground truth).
 
         ``spin()`` is called while waiting. Raises TimeoutError naming the topics still without subscribers, and
         :class:`BagError` for a topic that is not played.
@@ -122,12 +124,11 @@ class BagPlayer:
             if spin is not None:
                 spin()
             time.sleep(0.01)
-        if topics is None:
-            settle_until = time.monotonic() + settle_s
-            while time.monotonic() < settle_until:
-                if spin is not None:
-                    spin()
-                time.sleep(0.01)
+        settle_until = time.monotonic() + settle_s
+        while time.monotonic() < settle_until:
+            if spin is not None:
+                spin()
+            time.sleep(0.01)
 
     def _records(self):
         from rosbags.rosbag2 import Reader
