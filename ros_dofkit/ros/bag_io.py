@@ -604,12 +604,17 @@ def _select_connections(path: Path, connections: list, topics) -> list:
     return [c for c in connections if c.topic in wanted]
 
 
-def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, window) -> Iterator[RawMessages]:
-    """:func:`iter_raw` of a sqlite3 bag :func:`_plain_bag` accepted: the database opened read-only, one query."""
+def _selected_types(path: Path, available: dict, topics) -> dict:
+    """``{topic: msgtype}`` of the topics :func:`iter_raw` is asked for, out of a plain bag's ``available``."""
     if callable(topics):
         topics = topics(dict(available))
     wanted = list(available) if topics is None else _checked_topics(path, topics, available)
-    msgtypes = {t: available[t][0] for t in available if t in wanted}
+    return {t: available[t][0] for t in available if t in wanted}
+
+
+def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, window) -> Iterator[RawMessages]:
+    """:func:`iter_raw` of a sqlite3 bag :func:`_plain_bag` accepted: the database opened read-only, one query."""
+    msgtypes = _selected_types(path, available, topics)
     try:
         connection = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as error:
@@ -629,10 +634,7 @@ def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, win
 
 def _iter_plain_mcap(path: Path, file: Path, layout, available: dict, topics, window) -> Iterator[RawMessages]:
     """:func:`iter_raw` of an mcap bag in the layout ``mcap_chunks`` reads (what ``ros2 bag record`` writes)."""
-    if callable(topics):
-        topics = topics(dict(available))
-    wanted = list(available) if topics is None else _checked_topics(path, topics, available)
-    msgtypes = {t: available[t][0] for t in available if t in wanted}
+    msgtypes = _selected_types(path, available, topics)
     # The file numbers its channels itself: match them by topic and type, as rosbags' reader does.
     channels = {channel_id: topic for channel_id, (topic, msgtype) in layout.channels.items()
                 if msgtypes.get(topic) == msgtype}
