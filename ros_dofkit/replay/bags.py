@@ -646,7 +646,8 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
         for inputs, window_truth in windows:
             run = offline.feed(inputs)
             outputs.write_run(run, np.flatnonzero(run.initialized))
-            runs.append(dataclasses.replace(run, X_WB=None))  # written: the poses (the bulk of a window) can go
+            # Written: keep a compact copy without the poses (the run's arrays are views of larger buffers).
+            runs.append(OfflineRun.concatenate([run], keep_poses=False))
             truth_records += window_truth
             imu_samples += int(np.sum(inputs.kind == 0))
             joint_states += int(np.sum(inputs.kind == 1))
