@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import shutil
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ import numpy as np
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, ReplayError, Truth
 from ros_dofkit.ros.bag_io import BagError, BagWriter, bag_topics, make_typestore, read_bag
+from ros_dofkit.ros.tf_builder import TfBuilder
 
 IMU_MSGTYPE = "sensor_msgs/msg/Imu"
 JOINT_STATE_MSGTYPE = "sensor_msgs/msg/JointState"
@@ -327,15 +328,12 @@ class OutputWriter:
                 self._instances.append((f"{self._namespace}/{instance}/joint_states",
                                         tuple(n for n, s in zip(self._names, selected, strict=True) if s),
                                         self._art_q[selected], self._art_v[selected]))
-        self._frame_ids = self._frame_names(plant, setup.world_frame, setup.frame_prefix)
-        parent = np.asarray(plant.tree.parent)
-        joint_type = np.asarray(plant.tree.joint_type)
-        mimic = np.asarray(plant.tree.mimic_q)
-        bodies = np.arange(1, plant.num_bodies())
-        moving = (joint_type[bodies] != 0) | (mimic[bodies] >= 0)
-        self._parent = parent
-        self._moving = [int(b) for b in bodies[moving]]
-        self._fixed = [int(b) for b in bodies[~moving]]
+        # Frame names and the moving / fixed split of the TF tree as the node publishes them.
+        tf = TfBuilder(plant, setup.frame_prefix, setup.world_frame)
+        self._frame_ids = tf.frame_ids
+        self._parent = np.asarray(plant.tree.parent)
+        self._moving = list(tf.moving_bodies)
+        self._fixed = list(tf.fixed_bodies)
         self._plant = plant
         self._odometry = []
         for joint in estimator.floating_joints:
@@ -349,17 +347,6 @@ class OutputWriter:
         self._errors_label = "sensor_error_deg:" + ",".join(self._sensor_names)
         self._static_written = False
         self._pending: list = []
-
-    @staticmethod
-    def _frame_names(plant, world_frame: str, prefix: str) -> tuple:
-        counts = Counter(plant.get_body(b).name for b in range(1, plant.num_bodies()))
-        names = [world_frame]
-        for b in range(1, plant.num_bodies()):
-            body = plant.get_body(b)
-            name = body.name if counts[body.name] == 1 else (
-                f"{plant.get_model_instance_name(body.model_instance)}/{body.name}")
-            names.append(prefix + name)
-        return tuple(names)
 
     def _relative(self, X_WB, bodies):
         """(parent frames, child frames, X_PC (..., n, 4, 4)) of ``bodies``: X_PC = inv(X_WP) X_WC, batched over
@@ -525,7 +512,7 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     """
     from ros_dofkit.core.estimator import Estimator
     from ros_dofkit.core.estimator.offline import supports_batch
-    from ros_dofkit.replay.pipeline import ReplayLoop, tracking_report
+    from ros_dofkit.replay.pipeline import ReplayLoop
 
     in_path, out_path = Path(in_path), Path(out_path)
     if in_path.resolve() == out_path.resolve():
@@ -592,22 +579,32 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         shutil.rmtree(out_path, ignore_errors=True)
         raise
     results = [r for r in loop.results if getattr(r, "initialized", True)]
+    return _outcome(results, loop.statistics, writer.counts, truth_records, estimator, setup, topics, settle_s,
+                    calibrated)
+
+
+def _outcome(results, statistics, output_counts: dict, truth_records: list, estimator, setup: ReplaySetup,
+             topics: dict, settle_s: float, calibration=None) -> ReplayOutcome:
+    """The :class:`ReplayOutcome` of a finished replay (either path): the joint names, estimated first, and the
+    report against the truth when the bag held one."""
+    from ros_dofkit.replay.pipeline import tracking_report
+
     truth = truth_from_records(truth_records)
     estimated_mask = np.asarray(list(estimator.estimated_mask), dtype=bool)
     names = tuple(estimator.joint_state_names)
     estimated_names = tuple(n for n, e in zip(names, estimated_mask, strict=True) if e)
     joint_names = estimated_names + tuple(n for n, e in zip(names, estimated_mask, strict=True) if not e)
     report = None
-    if truth is not None and results:
+    if truth is not None and len(results):
         compared = tuple(n for n in joint_names if n in truth.names)
         counts = {f"imu {name}": 0 for name in setup.config.imu_names}
         for topic, name in setup.imu_topics.items():
             counts[f"imu {name}"] = topics.get(topic, (None, 0))[1]
         counts["joint_states"] = topics.get(setup.joint_states_topic, (None, 0))[1]
-        report = tracking_report(results, truth, compared, estimated_names, counts,
-                                 loop.statistics.cycle_latency_s, settle_s=settle_s)
-    return ReplayOutcome(results, loop.statistics, writer.counts, truth, report, estimated_names, joint_names,
-                         calibrated)
+        report = tracking_report(results, truth, compared, estimated_names, counts, statistics.cycle_latency_s,
+                                 settle_s=settle_s)
+    return ReplayOutcome(results, statistics, output_counts, truth, report, estimated_names, joint_names,
+                         calibration)
 
 
 def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage: str, progress,
@@ -621,7 +618,7 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
 
     from ros_dofkit.core.estimator.offline import OfflineEstimator, OfflineRun
     from ros_dofkit.replay.batch import WINDOW_MESSAGES, iter_offline_inputs
-    from ros_dofkit.replay.pipeline import ReplayStatistics, tracking_report
+    from ros_dofkit.replay.pipeline import ReplayStatistics
 
     started = time.perf_counter()
     factory = MessageFactory()
@@ -683,19 +680,5 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
         first_stamp=first_stamp, last_stamp=last_stamp)
     if progress is not None:
         progress(1.0, f"{cycles} cycles, {statistics.span_s:.1f} s of input")
-    results = run.results(run.initialized)
-    truth = truth_from_records(truth_records)
-    estimated_mask = np.asarray(list(estimator.estimated_mask), dtype=bool)
-    names = tuple(estimator.joint_state_names)
-    estimated_names = tuple(n for n, e in zip(names, estimated_mask, strict=True) if e)
-    joint_names = estimated_names + tuple(n for n, e in zip(names, estimated_mask, strict=True) if not e)
-    report = None
-    if truth is not None and len(results):
-        compared = tuple(n for n in joint_names if n in truth.names)
-        counts = {f"imu {name}": 0 for name in setup.config.imu_names}
-        for topic, name in setup.imu_topics.items():
-            counts[f"imu {name}"] = topics.get(topic, (None, 0))[1]
-        counts["joint_states"] = topics.get(setup.joint_states_topic, (None, 0))[1]
-        report = tracking_report(results, truth, compared, estimated_names, counts, statistics.cycle_latency_s,
-                                 settle_s=settle_s)
-    return ReplayOutcome(results, statistics, writer.counts, truth, report, estimated_names, joint_names)
+    return _outcome(run.results(run.initialized), statistics, writer.counts, truth_records, estimator, setup, topics,
+                    settle_s)
