@@ -23,8 +23,9 @@ warm-up run on a few frames before anything is timed. Each timing is the best of
 import os
 
 if __name__ == "__main__":  # only when run as the benchmark: importing this module must not change the environment
-    for _variable in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_variable] = "1"
+    import single_core  # this script's folder is first on sys.path
+
+    single_core.limit_threads()
 
 import argparse  # noqa: E402
 import platform  # noqa: E402
@@ -42,6 +43,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks import opensim_peer  # noqa: E402
 from benchmarks.scenarios import SCENARIOS, Scenario  # noqa: E402
+from benchmarks.single_core import pin_to_one_cpu  # noqa: E402
 
 #: DESIGN.md budgets.
 SPEEDUP_BUDGET = 10.0
@@ -248,12 +250,6 @@ def versions() -> str:
     return ", ".join(parts)
 
 
-def pin_to_one_core() -> None:
-    """Restrict this process to the first CPU it may run on (fair single-core comparison)."""
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-
-
 def warm_up(scenario: Scenario) -> None:
     """Compile the numba kernels (and fill caches) on a few frames before anything is timed."""
     short = scenario.truncated(min(5, scenario.num_frames))
@@ -295,7 +291,7 @@ def main(argv=None) -> int:
     if arguments.frames < 2:
         print(f"error: expected --frames >= 2, received {arguments.frames}", file=sys.stderr)
         return 2
-    pin_to_one_core()
+    pin_to_one_cpu()
     with_opensim = not arguments.no_opensim and opensim_peer.opensim_available()
     print("ros_dofkit IK benchmark (orientation sensors, warm-started tracking, accuracy 1e-4)")
     print(f"machine: {machine_description()}")

@@ -26,11 +26,11 @@ replays are frozen out of the garbage collector's sight, as ``dofkit replay`` fr
 status 0 unless something fails; a missed budget is reported, not an error.
 """
 
-import os
 
 if __name__ == "__main__":  # only when run as the benchmark: importing this module must not change the environment
-    for _variable in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_variable] = "1"
+    import single_core  # this script's folder is first on sys.path
+
+    single_core.limit_threads()
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
@@ -43,13 +43,9 @@ _REPO = Path(__file__).resolve().parents[1]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
+from benchmarks.single_core import pin_to_one_cpu  # noqa: E402
+
 BUDGET_REALTIME_FACTOR = 100.0
-
-
-def pin_to_one_cpu() -> None:
-    if hasattr(os, "sched_setaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[-1]})
 
 
 def replay_once(bag, setup, out_dir: Path, tag: str):
