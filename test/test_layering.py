@@ -71,3 +71,18 @@ def test_core_imports_no_ros():
         for line, module in ros_imports(path.read_text(encoding="utf-8"), str(path))
     ]
     assert not offenders, "ros_dofkit/core must not import ROS (DESIGN.md layers):\n" + "\n".join(offenders)
+
+
+def test_offline_replay_loads_no_ros_package():
+    """Offline replay (bags, batch, the `dofkit replay` command) runs without ROS: importing it loads neither rclpy
+    nor a message package, so it works where only the pip-installed core is."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "import ros_dofkit.commands.replay, ros_dofkit.replay.bags, ros_dofkit.replay.batch\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rclpy' or m.split('.')[0].endswith('_msgs')))")
+    finished = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[1])
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "[]"

@@ -29,7 +29,7 @@ import numpy as np
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, ReplayError, Truth
 from ros_dofkit.ros.bag_io import BagError, BagWriter, bag_topics, make_typestore, read_bag
-from ros_dofkit.ros.tf_builder import TfBuilder
+from ros_dofkit.ros.tf_tree import frame_ids, moving_and_fixed_bodies
 
 IMU_MSGTYPE = "sensor_msgs/msg/Imu"
 JOINT_STATE_MSGTYPE = "sensor_msgs/msg/JointState"
@@ -328,12 +328,10 @@ class OutputWriter:
                 self._instances.append((f"{self._namespace}/{instance}/joint_states",
                                         tuple(n for n, s in zip(self._names, selected, strict=True) if s),
                                         self._art_q[selected], self._art_v[selected]))
-        # Frame names and the moving / fixed split of the TF tree as the node publishes them.
-        tf = TfBuilder(plant, setup.frame_prefix, setup.world_frame)
-        self._frame_ids = tf.frame_ids
+        # Frame names and the /tf vs /tf_static split as the node's TfBuilder makes them.
+        self._frame_ids = frame_ids(plant, setup.frame_prefix, setup.world_frame)
         self._parent = np.asarray(plant.tree.parent)
-        self._moving = list(tf.moving_bodies)
-        self._fixed = list(tf.fixed_bodies)
+        self._moving, self._fixed = (list(bodies) for bodies in moving_and_fixed_bodies(plant))
         self._plant = plant
         self._odometry = []
         for joint in estimator.floating_joints:

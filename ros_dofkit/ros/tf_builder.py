@@ -13,13 +13,12 @@ the world body is ``world_frame``. Link names that occur in several model instan
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 from geometry_msgs.msg import Quaternion, Transform, TransformStamped, Vector3
 
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.ros.live_cdr import TfMessageEncoder
+from ros_dofkit.ros.tf_tree import frame_ids, moving_and_fixed_bodies
 
 
 def transform_msg(X: np.ndarray) -> Transform:
@@ -39,25 +38,11 @@ class TfBuilder:
             raise ValueError(f"frame_prefix must be a string and world_frame a non-empty string, got "
                              f"{frame_prefix!r}, {world_frame!r}")
         self._plant = plant
-        counts = Counter(plant.get_body(b).name for b in range(1, plant.num_bodies()))
-        names = []
-        for b in range(1, plant.num_bodies()):
-            body = plant.get_body(b)
-            name = body.name if counts[body.name] == 1 else (
-                f"{plant.get_model_instance_name(body.model_instance)}/{body.name}"
-            )
-            names.append(name)
-        # The world frame is shared by every robot in the TF tree, so the prefix applies to the links only.
-        self.frame_ids = (world_frame, *(frame_prefix + name for name in names))
+        self.frame_ids = frame_ids(plant, frame_prefix, world_frame)
         parent = np.asarray(plant.tree.parent)
-        joint_type = np.asarray(plant.tree.joint_type)
-        mimic = np.asarray(plant.tree.mimic_q)
-        bodies = np.arange(1, plant.num_bodies())
-        moving = (joint_type[bodies] != 0) | (mimic[bodies] >= 0)
         self._parent = parent
         self._cache = {}
-        self.moving_bodies = tuple(int(b) for b in bodies[moving])
-        self.fixed_bodies = tuple(int(b) for b in bodies[~moving])
+        self.moving_bodies, self.fixed_bodies = moving_and_fixed_bodies(plant)
         self._moving_index = np.asarray(self.moving_bodies, dtype=int)
         self._moving_encoder = TfMessageEncoder([self.frame_ids[parent[b]] for b in self.moving_bodies],
                                                 [self.frame_ids[b] for b in self.moving_bodies])
