@@ -6,6 +6,7 @@ Node class and hands it to :func:`run_node` from its console-script ``main``.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 
 import numpy as np
@@ -80,7 +81,21 @@ def run_node(make_node: Callable[[], Node], name: str, spin: Callable[[Node], No
     0 after SIGINT/SIGTERM or an external shutdown; 2 when the node cannot start (:class:`StartupError`, or an
     invalid QoS override parameter), after one FATAL log line saying why. The node is always destroyed and rclpy
     shut down, whatever happened.
+
+    Only the first SIGINT interrupts: a terminal's Ctrl-C reaches every process of its group and ``ros2 launch``
+    forwards another, so a second one may come while the node is cleaning up. From the first SIGINT (or the start
+    of the clean-up) on, SIGINT is ignored for the rest of the process, which is ending.
     """
+    stopping = False
+
+    def interrupt_once(signum, frame):
+        # rclpy's own handler (installed by init) shuts its context down, then calls this one.
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt_once)
     rclpy.init(args=args)
     node = None
     status = 0
@@ -93,6 +108,7 @@ def run_node(make_node: Callable[[], Node], name: str, spin: Callable[[Node], No
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        stopping = True
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
