@@ -1,15 +1,22 @@
 """Launch ros_dofkit's joint_state_filter: republish a JointState topic restricted to a DofMask.
 
-Arguments: input (topic), output (topic), model_names / joint_names (comma-separated; one of them), urdf
-(comma-separated URDF files, relative to the package's models directory) or robot_description, namespace,
-use_sim_time.
+Arguments: input (topic), output (topic), model_names / joint_names (comma-separated; one of them), the robot:
+config (an estimator parameter file, a bare name taken from the package's config directory: the filter builds the
+estimator's robot with the same model instance names), urdf (comma-separated URDF files, relative to the package's
+models directory) or robot_description (these two replace the config's robot files), namespace, use_sim_time.
+Example: ros2 launch ros_dofkit joint_state_filter.launch.py config:=arm_4imu.yaml model_names:=arm
 """
+
+import os
 
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
+from ros_dofkit.nodes.joint_state_filter import robot_parameters_from_estimator
+from ros_dofkit.ros.launch_support import default_config_path
+from ros_dofkit.ros.parameters import load_parameter_file
 
 
 def _split(text):
@@ -25,6 +32,10 @@ def _make_node(context):
         "output_topic": value("output"),
         "use_sim_time": value("use_sim_time").lower() in ("true", "1", "yes"),
     }
+    config = value("config")
+    if config:
+        path = config if os.sep in config else default_config_path(config)
+        parameters.update(robot_parameters_from_estimator(load_parameter_file(path)))
     for key, argument in (("model_names", "model_names"), ("joint_names", "joint_names"), ("urdf_files", "urdf")):
         if _split(value(argument)):
             parameters[key] = _split(value(argument))
@@ -40,6 +51,7 @@ def generate_launch_description():
         DeclareLaunchArgument("output", default_value="joint_states_filtered", description="filtered topic"),
         DeclareLaunchArgument("model_names", default_value="", description="keep these model instances' joints"),
         DeclareLaunchArgument("joint_names", default_value="", description="keep these joints"),
+        DeclareLaunchArgument("config", default_value="", description="estimator parameter file: its robot"),
         DeclareLaunchArgument("urdf", default_value="", description="URDF files, one model instance each"),
         DeclareLaunchArgument("robot_description", default_value="", description="URDF XML (one instance)"),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),

@@ -10,7 +10,8 @@ this file gives the session
 
 Processes started through the harness (test/ros_harness.py) inherit all three through ``os.environ``.
 Fixtures: ``ros_node`` (an rclpy node in the test process), ``ros_processes`` (starts package executables and
-always stops them).
+always stops them), ``ros2_workspace`` (the environment for ``ros2 launch ros_dofkit`` and the ``ros2`` verbs:
+a colcon install of the checkout, see test/ros2_workspace.py).
 """
 
 from __future__ import annotations
@@ -97,3 +98,16 @@ def ros_processes(request):
         group.stop_all()
         for process in group.processes:
             print(f"----- output of {process.describe()} -----\n{process.output()}")
+
+
+@pytest.fixture(scope="session")
+def ros2_workspace(tmp_path_factory) -> dict[str, str]:
+    """Environment in which ``ros2 launch ros_dofkit ...``, ``launch_test`` and the ``ros2`` verbs work: the
+    checkout built once per session with colcon (test/ros2_workspace.py). Skips, saying why, without the
+    launch system."""
+    import ros2_workspace
+
+    if ros2_workspace.MISSING:
+        pytest.skip(ros2_workspace.SKIP_REASON)
+    prefix = ros2_workspace.colcon_build(tmp_path_factory.mktemp("ros2_workspace"))
+    return ros2_workspace.workspace_environment(prefix)

@@ -1,36 +1,78 @@
-"""Launch-system tests of the estimator launch files, for a full ROS 2 installation with ros_dofkit built and
-sourced (the ``ros2`` command, launch, launch_ros, ament_index). This machine has the ROS 2 pip wheels only (rclpy
-and messages, no launch system), so these tests skip here and say why; test/test_launch_files.py checks
-statically what can be checked without them.
+"""The launch files under the real launch system: ``ros2 launch ros_dofkit FILE`` as a user runs it.
 
-Each test runs ``ros2 launch ros_dofkit <file> namespace:=<ns>`` as a process, waits until the node reports
-ready, checks that its outputs are advertised under the namespace, and stops it with SIGINT.
+Each case runs test/launch_checks/ros2_launch_checks.py with launch_testing's own runner (``launch_test``, one
+launch per case; the checks inside are one per behaviour, each with a deadline): the node comes up under its
+namespace, its documented topics and service exist with the documented types and QoS, the launch arguments reach
+it, and SIGINT to the whole process group, as a terminal's Ctrl-C, ends every process with status 0 and no
+traceback. The cases cover every launch file and every launch argument. A parameter file with an error is checked
+here directly: the launch stops by itself, with one readable line saying what is wrong.
+
+Needs the launch system and ``ros2`` (``./run test`` installs them from ../shared/ros2_launch; see
+test/ros2_workspace.py); without them every test here skips and says how to get them.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
-MISSING = [name for name in ("launch_ros", "launch_testing", "ament_index_python")
-           if importlib.util.find_spec(name) is None]
-if shutil.which("ros2") is None:
-    MISSING.append("the ros2 command")
-pytestmark = [
-    pytest.mark.ros,
-    pytest.mark.skipif(bool(MISSING), reason="needs a full ROS 2 install with the launch system and ros_dofkit "
-                       f"installed; missing: {', '.join(MISSING)}"),
-]
+from ros2_workspace import MISSING, ROOT, SKIP_REASON, ros2_tool
+
+pytestmark = [pytest.mark.ros, pytest.mark.skipif(bool(MISSING), reason=SKIP_REASON)]
+
+CHECKS = Path(__file__).resolve().parent / "launch_checks" / "ros2_launch_checks.py"
+LAUNCH_TEST_TIMEOUT = 240  # s, one whole launch_test run (its checks have their own, shorter deadlines)
+ARM_URDF = ROOT / "ros_dofkit" / "models" / "arm7.urdf"
 
 
-@pytest.mark.parametrize("launch_file", ["arm_4imu.launch.py", "mobile_manipulator.launch.py", "quadruped.launch.py"])
-def test_launch_file_starts_the_estimator(launch_file, ros_node, ros_processes):
-    launcher = ros_processes.start(shutil.which("ros2"), "launch", "ros_dofkit", launch_file, "namespace:=lt",
-                                   "use_sim_time:=false")
-    launcher.wait_for_output("estimator ready", timeout=120)
-    ros_node.spin_until(
-        lambda: any(name == "/lt/estimated/joint_states" for name, _ in ros_node.node.get_topic_names_and_types()),
-        "/lt/estimated/joint_states to be advertised", timeout=30)
-    assert launcher.stop() == 0, launcher.output()
+def run_checks(environment: dict, *arguments: str) -> str:
+    result = subprocess.run([ros2_tool("launch_test"), str(CHECKS), *arguments], env=environment, cwd=ROOT,
+                            capture_output=True, text=True, timeout=LAUNCH_TEST_TIMEOUT)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    # every check ran (none skipped without saying so): 6 while running, 1 after shutdown
+    assert re.search(r"Ran 6 tests in .*\n+OK", output), output
+    return output
+
+
+@pytest.mark.parametrize("arguments", [
+    ["launch_file:=arm_4imu.launch.py", "namespace:=arm"],
+    ["launch_file:=mobile_manipulator.launch.py", "namespace:=mm", "use_sim_time:=true"],
+    ["launch_file:=quadruped.launch.py", "namespace:=robot1/quadruped", "use_sim_time:=true"],
+    ["launch_file:=lower_body.launch.py", "use_sim_time:=true"],
+    ["launch_file:=joint_state_filter.launch.py", "namespace:=filter", "config:=arm_4imu.yaml", "model_names:=arm",
+     "use_sim_time:=true"],
+], ids=lambda arguments: arguments[0].split(":=")[1].removesuffix(".launch.py"))
+def test_launch_file(ros2_workspace, arguments):
+    run_checks(ros2_workspace, *arguments)
+
+
+def test_config_and_urdf_arguments(ros2_workspace, tmp_path):
+    """``config`` replaces the parameter file (here: outputs moved to another namespace) and ``urdf`` the
+    robot's URDF files (a copy of the arm elsewhere)."""
+    config = tmp_path / "arm_custom.yaml"
+    config.write_text((ROOT / "config" / "arm_4imu.yaml").read_text() + "    output_namespace: custom_out\n")
+    urdf = tmp_path / "arm_copy.urdf"
+    urdf.write_text(ARM_URDF.read_text())
+    run_checks(ros2_workspace, "launch_file:=arm_4imu.launch.py", f"config:={config}", f"urdf:={urdf}")
+
+
+def test_robot_description_argument(ros2_workspace):
+    run_checks(ros2_workspace, "launch_file:=arm_4imu.launch.py", "namespace:=described",
+               f"robot_description:={ARM_URDF.read_text()}")
+
+
+def test_a_parameter_file_with_an_error_stops_the_launch_with_one_readable_line(ros2_workspace, ros_processes,
+                                                                                 tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text((ROOT / "config" / "arm_4imu.yaml").read_text() + "    accuracy: -1.0\n")
+    launch = ros_processes.start(ros2_tool("ros2"), "launch", "ros_dofkit", "arm_4imu.launch.py", f"config:={config}",
+                                 env=ros2_workspace)
+    launch.wait_for_exit(timeout=90)  # by itself: nothing is left to run
+    output = launch.output()
+    (line,) = [line for line in output.splitlines() if "accuracy" in line]  # the one line: what, value, range
+    assert all(part in line for part in ("FATAL", "cannot start", "-1.0", "1e-12", "0.5")), output
+    assert "Traceback" not in output, output

@@ -3,13 +3,22 @@ robots, the message filter, and the node as a real process over DDS (foundation 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sensor_msgs.msg import JointState
 
 from ros_dofkit.nodes.common import StartupError
-from ros_dofkit.nodes.joint_state_filter import FILTER_PARAMETERS, filter_joint_state, selected_coordinates
+from ros_dofkit.nodes.joint_state_filter import (
+    FILTER_PARAMETERS,
+    filter_joint_state,
+    robot_parameters_from_estimator,
+    selected_coordinates,
+)
+from ros_dofkit.ros.parameters import load_parameter_file
 from ros_dofkit.ros.qos import output_qos
 
+ROOT = Path(__file__).resolve().parents[1]
 MOBILE = {"urdf_files": ["mobile_base.urdf", "arm7.urdf"], "model_names_of_files": ["base", "arm"],
           "base_joints": ["planar", "fixed"], "parent_frames": ["world", "arm_mount"]}
 
@@ -24,6 +33,18 @@ def test_select_by_model_instance_is_the_instance_dof_mask():
     assert selected_coordinates(values(**MOBILE, model_names=["base"])) == (
         "base_link_x", "base_link_y", "base_link_qz", "left_wheel_joint", "right_wheel_joint")
     assert selected_coordinates(values(**MOBILE, model_names=["arm"])) == tuple(f"arm_joint{i}" for i in range(1, 8))
+
+
+@pytest.mark.parametrize("config, instance, joints", [
+    ("arm_4imu.yaml", "arm", tuple(f"arm_joint{i}" for i in range(1, 8))),
+    ("mobile_manipulator.yaml", "base", ("base_link_x", "base_link_y", "base_link_qz", "left_wheel_joint",
+                                         "right_wheel_joint")),
+])
+def test_an_estimator_config_names_the_instances_as_the_estimator_does(config, instance, joints):
+    """The launch file's ``config`` argument: ``model_names:=arm`` selects what the estimator config calls arm."""
+    robot = robot_parameters_from_estimator(load_parameter_file(ROOT / "config" / config))
+    assert "model_names" not in robot  # the estimator's instance names become the filter's model_names_of_files
+    assert selected_coordinates(values(**robot, model_names=[instance])) == joints
 
 
 def test_select_by_joint_names_expands_multi_dof_joints_and_unites():

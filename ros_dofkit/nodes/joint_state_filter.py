@@ -5,7 +5,8 @@ You are in a thin node (``ros_dofkit.nodes``). Parameters:
 * ``input_topic`` (default ``joint_states``) -> ``output_topic`` (default ``joint_states_filtered``);
 * ``model_names``: keep the coordinates of these model instances (Drake's ``DofMask::MakeFromModel`` over the
   plant's articulated view) — needs the robot: ``robot_description`` or ``urdf_files`` (+ ``model_names_of_files``,
-  ``base_joints``, ``parent_frames`` as for the estimator);
+  ``base_joints``, ``parent_frames`` as for the estimator; :func:`robot_parameters_from_estimator` maps an
+  estimator's parameter file onto these, as the launch file's ``config`` argument does);
 * ``joint_names``: keep these joints (or coordinates); checked against the robot when one is given, taken
   literally otherwise.
 
@@ -41,6 +42,19 @@ FILTER_PARAMETERS = (
     *[spec for spec in ROBOT_PARAMETERS if spec.name in ("robot_description", "urdf_files", "base_joints",
                                                          "parent_frames")],
 )
+
+
+#: Robot parameters of an estimator parameter file -> the filter's (the estimator's ``model_names`` name the
+#: instances of its URDF files; the filter's own ``model_names`` select instances to keep).
+ESTIMATOR_ROBOT_PARAMETERS = {"robot_description": "robot_description", "urdf_files": "urdf_files",
+                              "model_names": "model_names_of_files", "base_joints": "base_joints",
+                              "parent_frames": "parent_frames"}
+
+
+def robot_parameters_from_estimator(values: dict) -> dict:
+    """The filter's robot parameters from an estimator's (flat values of its parameter file), so that the filter
+    builds the same robot with the same model instance names."""
+    return {ours: values[theirs] for theirs, ours in ESTIMATOR_ROBOT_PARAMETERS.items() if values.get(theirs)}
 
 
 def selected_coordinates(values: dict) -> tuple:
