@@ -14,6 +14,7 @@ test/ros2_workspace.py); without them every test here skips and says how to get 
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -29,10 +30,18 @@ ARM_URDF = ROOT / "ros_dofkit" / "models" / "arm7.urdf"
 
 
 def run_checks(environment: dict, *arguments: str) -> str:
-    result = subprocess.run([ros2_tool("launch_test"), str(CHECKS), *arguments], env=environment, cwd=ROOT,
-                            capture_output=True, text=True, timeout=LAUNCH_TEST_TIMEOUT)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
+    process = subprocess.Popen([ros2_tool("launch_test"), str(CHECKS), *arguments], env=environment, cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=LAUNCH_TEST_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        # SIGINT: launch_test then stops `ros2 launch` (in a session of its own, a plain kill would orphan it)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+        raise AssertionError(f"launch_test {' '.join(arguments)} ran over {LAUNCH_TEST_TIMEOUT} s:\n{stdout}{stderr}"
+                             ) from None
+    output = stdout + stderr
+    assert process.returncode == 0, output
     # every check ran (none skipped without saying so): 6 while running, 1 after shutdown
     assert re.search(r"Ran 6 tests in .*\n+OK", output), output
     return output
