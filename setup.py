@@ -1,10 +1,14 @@
 """Packaging of ros_dofkit as an ament_python package (colcon) and a plain pip-installable one (./run)."""
 
+import os
 import re
+import subprocess
+import sys
 from glob import glob
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools.command.install import install
 
 PACKAGE_NAME = "ros_dofkit"
 HERE = Path(__file__).resolve().parent
@@ -19,7 +23,23 @@ def package_xml_version() -> str:
     return match.group(1)
 
 
+class InstallAndPrecompile(install):
+    """install (as colcon build does), then compile the installed copy's numba kernels, so that the first
+    ``ros2 launch`` after a build starts in seconds (ros_dofkit/precompile.py). Not when installing into a staging
+    root (building a wheel), nor with DOFKIT_PRECOMPILE=0."""
+
+    def run(self):
+        super().run()
+        if self.root is None and os.environ.get("DOFKIT_PRECOMPILE", "1") != "0":
+            configs = sorted(glob(str(HERE / "config" / "*.yaml")))
+            path = os.pathsep.join(filter(None, [self.install_lib, os.environ.get("PYTHONPATH")]))
+            # cwd: `python -m` puts it first on sys.path; the installed copy, not this source tree, is compiled
+            subprocess.run([sys.executable, "-m", "ros_dofkit.precompile", *configs],
+                           env={**os.environ, "PYTHONPATH": path}, cwd=self.install_lib, check=True)
+
+
 setup(
+    cmdclass={"install": InstallAndPrecompile},
     name=PACKAGE_NAME,
     version=package_xml_version(),
     packages=find_packages(include=[PACKAGE_NAME, PACKAGE_NAME + ".*"]),

@@ -57,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ros_dofkit.core.estimator.config import EstimatorConfigError
+    from ros_dofkit.precompile import first_start_note, mark_warm
     from ros_dofkit.replay.bags import ReplaySetup, replay_bag
     from ros_dofkit.replay.pipeline import ReplayError, plot_tracking
     from ros_dofkit.replay.progress import ProgressLine
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"cannot use the configuration {args.config}: {error}")
     if args.calibrated_config is not None and args.calibrate is None:
         return fail("--calibrated-config needs --calibrate START END (the calibration it saves)")
+    note = first_start_note("replay")  # a cold numba cache: say so before the long silence
+    if note:
+        print(f"dofkit replay: {note}", file=sys.stderr)
     progress = ProgressLine(enabled=not args.quiet)
     # What is imported and configured by now lives to the end: out of the cyclic garbage collector's sight, its
     # collections during the replay walk only what the replay allocates (~5-10% of a short replay's wall time).
@@ -87,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(error))
     finally:
         progress.close()
+    if note:
+        mark_warm("replay")
     if outcome.calibration is not None:
         print(outcome.calibration.summary())
         if args.calibrated_config is not None:

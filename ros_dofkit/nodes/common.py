@@ -16,6 +16,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
+from ros_dofkit.precompile import first_start_note, mark_warm
 from ros_dofkit.ros.parameters import (
     BOOL,
     DOUBLE,
@@ -75,8 +76,12 @@ def declare_specs(node: Node, specs) -> dict:
 
 
 def run_node(make_node: Callable[[], Node], name: str, spin: Callable[[Node], None] = rclpy.spin,
-             args: list[str] | None = None) -> int:
+             args: list[str] | None = None, kernels: str | None = None) -> int:
     """Initialize rclpy, build the node, spin it until shutdown; return the process exit status.
+
+    A node that compiles numba kernels names them with ``kernels`` (the program name ros_dofkit.precompile
+    tracks, "estimator"): while that cache is cold it first logs "compiling kernels (first start, about N s)",
+    and marks it warm once the node is built. A first start is never silent.
 
     0 after SIGINT/SIGTERM or an external shutdown; 2 when the node cannot start (:class:`StartupError`, or an
     invalid QoS override parameter), after one FATAL log line saying why. The node is always destroyed and rclpy
@@ -100,7 +105,12 @@ def run_node(make_node: Callable[[], Node], name: str, spin: Callable[[Node], No
     node = None
     status = 0
     try:
+        note = first_start_note(kernels) if kernels else None
+        if note:
+            rclpy.logging.get_logger(name).info(note)
         node = make_node()
+        if note:
+            mark_warm(kernels)
         spin(node)
     except (StartupError, QosOverrideError) as error:
         rclpy.logging.get_logger(name).fatal(f"cannot start: {error}")

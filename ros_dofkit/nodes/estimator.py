@@ -53,6 +53,7 @@ from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.nodes.common import StartupError, declare_specs, run_node
+from ros_dofkit.precompile import warm_up
 from ros_dofkit.ros.estimator_messages import (
     FloatingBaseOdometry,
     JointStateSelection,
@@ -178,11 +179,7 @@ class EstimatorNode(Node):
     # ------------------------------------------------------------------ start-up helpers
     def _warm_up(self, config) -> None:
         """Run one cycle on a scratch Estimator so that compiled kernels are loaded before real data arrives."""
-        scratch = Estimator(self.plant, config)
-        for imu in config.imus:
-            scratch.add_imu(imu.name, 0.0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
-        scratch.add_joint_state(list(scratch.joint_state_names), np.zeros(len(scratch.joint_state_names)), stamp=0.0)
-        scratch.step(0.0)
+        warm_up(self.plant, config)
 
     def _publish_static_tf(self) -> None:
         sec, nanosec = seconds_to_sec_nanosec(self.get_clock().now().nanoseconds * 1e-9)
@@ -344,7 +341,7 @@ def _spin(node: EstimatorNode) -> None:
 
 def main(args: list[str] | None = None) -> None:
     """Console script ``estimator [--ros-args ...]``: exits 0 on SIGINT/SIGTERM, 2 when it cannot start."""
-    sys.exit(run_node(EstimatorNode, NODE_NAME, spin=_spin, args=args))
+    sys.exit(run_node(EstimatorNode, NODE_NAME, spin=_spin, args=args, kernels="estimator"))
 
 
 if __name__ == "__main__":
