@@ -1,6 +1,6 @@
-"""Static checks of launch/*.launch.py (launch_ros is not installable here, so the files are not executed):
-they parse, define generate_launch_description, and every executable, parameter file and launch argument they
-name exists; the shared helper's argument handling is checked directly."""
+"""Static checks of launch/*.launch.py, without the launch system: they parse, define
+generate_launch_description, and every executable, parameter file and launch argument they name exists; the shared
+helper's argument handling is checked directly. test/test_launch_integration.py runs them under ``ros2 launch``."""
 
 from __future__ import annotations
 
