@@ -386,3 +386,24 @@ def test_dof_mask_works_through_the_articulated_view():
     assert mask.size() == 20 and mask.count() == 12
     with pytest.raises(ValueError):
         dof_mask.DofMask.make_from_model(plant, "arm")
+
+
+def test_joint_values_answer_to_the_pydrake_method_spelling():
+    """pydrake has Joint.default_positions() and the limit getters as methods; ros_dofkit has properties. Both
+    spellings work and give equal copies (a caller cannot modify the joint through either)."""
+    plant = two_link_plant()
+    joint = plant.get_joint_by_name("shoulder")
+    joint.set_position_limits([-1.0], [2.0])
+    for name in ("default_positions", "position_lower_limits", "position_upper_limits", "velocity_lower_limits",
+                 "velocity_upper_limits", "acceleration_lower_limits", "acceleration_upper_limits", "effort_limits"):
+        as_property = getattr(joint, name)
+        as_method = getattr(joint, name)()
+        assert type(as_method) is np.ndarray
+        np.testing.assert_array_equal(as_method, as_property)
+        as_method[...] = 42.0
+        as_property[...] = 42.0
+        assert not np.any(getattr(joint, name) == 42.0)
+    np.testing.assert_array_equal(joint.position_lower_limits(), [-1.0])
+    np.testing.assert_array_equal(plant.default_positions(), np.concatenate(
+        [plant.get_joint(i).default_positions() for i in plant.get_joint_indices() if plant.get_joint(i).num_positions]
+    ))
