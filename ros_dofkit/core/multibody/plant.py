@@ -422,10 +422,11 @@ class MultibodyPlant:
             return self._nv
         return sum(j.num_velocities for j in self._joints_of(self._instance_index(model_instance)))
 
-    def _coordinate_joints(self) -> list[Joint]:
-        """Joints with coordinates, in coordinate order."""
+    def _coordinate_joints(self, model_instance=None) -> list[Joint]:
+        """Joints with coordinates (of one model instance, or all), in coordinate order."""
         self._check_finalized("coordinates")
-        return sorted((j for j in self._joints if j.num_positions), key=lambda j: j.position_start)
+        joints = self._joints if model_instance is None else self._joints_of(self._instance_index(model_instance))
+        return sorted((j for j in joints if j.num_positions), key=lambda j: j.position_start)
 
     def _instance_slice(self, model_instance, positions: bool) -> slice:
         self._check_finalized("per-instance coordinates")
@@ -472,12 +473,20 @@ class MultibodyPlant:
         target[..., sl] = self._check_size(v_instance, sl.stop - sl.start, "v_instance")
         return target
 
-    def position_names(self) -> list[str]:
-        """Drake ``GetPositionNames`` without instance prefix: joint name, or joint name + "_" + suffix."""
-        return [self._coordinate_name(j, s) for j in self._coordinate_joints() for s in j.position_suffixes]
+    def position_names(self, model_instance=None) -> list[str]:
+        """Names of q in q order (of one model instance: in its order): joint name, or joint name + "_" + suffix.
 
-    def velocity_names(self) -> list[str]:
-        return [self._coordinate_name(j, s) for j in self._coordinate_joints() for s in j.velocity_suffixes]
+        Drake's ``GetPositionNames([model_instance,] add_model_instance_prefix=False, always_add_suffix=False)``
+        gives the same names for the same joints, in Drake's order: pair coordinates with Drake by these names,
+        never by index (doc/architecture.md, "Conventions that differ from Drake's").
+        """
+        return [self._coordinate_name(j, s) for j in self._coordinate_joints(model_instance)
+                for s in j.position_suffixes]
+
+    def velocity_names(self, model_instance=None) -> list[str]:
+        """Names of v in v order (Drake ``GetVelocityNames``, as :meth:`position_names`)."""
+        return [self._coordinate_name(j, s) for j in self._coordinate_joints(model_instance)
+                for s in j.velocity_suffixes]
 
     @staticmethod
     def _coordinate_name(joint: Joint, suffix: str) -> str:
