@@ -244,3 +244,16 @@ def test_floating_quaternion_rule_of_the_kinematics():
                     call(batch)
             assert repr(joint.name) in str(info.value) and "batch index (1, 2)" in str(info.value)
             assert isinstance(info.value, ValueError)
+
+
+def test_reference_kinematics_and_joint_pose_apply_the_same_quaternion_rule():
+    plant = build("anymal_floating")
+    joint = plant.floating_base_joints()[0]
+    state = plant.create_default_state()
+    state.q[joint.position_start:joint.position_start + 4] = [1.0005, 0.0, 0.0, 0.0]
+    np.testing.assert_allclose(joint.get_pose(state), np.eye(4), atol=1e-15)
+    state.q[joint.position_start:joint.position_start + 4] = 0.0
+    with np.errstate(all="raise"), pytest.raises(spatial.QuaternionError, match=f"floating joint {joint.name!r}"):
+        joint.get_pose(state)
+    with np.errstate(all="raise"), pytest.raises(spatial.QuaternionError, match="quaternion is zero"):
+        reference_body_poses(plant, state.q)

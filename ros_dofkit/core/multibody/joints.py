@@ -741,7 +741,9 @@ class QuaternionFloatingJoint(Joint):
     """Free motion of M in F (Drake ``QuaternionFloatingJoint``; URDF ``floating``).
 
     ``q = [qw, qx, qy, qz, x, y, z]`` (q_FM, p_FoMo_F); ``v = [w_FM_F, v_FMo_F]`` (6). The quaternion is
-    normalized when used, so ``X_FM = (R(q/|q|), p)``. v != q̇: ``q̇_quat = ½ (0, w_FM_F) ⊗ q_FM`` and ``ṗ = v``.
+    normalized when used, so ``X_FM = (R(q/|q|), p)``, if it is within ``spatial.QUAT_NORM_TOLERANCE`` of unit
+    length (else QuaternionError, as in the plant's kinematics).
+    v != q̇: ``q̇_quat = ½ (0, w_FM_F) ⊗ q_FM`` and ``ṗ = v``.
     ``integrate`` composes ``exp(dω) ⊗ q_FM`` with dω expressed in F.
     """
 
@@ -827,8 +829,12 @@ class QuaternionFloatingJoint(Joint):
         return self.set_velocities(state, V_FM_F)
 
     def calc_X_FM(self, q_joint) -> np.ndarray:
+        """``(R(quat/|quat|), p)``; the quaternion rule of the plant's kinematics (``spatial.quat_normalize``)."""
         q_joint = np.asarray(q_joint, dtype=float)
-        quat = q_joint[..., :4] / np.linalg.norm(q_joint[..., :4], axis=-1, keepdims=True)
+        try:
+            quat = spatial.quat_normalize(q_joint[..., :4])
+        except spatial.QuaternionError as error:
+            raise spatial.QuaternionError(f"floating joint {self.name!r}: {error}") from error
         return spatial.make_transform(spatial.quat_to_matrix(quat), q_joint[..., 4:7])
 
     def calc_motion_subspace(self, q_joint) -> np.ndarray:
