@@ -151,6 +151,7 @@ def test_named_columns_are_checked(panda):
         (["panda_link3", "panda_link3", "panda_link7", "panda_hand"], "names ['panda_link3'] more than once"),
         (LINKS[:3], "sensors names 3 columns, but the data has shape (4, 3, 3)"),
         ("panda_link3", "sequence of orientation sensor names"),
+        (set(LINKS), "sequence of orientation sensor names"),
         ([0, 1, 2, 1.5], "expected the name (str) or index (int) of one orientation sensor"),
     ]
     for sensors, fragment in cases:

@@ -18,6 +18,8 @@ OrientationSensors observation may be a ``(w, x, y, z)`` quaternion, checked by 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -81,7 +83,7 @@ def sequence_inputs(observations: dict, sensors=None) -> dict:
 def _sensor_columns(condition, sensors, data, leading_axes: int, what: str) -> list[int]:
     """Sensor index of each data column, from names or indices; each a sensor with an observation slot, once."""
     kind = condition._kind
-    if isinstance(sensors, (str, bytes)) or not hasattr(sensors, "__iter__"):
+    if isinstance(sensors, (str, bytes, Mapping, AbstractSet)) or not isinstance(sensors, Iterable):
         raise AssemblyValueError(f"{what}: sensors must be a sequence of {kind} names or indices, got {sensors!r}")
     columns = []
     for entry in sensors:
