@@ -12,7 +12,7 @@ from imu_scenarios import imu_setup, observe
 from robot_models import urdf_path
 from ros_dofkit.core import spatial
 from ros_dofkit.core.assembly import AssemblyValueError, Markers, OrientationSensors
-from ros_dofkit.core.multibody import MultibodyPlant
+from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 
 LINKS = ["panda_link3", "panda_link5", "panda_link7", "panda_hand"]
 MID = np.array([0.0, -0.8, 0.0, -2.0, 0.0, 1.8, 0.8, 0.02])
@@ -20,17 +20,20 @@ MID = np.array([0.0, -0.8, 0.0, -2.0, 0.0, 1.8, 0.8, 0.02])
 
 @pytest.fixture(scope="module")
 def panda():
-    plant = MultibodyPlant()
-    plant.add_urdf(str(urdf_path("panda")))
-    plant.finalize()
-    return plant
+    return build_plant([ModelSpec(str(urdf_path("panda")))])
 
 
-def trajectory(T=12):
+def tracking(panda, seed, T=12):
+    """Four IMUs on the Panda, an Assembler set to track tightly, a smooth trajectory Q at times t and its exact
+    observations R_GO (slot order = LINKS): ``(osensors, assembler, t, Q, R_GO)``."""
+    osensors, assembler = imu_setup(panda, LINKS, np.random.default_rng(seed))
+    assembler.lock_positions([7])
+    assembler.set_accuracy(1e-6)
+    assembler.set_error_tolerance(1e-12)
     t = np.linspace(0.0, 1.0, T)
     Q = np.tile(MID, (T, 1))
     Q[:, :7] += 0.3 * np.sin(2 * np.pi * 0.4 * t[:, None] + np.arange(7))
-    return t, Q
+    return osensors, assembler, t, Q, observe(panda, osensors, Q)
 
 
 def as_imu_quaternions(R, rng):
@@ -82,16 +85,9 @@ def test_bad_quaternions_raise_naming_sensor_and_frame_and_change_nothing(panda,
 
 
 def test_track_sequence_with_quaternions_equals_matrices(panda):
-    rng = np.random.default_rng(3)
-    osensors, assembler = imu_setup(panda, LINKS, rng)
-    assembler.lock_positions([7])
-    assembler.set_accuracy(1e-6)
-    assembler.set_error_tolerance(1e-12)
-    t, Q = trajectory()
-    R_GO = observe(panda, osensors, Q)
-    R_GO[4:6, 0] = np.nan
-    quat = as_imu_quaternions(observe(panda, osensors, Q), rng)
-    quat[4:6, 0] = np.nan
+    osensors, assembler, t, Q, R_GO = tracking(panda, 3)
+    quat = as_imu_quaternions(R_GO, np.random.default_rng(3))
+    R_GO[4:6, 0] = quat[4:6, 0] = np.nan
     assembler.set_positions(Q[0])
     from_matrices = assembler.track_sequence(t, R_GO)
     assembler.set_positions(Q[0])
@@ -112,13 +108,7 @@ def test_columns_follow_the_order_sensors_were_added_when_none_was_defined(panda
 
 
 def test_named_columns_go_to_their_sensors_slots(panda):
-    rng = np.random.default_rng(4)
-    osensors, assembler = imu_setup(panda, LINKS, rng)
-    assembler.lock_positions([7])
-    assembler.set_accuracy(1e-6)
-    assembler.set_error_tolerance(1e-12)
-    t, Q = trajectory()
-    R_GO = observe(panda, osensors, Q)  # slot order = LINKS
+    osensors, assembler, t, Q, R_GO = tracking(panda, 4)
     shuffled = [2, 0, 3, 1]
     names = [LINKS[k] for k in shuffled]
     osensors.move_all_observations(R_GO[0][shuffled], sensors=names)
