@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -573,8 +572,7 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         outputs.flush()
         writer.close()
     except BaseException:
-        writer.close()
-        shutil.rmtree(out_path, ignore_errors=True)
+        writer.abort()  # nothing is left at out_path
         raise
     results = [r for r in loop.results if getattr(r, "initialized", True)]
     return _outcome(results, loop.statistics, writer.counts, truth_records, estimator, setup, topics, settle_s,
@@ -665,8 +663,7 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
                 run.counts_by_reason if run is not None else {}, len(run) if run is not None else 0))
         writer.close()
     except BaseException:
-        writer.close()
-        shutil.rmtree(out_path, ignore_errors=True)
+        writer.abort()  # nothing is left at out_path
         raise
     wall = time.perf_counter() - started
     cycles = len(run)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.pipeline import ReplayError
+from ros_dofkit.ros.output_files import write_text
 
 #: Parameters that only matter before calibration: dropped from the calibrated configuration.
 _PRE_CALIBRATION_PARAMETERS = ("heading_reference", "heading_axis")
@@ -74,7 +74,7 @@ def write_parameter_file(parameters: dict, path, comment: str) -> None:
     """Write flat node parameters as a ROS 2 parameter file (``/**: ros__parameters:``) with a comment line."""
     from ros_dofkit.replay.demo_robot import parameter_yaml
 
-    Path(path).write_text(f"# {comment}\n" + parameter_yaml(parameters), encoding="utf-8")
+    write_text(path, f"# {comment}\n" + parameter_yaml(parameters))
 
 
 def setup_with_parameters(setup, parameters: dict):

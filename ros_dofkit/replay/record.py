@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ros_dofkit.replay.bags import CLOCK_TOPIC, MessageFactory, absolute_topic, simulation_records
 from ros_dofkit.ros.bag_io import BagError, BagWriter
+from ros_dofkit.ros.output_files import write_text
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,9 @@ def record_demo(out_path, options, storage: str = "sqlite3", clock: bool = False
     with BagWriter(out_path, storage=storage, typestore=factory.typestore) as bag:
         counts = bag.write_all(records)
     if config_path is not None:
-        config_path.write_text(
-            "# ros_dofkit estimator configuration for the bag " + out_path.name + " (written by dofkit record)\n"
-            + parameter_yaml(robot.parameters), encoding="utf-8")
+        try:
+            write_text(config_path, "# ros_dofkit estimator configuration for the bag " + out_path.name
+                       + " (written by dofkit record)\n" + parameter_yaml(robot.parameters), overwrite=False)
+        except FileExistsError as error:
+            raise BagError(str(error)) from None
     return RecordOutcome(out_path, config_path, counts, float(run.times[-1] - run.times[0]))
