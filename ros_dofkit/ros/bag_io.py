@@ -41,16 +41,14 @@ from typing import NamedTuple, Self
 import numpy as np
 from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
 from rosbags.serde import SerdeError
-from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys import get_types_from_msg, get_typestore
 
 from ros_dofkit.ros import mcap_chunks
+from ros_dofkit.ros.cdr import DEFAULT_DISTRO, DISTROS, CdrLayoutError, joint_state_message
 from ros_dofkit.ros.output_files import PartialFolder
 
 #: Storage back-ends (the rosbag2 plugin names).
 STORAGES = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
-#: ROS 2 distributions whose message definitions can be used.
-DISTROS = {"humble": Stores.ROS2_HUMBLE, "jazzy": Stores.ROS2_JAZZY, "kilted": Stores.ROS2_KILTED}
-DEFAULT_DISTRO = "jazzy"
 # rosbag2 metadata version written: 9, the version Jazzy's rosbag2 writes (rosbags can write only 8 or 9).
 _BAG_VERSION = 9
 # metadata.yaml versions read directly (newer ones go through rosbags, which knows what it supports).
@@ -536,8 +534,6 @@ def _deserialize(typestore, raw, msgtype: str):
     except SerdeError:
         if msgtype != "sensor_msgs/msg/JointState":
             raise
-        from ros_dofkit.ros.cdr import CdrLayoutError, joint_state_message
-
         try:
             return joint_state_message(raw, typestore)
         except (CdrLayoutError, struct.error, IndexError, UnicodeDecodeError):
