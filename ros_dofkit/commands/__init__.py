@@ -1,5 +1,8 @@
 """Subcommands of the ``dofkit`` command, one module each.
 
+Where you are: ``ros_dofkit.commands``, the top layer under ``ros_dofkit.cli``; imports the standard library (and
+``replay.demo``'s option defaults when a parser is built).
+
 A subcommand module exposes ``register(subparsers)``, which adds its parser (with its own help) and sets
 ``func`` (called with the parsed arguments; returns an exit status or None). It holds argument parsing and output,
 no math, and imports heavy modules inside ``func`` so that ``dofkit --help`` stays fast.

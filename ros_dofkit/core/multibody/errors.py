@@ -1,5 +1,7 @@
 """ros_dofkit.core.multibody.errors: the exceptions the plant, its joints and the URDF parser raise.
 
+Where you are: ``ros_dofkit.core.multibody``, below the plant's other modules.
+
 Each class derives from the built-in type a caller would naturally catch (doc/architecture.md, "Errors").
 Imports only ``ros_dofkit.core.errors``, whose classes (shared with ``core.state`` and ``core.estimator``: one
 class per name) are re-exported here: ``MultibodyValueError``, ``UnknownNameError``, ``PlantNotFinalizedError``.

@@ -1,5 +1,7 @@
 """Readers for recordings made by real sensors, turned into typed NumPy arrays (no ROS here).
 
+Where you are: ``ros_dofkit.core.recordings`` (ROS-free core); its readers import NumPy only.
+
 ``ximu3``: x-io Technologies x-IMU3 CSV recordings (one folder per device).
 """
 

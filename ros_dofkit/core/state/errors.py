@@ -1,5 +1,7 @@
 """Typed exceptions of ``ros_dofkit.core.state`` (floating-base conversions, state spaces, translator).
 
+Where you are: ``ros_dofkit.core.state``; imports ``core.errors`` and ``core.spatial`` (QuaternionError) only.
+
 Each derives from the built-in type a caller would catch (architecture.md, "Errors"). Quaternion problems
 raise :class:`ros_dofkit.core.spatial.QuaternionError` (a ``ValueError``), re-exported here for convenience, as are
 ``UnknownNameError`` and ``PlantNotFinalizedError`` of ``ros_dofkit.core.errors`` (one class per name across the
