@@ -16,7 +16,7 @@ a bag and wrong for one message. Here:
 Wire format (XCDR1 as ROS 2 uses it; see ``ros_dofkit.ros.cdr``): a 4-byte encapsulation header (byte 1 is 1 for
 little endian, 0 for big endian), then the fields; alignment is counted from the end of the header; strings are
 a uint32 length including the NUL. The bytes produced are identical to rosbags' ``serialize_cdr`` and read back
-by rclpy's ``deserialize_message`` as the same message (checked in test/test_node_live_cdr.py); rclpy's own
+by rclpy's ``deserialize_message`` as the same message (checked in test/test_live_cdr.py); rclpy's own
 serializer differs only in padding bytes, which it leaves uninitialized.
 """
 
