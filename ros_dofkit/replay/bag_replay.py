@@ -26,6 +26,7 @@ from ros_dofkit.replay.outputs import OutputWriter
 from ros_dofkit.replay.pipeline import ReplayError, ReplayLoop, ReplayStatistics, Truth, tracking_report
 from ros_dofkit.replay.setup import TRUTH_TOPIC, ReplaySetup
 from ros_dofkit.ros.bag_io import BagError, BagWriter
+from ros_dofkit.ros.output_files import remove_abandoned_partials
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,11 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
                calibration_max_spread_deg: float = 2.0, window: int | None = None) -> ReplayOutcome:
     """Run the estimator core over the bag at ``in_path`` and write its outputs to a new bag at ``out_path``.
 
-    The input bag is only read. On any error the partial output bag is removed (it was created here: the writer
-    refuses existing paths) and the error propagates: :class:`BagError` for unreadable, truncated or corrupt
-    bags and wrong topic types, :class:`ReplayError` for inputs that give no estimate.
+    The input bag is only read. ``out_path`` holds the complete output bag or nothing: the bag is written aside
+    and renamed when complete (:class:`BagWriter`); on any error, KeyboardInterrupt included, it is removed and the
+    error propagates: :class:`BagError` for an existing ``out_path``, unreadable, truncated or corrupt bags and
+    wrong topic types, :class:`ReplayError` for inputs that give no estimate. The partial output of an earlier
+    replay to ``out_path`` that was killed (SIGKILL) is removed first, with a one-line note on stderr.
     ``progress(fraction, text)`` is called about five times a second.
 
     ``batch`` (default): when the configuration allows it (``offline.supports_batch``), run the batched offline
@@ -93,6 +96,7 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         raise BagError(f"the output bag must differ from the input bag {in_path}")
     if out_path.exists():
         raise BagError(f"refusing to overwrite {out_path}: it exists already; choose a new output path")
+    remove_abandoned_partials(out_path)  # now, before any progress line: its note is one line of its own
     calibrated = None
     read = None
     if calibration is not None:
