@@ -136,6 +136,43 @@ def _batch(count: int, name: str, array, width: int | None) -> np.ndarray:
     return array
 
 
+# ---------------------------------------------------------------------------------------------- templates
+#: The float64 sequences of a sensor_msgs/JointState, in wire order.
+JOINT_STATE_ARRAYS = ("position", "velocity", "effort")
+
+
+def joint_state_template(names, frame_id: str = "", position: bool = True, velocity: bool = True,
+                         effort: bool = True) -> TemplateBuilder:
+    """sensor_msgs/JointState with ``names``: offsets ``stamp`` and, for each array given (else empty), ``position``
+    / ``velocity`` / ``effort`` (``len(names)`` float64 each)."""
+    builder = TemplateBuilder()
+    builder.header(frame_id, "stamp")
+    builder.primitive("I", len(names))
+    for name in names:
+        builder.string(name)
+    for key, present in zip(JOINT_STATE_ARRAYS, (position, velocity, effort), strict=True):
+        width = len(names) if present else 0
+        builder.primitive("I", width)
+        builder.float64s(width, key)
+    return builder
+
+
+def tf_message_template(parents, children) -> TemplateBuilder:
+    """tf2_msgs/TFMessage of the transforms ``parents[i]`` -> ``children[i]``: offsets ``stamp{i}``,
+    ``translation{i}`` (3 float64) and ``rotation{i}`` (4 float64, (x, y, z, w)), the rotation right after the
+    translation (7 contiguous float64 per transform)."""
+    if len(children) != len(parents):
+        raise ValueError(f"expected as many child frames as parent frames, got {len(children)} and {len(parents)}")
+    builder = TemplateBuilder()
+    builder.primitive("I", len(parents))
+    for i, (parent, child) in enumerate(zip(parents, children, strict=True)):
+        builder.header(parent, f"stamp{i}")
+        builder.string(child)
+        builder.float64s(3, f"translation{i}")
+        builder.float64s(4, f"rotation{i}")
+    return builder
+
+
 # ---------------------------------------------------------------------------------------------- encoders
 def encode_joint_states(stamps_ns, names, positions=None, velocities=None, efforts=None,
                         frame_id: str = "") -> list[bytes]:
@@ -145,19 +182,10 @@ def encode_joint_states(stamps_ns, names, positions=None, velocities=None, effor
     """
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     count, n = stamps_ns.size, len(names)
-    fields = {}
-    builder = TemplateBuilder()
-    builder.header(frame_id, "stamp")
-    builder.primitive("I", n)
-    for name in names:
-        builder.string(name)
-    for key, values in (("position", positions), ("velocity", velocities), ("effort", efforts)):
-        width = 0 if values is None else n
-        builder.primitive("I", width)
-        builder.float64s(width, key)
-        if values is not None:
-            fields[key] = _batch(count, key, values, n)
-    template = _Template(builder)
+    given = {key: values for key, values in (("position", positions), ("velocity", velocities),
+                                              ("effort", efforts)) if values is not None}
+    fields = {key: _batch(count, key, values, n) for key, values in given.items()}
+    template = _Template(joint_state_template(names, frame_id, *(key in given for key in JOINT_STATE_ARRAYS)))
     rows = template.fill(count)
     _put_stamps(rows, template.offsets["stamp"], stamps_ns)
     for key, values in fields.items():
@@ -172,18 +200,9 @@ def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_x
     """
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     count, k = stamps_ns.size, len(parents)
-    if len(children) != k:
-        raise ValueError(f"expected as many child frames as parent frames, got {len(children)} and {k}")
+    template = _Template(tf_message_template(parents, children))
     translations = np.asarray(translations, dtype=float).reshape(count, k, 3)
     quaternions_xyzw = np.asarray(quaternions_xyzw, dtype=float).reshape(count, k, 4)
-    builder = TemplateBuilder()
-    builder.primitive("I", k)
-    for i, (parent, child) in enumerate(zip(parents, children, strict=True)):
-        builder.header(parent, f"stamp{i}")
-        builder.string(child)
-        builder.float64s(3, f"translation{i}")
-        builder.float64s(4, f"rotation{i}")
-    template = _Template(builder)
     rows = template.fill(count)
     for i in range(k):
         _put_stamps(rows, template.offsets[f"stamp{i}"], stamps_ns)

@@ -10,8 +10,8 @@ a bag and wrong for one message. Here:
   length, and raises :class:`MalformedMessageError` for anything that is not a complete Imu (wrong encapsulation,
   truncated, trailing bytes, a frame_id without its NUL or not UTF-8);
 * :class:`JointStateEncoder` and :class:`TfMessageEncoder` serialize the node's outputs, whose names and sizes
-  never change, by writing the stamp and the values into a byte template made once (by ``cdr.TemplateBuilder``,
-  the builder of the bulk encoders too: one layout code for both).
+  never change, by writing the stamp and the values into a byte template made once (``cdr.joint_state_template``,
+  ``cdr.tf_message_template``: the templates of the bulk encoders too, one layout code for both).
 
 Wire format (XCDR1 as ROS 2 uses it; see ``ros_dofkit.ros.cdr``): a 4-byte encapsulation header (byte 1 is 1 for
 little endian, 0 for big endian), then the fields; alignment is counted from the end of the header; strings are
@@ -26,7 +26,7 @@ import struct
 
 import numpy as np
 
-from ros_dofkit.ros.cdr import CDR_LE_HEADER, TemplateBuilder, align
+from ros_dofkit.ros.cdr import CDR_LE_HEADER, align, joint_state_template, tf_message_template
 
 _HEADER = len(CDR_LE_HEADER)
 # Imu after its header: orientation (4), orientation_covariance (9), angular_velocity (3), its covariance (9),
@@ -78,16 +78,7 @@ class JointStateEncoder:
     def __init__(self, names, frame_id: str = ""):
         self.names = tuple(names)
         count = len(self.names)
-        template = TemplateBuilder()
-        template.header(frame_id, "stamp")
-        template.primitive("I", count)
-        for name in self.names:
-            template.string(name)
-        template.primitive("I", count)
-        template.float64s(count, "position")
-        template.primitive("I", count)
-        template.float64s(count, "velocity")
-        template.primitive("I", 0)  # effort: empty
+        template = joint_state_template(self.names, frame_id, effort=False)
         self._stamp, self._position, self._velocity = (template.offsets[key] for key in ("stamp", "position",
                                                                                            "velocity"))
         self._values = struct.Struct(f"<{count}d")
@@ -108,18 +99,11 @@ class TfMessageEncoder:
 
     def __init__(self, parents, children):
         parents, children = tuple(parents), tuple(children)
-        if len(parents) != len(children):
-            raise ValueError(f"expected as many child frames as parent frames, got {len(children)} and "
-                             f"{len(parents)}")
-        template = TemplateBuilder()
-        template.primitive("I", len(parents))
-        for i, (parent, child) in enumerate(zip(parents, children, strict=True)):
-            template.header(parent, f"stamp{i}")
-            template.string(child)
-            template.float64s(7, f"values{i}")  # translation (x, y, z), rotation (x, y, z, w): contiguous
+        template = tf_message_template(parents, children)  # ValueError unless as many children as parents
         self.count = len(parents)
         self._stamps = [template.offsets[f"stamp{i}"] for i in range(self.count)]
-        self._values = [template.offsets[f"values{i}"] for i in range(self.count)]
+        # translation (x, y, z) then rotation (x, y, z, w): 7 contiguous float64 per transform
+        self._values = [template.offsets[f"translation{i}"] for i in range(self.count)]
         self._buffer = bytearray(template.message())
         self._seven = struct.Struct("<7d")
         self._stamp = struct.Struct("<iI")
