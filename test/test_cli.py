@@ -1,4 +1,4 @@
-"""Tests of ros_dofkit.cli: a signal (SIGINT, SIGTERM, SIGHUP, SIGKILL) during a real ``dofkit replay`` process
+"""Tests of ros_dofkit.cli: a signal (SIGINT, SIGTERM, SIGHUP, SIGKILL) during a real ``dofkit replay`` (or record)
 never leaves half a bag at ``--out``; the stopped run says so in one line with exit status 128 + signal, no
 traceback; after SIGKILL the next run finds the abandoned partial output, removes it, says so and succeeds."""
 
@@ -87,3 +87,17 @@ def test_sigkill_during_replay_leaves_nothing_at_out_and_the_next_run_cleans_up(
     assert not partial.exists()
     assert_valid_bag(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["estimated"]
+
+
+def test_sigterm_during_record_leaves_neither_bag_nor_configuration(tmp_path):
+    out = tmp_path / "recorded"
+    process = subprocess.Popen([*DOFKIT, "record", str(out), "--duration", "30", "--imu-rate", "200"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    partial = wait_until_writing(process, out)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, (stdout, stderr)
+    assert stderr.strip().splitlines() == [
+        "dofkit record: interrupted by SIGTERM; unfinished outputs were removed"]
+    assert not partial.exists()
+    assert list(tmp_path.iterdir()) == []  # no bag, no recorded.estimator.yaml
