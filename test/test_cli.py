@@ -37,10 +37,12 @@ def start_replay(bag, config, out) -> subprocess.Popen:
 
 
 def wait_until_writing(process: subprocess.Popen, out: Path, timeout_s: float = 120.0) -> Path:
-    """The partial output of ``process`` once it exists and holds the storage file (the replay is writing)."""
+    """The partial output of ``process`` once the storage file exists (the command is writing). Also watches ``out``
+    itself, where a writer that does not write aside would put it, so that these tests fail on such a writer
+    instead of waiting."""
     partial = partial_path(out, process.pid)
     deadline = time.monotonic() + timeout_s
-    while not any(partial.glob("*/*.db3")):
+    while not any(partial.glob("*/*.db3")) and not any(out.glob("*.db3")):
         assert process.poll() is None, f"the replay ended before it wrote: {process.communicate()}"
         assert time.monotonic() < deadline, "the replay did not start writing"
         time.sleep(0.005)
