@@ -12,7 +12,7 @@ import importlib
 from types import ModuleType
 
 #: Modules of ``ros_dofkit.commands`` that ``dofkit`` offers, in the order ``dofkit --help`` lists them.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("env", "import_ximu3", "demo", "record", "replay", "play")
+SUBCOMMAND_MODULES: tuple[str, ...] = ("env", "import_ximu3", "demo", "record", "replay", "play", "export")
 
 
 def load_subcommand_modules() -> list[ModuleType]:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ros_dofkit.core.recordings.errors import RecordingError
 from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE, matrix_to_quat, quat_multiply
 
 #: Standard gravity (CGPM 1901, ISO 80000-3), the x-IMU3 accelerometer's "g", in m/s².
@@ -77,16 +78,8 @@ DEFAULT_MATCH_TOLERANCE_US = 1000
 _GUI_FOLDER_SUFFIX = re.compile(r"^(?P<name>.+?) [0-9A-Fa-f]{8} \([^)]*\)$")
 
 
-class XIMU3RecordingError(ValueError):
+class XIMU3RecordingError(RecordingError):
     """An x-IMU3 recording is missing, malformed or inconsistent; ``path`` and ``line`` (1-based) locate it."""
-
-    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None):
-        self.path = None if path is None else Path(path)
-        self.line = line
-        where = ""
-        if path is not None:
-            where = f"{path}" + (f", line {line}" if line is not None else "") + ": "
-        super().__init__(where + message)
 
 
 def earth_to_enu_rotation(convention: str) -> np.ndarray:
