@@ -128,8 +128,9 @@ def test_bad_inputs_stop_with_one_line_and_write_nothing(estimate, tmp_path, cap
     assert export(bag, "--config", CONFIG, "--out", out, "--force") == 0
 
 
-def test_opensim_reads_the_exported_motion(estimate, tmp_path):
+def test_opensim_reads_the_exported_motion(estimate, tmp_path, monkeypatch):
     """OpenSim's own readers (the bench extra) load the .mot: same labels, times and degrees."""
+    monkeypatch.chdir(tmp_path)  # OpenSim writes opensim.log into the working directory
     opensim = pytest.importorskip("opensim", reason="opensim (the bench extra, requirements/bench.txt) is not "
                                                     "installed: OpenSim's readers cannot be run here")
     bag, time, positions = estimate
