@@ -7,17 +7,16 @@ The table of the round trip is written in OpenSim's y-up ground (``R_GS = R_WO^T
 slerp-resampled onto one 50 Hz grid (an OpenSense table has one time column).
 """
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation, Slerp
 
 from ros_dofkit import cli
 from ros_dofkit.commands import import_opensense
 from ros_dofkit.core.recordings import opensim_files as osf
 from ros_dofkit.core.recordings import read_recording
+from ros_dofkit.core.recordings.imu_series import common_grid_orientations
 from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotvec_to_matrix
 from ros_dofkit.ros.bag_io import bag_topics, read_bag
 from ros_dofkit.ros.imu_messages import imu_message_to_arrays
@@ -83,16 +82,9 @@ def test_bad_tables_exit_2_and_write_no_bag(tmp_path, capsys):
 
 def opensense_table_of(recording, path: Path) -> Path:
     """The recording's orientations as an OpenSense table in OpenSim's y-up ground, one 50 Hz grid."""
-    start = max(d.time[d.has_orientation][0] for d in recording)
-    end = min(d.time[d.has_orientation][-1] for d in recording)
-    grid = np.arange(math.ceil(start * 50) / 50, end, 0.02)
-    labels, quaternions = [], []
-    for device in recording:
-        ok = device.has_orientation
-        slerp = Slerp(device.time[ok], Rotation.from_quat(device.quaternion_wxyz[ok], scalar_first=True))
-        quaternions.append(matrix_to_quat(osf.R_WO.T @ slerp(grid).as_matrix()))  # R_GS, G = OpenSim ground
-        labels.append(f"{device.name}_imu")
-    path.write_text(osf.format_quaternion_table(grid, labels, np.stack(quaternions, axis=1)))
+    grid, q_WS = common_grid_orientations(list(recording), 50.0)
+    R_GS = osf.R_WO.T @ quat_to_matrix(q_WS)  # G = OpenSim ground
+    path.write_text(osf.format_quaternion_table(grid, [f"{d.name}_imu" for d in recording], matrix_to_quat(R_GS)))
     return path
 
 

@@ -148,3 +148,22 @@ def test_movella_dot_export_with_clock_wrap(tmp_path):
 def test_bad_movella_dot_exports(tmp_path, text, message):
     with pytest.raises(RecordingError, match=message):
         imu_series.read_movella_dot_csv(write(tmp_path / "dot.csv", text))
+
+
+def test_common_grid_orientations_slerp_between_samples():
+    """Two IMUs turning about z at 1 and -2 rad/s, sampled at different instants, land on one 10 Hz grid over
+    their common span with the analytic angle (slerp is exact for a constant-rate turn about one axis)."""
+    def turning(name, times, rate):
+        times = np.asarray(times)
+        q = matrix_to_quat(rotation_z(rate * times))
+        nan = np.full((len(times), 3), np.nan)
+        return imu_series.ImuSeries(name, np.round(times * 1e6).astype(np.int64), q, nan, nan)
+
+    a = turning("a", [0.03, 0.12, 0.27, 0.41, 0.55], 1.0)
+    b = turning("b", [0.0, 0.2, 0.35, 0.5], -2.0)
+    grid, q = imu_series.common_grid_orientations([a, b], 10.0)
+    np.testing.assert_allclose(grid, [0.1, 0.2, 0.3, 0.4, 0.5])
+    np.testing.assert_allclose(quat_to_matrix(q[:, 0]), rotation_z(grid), atol=1e-12)
+    np.testing.assert_allclose(quat_to_matrix(q[:, 1]), rotation_z(-2.0 * grid), atol=1e-12)
+    with pytest.raises(RecordingError, match="do not overlap"):
+        imu_series.common_grid_orientations([turning("c", [0.0, 0.1], 1.0), turning("d", [0.5, 0.6], 1.0)], 10.0)

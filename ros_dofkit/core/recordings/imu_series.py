@@ -159,6 +159,28 @@ def _nan(n: int, width: int) -> np.ndarray:
     return np.full((n, width), np.nan)
 
 
+def common_grid_orientations(series, rate_hz: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every IMU's orientation slerp-interpolated onto one grid, as an OpenSense table needs (one time column):
+    ``(time (T,), quaternions (T, n_imus, 4))``, the grid ``k / rate_hz`` seconds spanning the time all IMUs
+    have an orientation (samples without one are skipped)."""
+    from scipy.spatial.transform import Rotation, Slerp  # scipy.spatial costs ~0.2 s to import: only when used
+
+    if not (math.isfinite(rate_hz) and rate_hz > 0):
+        raise RecordingError(f"rate must be a positive number of Hz, got {rate_hz!r}")
+    spans = [one.time[one.has_orientation] for one in series]
+    if not series or any(len(t) < 2 for t in spans):
+        raise RecordingError("every IMU needs at least two samples with an orientation to be resampled")
+    start, end = max(t[0] for t in spans), min(t[-1] for t in spans)
+    grid = np.arange(math.ceil(start * rate_hz), math.floor(end * rate_hz) + 1) / rate_hz
+    if len(grid) == 0:
+        raise RecordingError(f"the IMUs' orientations do not overlap in time ({start} .. {end} s)")
+    quaternions = []
+    for one, t in zip(series, spans, strict=True):
+        slerp = Slerp(t, Rotation.from_quat(one.quaternion_wxyz[one.has_orientation], scalar_first=True))
+        quaternions.append(slerp(np.clip(grid, t[0], t[-1])).as_quat(scalar_first=True))
+    return grid, np.stack(quaternions, axis=1)
+
+
 # ---------------------------------------------------------------------------------------------- OpenSense
 def imu_name_of_label(label: str) -> str:
     """The IMU name of an OpenSense column: ``pelvis_imu`` -> ``pelvis`` (a label without the suffix is kept)."""
