@@ -1,7 +1,7 @@
 """benchmarks/opensense_speed.py: ros_dofkit against OpenSim on an OpenSense user's data, in one run.
 
-Where you are: ``benchmarks/`` -- a script that prints numbers, not a test. Run
-``.venv/bin/python benchmarks/opensense_speed.py [--repeat 3]`` (needs the bench extra, ``opensim``).
+Where you are: ``benchmarks/`` -- a script that prints numbers, not a test. Run ``./run bench opensense_speed
+[--repeat 3]`` (installs the bench extra, ``opensim``).
 
 The data an OpenSense user would have: the x-IMU3 lower-body recording (../shared/data/ximu3_lower_body) as an
 OpenSense orientation table (every device slerp-resampled onto one 50 Hz grid, 929 frames, 7 IMUs), imported with
