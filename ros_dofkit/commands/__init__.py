@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import sys
 from types import ModuleType
 
 #: Modules of ``ros_dofkit.commands`` that ``dofkit`` offers, in the order ``dofkit --help`` lists them.
@@ -116,6 +117,25 @@ def write_imu_bag(args: argparse.Namespace, series) -> dict:
     records.sort(key=lambda record: record[1])  # stable: same-stamp order follows the IMU order
     with BagWriter(args.out, storage=args.storage, distro=args.distro, typestore=typestore) as bag:
         return bag.write_all(records)
+
+
+def convert_to_bag(args: argparse.Namespace, command: str, read, conversion: str) -> int:
+    """The body of a ``dofkit import`` command: ``read()`` (returns ImuSeries; raises RecordingError) then
+    :func:`write_imu_bag`; prints what was written (``conversion`` says how the orientation was converted) and one
+    line per topic. Returns the exit status: 0, or 2 after one error line (nothing written)."""
+    from ros_dofkit.core.recordings.errors import RecordingError
+    from ros_dofkit.ros.bag_io import BagError
+    from ros_dofkit.ros.imu_messages import ImuMessageError
+
+    try:
+        series = list(read())
+        counts = write_imu_bag(args, series)
+    except (RecordingError, BagError, ImuMessageError) as error:
+        print(f"dofkit import {command}: error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out} ({args.storage}, {sum(counts.values())} sensor_msgs/Imu messages); {conversion}")
+    print_imu_topics(series, counts)
+    return 0
 
 
 def print_imu_topics(series, counts: dict) -> None:

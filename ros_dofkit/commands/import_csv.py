@@ -15,9 +15,8 @@ from ros_dofkit.commands import (
     EARTH_CONVENTION_CHOICES,
     add_bag_arguments,
     add_import_parser,
+    convert_to_bag,
     finite_float,
-    print_imu_topics,
-    write_imu_bag,
 )
 
 COMMAND = "csv"
@@ -74,18 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if args.table is None or args.out is None:
         print("dofkit import csv: error: FILE.csv and --out BAG are required (or --template)", file=sys.stderr)
         return 2
-    from ros_dofkit.core.recordings.errors import RecordingError
     from ros_dofkit.core.recordings.imu_series import read_imu_csv
-    from ros_dofkit.ros.bag_io import BagError
-    from ros_dofkit.ros.imu_messages import ImuMessageError
 
-    try:
-        series = read_imu_csv(args.table, args.earth_convention, args.gyro_unit, args.accel_unit, args.time_offset)
-        counts = write_imu_bag(args, series)
-    except (RecordingError, BagError, ImuMessageError) as error:
-        print(f"dofkit import csv: error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.out} ({args.storage}, {sum(counts.values())} sensor_msgs/Imu messages); orientation "
-          f"converted {args.earth_convention} -> ENU")
-    print_imu_topics(series, counts)
-    return 0
+    return convert_to_bag(args, COMMAND, lambda: read_imu_csv(args.table, args.earth_convention, args.gyro_unit,
+                                                              args.accel_unit, args.time_offset),
+                          f"orientation converted {args.earth_convention} -> ENU")

@@ -14,8 +14,7 @@ from ros_dofkit.commands import (
     EARTH_CONVENTION_CHOICES,
     add_bag_arguments,
     add_import_parser,
-    print_imu_topics,
-    write_imu_bag,
+    convert_to_bag,
 )
 
 COMMAND = "movella-dot"
@@ -47,26 +46,21 @@ def run(args: argparse.Namespace) -> int:
     """Convert; prints one line per topic. Exit status 0 ok, 2 bad input (nothing written)."""
     from ros_dofkit.core.recordings.errors import RecordingError
     from ros_dofkit.core.recordings.imu_series import read_movella_dot_csv
-    from ros_dofkit.ros.bag_io import BagError
-    from ros_dofkit.ros.imu_messages import ImuMessageError, ros_name
+    from ros_dofkit.ros.imu_messages import ros_name
 
     if args.names is not None and len(args.names) != len(args.files):
-        print(f"dofkit import movella-dot: error: {len(args.names)} --names for {len(args.files)} files",
+        print(f"dofkit import {COMMAND}: error: {len(args.names)} --names for {len(args.files)} files",
               file=sys.stderr)
         return 2
-    names = args.names or [None] * len(args.files)
-    try:
+
+    def read():
+        names = args.names or [None] * len(args.files)
         series = [read_movella_dot_csv(path, name, args.earth_convention)
                   for path, name in zip(args.files, names, strict=True)]
         topics = [ros_name(one.name) for one in series]
         repeated = sorted({t for t in topics if topics.count(t) > 1})
         if repeated:
             raise RecordingError(f"several files name the IMU(s) {repeated}; give --names")
-        counts = write_imu_bag(args, series)
-    except (RecordingError, BagError, ImuMessageError) as error:
-        print(f"dofkit import movella-dot: error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.out} ({args.storage}, {sum(counts.values())} sensor_msgs/Imu messages); orientation "
-          f"converted {args.earth_convention} -> ENU")
-    print_imu_topics(series, counts)
-    return 0
+        return series
+
+    return convert_to_bag(args, COMMAND, read, f"orientation converted {args.earth_convention} -> ENU")

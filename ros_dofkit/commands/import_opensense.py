@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
-from ros_dofkit.commands import add_bag_arguments, add_import_parser, finite_float, print_imu_topics, write_imu_bag
+from ros_dofkit.commands import add_bag_arguments, add_import_parser, convert_to_bag, finite_float
 
 COMMAND = "opensense"
 DEFAULT_SENSOR_TO_OPENSIM = (-math.pi / 2, 0.0, 0.0)  # equals opensim_files.DEFAULT_SENSOR_TO_OPENSIM (a test checks)
@@ -45,19 +44,10 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Convert; prints one line per topic. Returns the exit status (0 ok, 2 bad input: nothing written)."""
-    from ros_dofkit.core.recordings.errors import RecordingError
     from ros_dofkit.core.recordings.imu_series import read_opensense
-    from ros_dofkit.ros.bag_io import BagError
-    from ros_dofkit.ros.imu_messages import ImuMessageError
 
-    try:
-        series = read_opensense(args.table, args.sensor_to_opensim_rotations, args.imus)
-        counts = write_imu_bag(args, series)
-    except (RecordingError, BagError, ImuMessageError) as error:
-        print(f"dofkit import opensense: error: {error}", file=sys.stderr)
-        return 2
     rx, ry, rz = args.sensor_to_opensim_rotations
-    print(f"wrote {args.out} ({args.storage}, {sum(counts.values())} sensor_msgs/Imu messages); orientation "
-          f"R_WS = R_x(90 deg) R_OG R_GS, sensor_to_opensim_rotations ({rx:.7g}, {ry:.7g}, {rz:.7g}) rad")
-    print_imu_topics(series, counts)
-    return 0
+    return convert_to_bag(args, COMMAND, lambda: read_opensense(args.table, args.sensor_to_opensim_rotations,
+                                                                args.imus),
+                          f"orientation R_WS = R_x(90 deg) R_OG R_GS, sensor_to_opensim_rotations ({rx:.7g}, "
+                          f"{ry:.7g}, {rz:.7g}) rad")

@@ -20,8 +20,7 @@ from ros_dofkit.commands import (  # noqa: F401 (the choices are this command's 
     STORAGE_CHOICES,
     add_bag_arguments,
     add_import_parser,
-    print_imu_topics,
-    write_imu_bag,
+    convert_to_bag,
 )
 
 COMMAND = "ximu3"
@@ -51,21 +50,11 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Convert; prints one line per topic. Returns the exit status (0 ok, 2 bad input)."""
-    from ros_dofkit.core.recordings.ximu3 import XIMU3RecordingError, read_recording
-    from ros_dofkit.ros.bag_io import BagError
-    from ros_dofkit.ros.imu_messages import ImuMessageError
+    from ros_dofkit.core.recordings.ximu3 import read_recording
 
-    try:
-        recording = read_recording(args.folder, devices=args.devices, earth_convention=args.earth_convention,
-                                   match_tolerance_us=args.match_tolerance_us)
-        counts = write_imu_bag(args, list(recording))
-    except (XIMU3RecordingError, BagError, ImuMessageError) as error:
-        print(f"dofkit import ximu3: error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.out} ({args.storage}, {sum(counts.values())} sensor_msgs/Imu messages); orientation "
-          f"converted {args.earth_convention} -> ENU")
-    print_imu_topics(recording, counts)
-    return 0
+    return convert_to_bag(args, COMMAND, lambda: read_recording(
+        args.folder, devices=args.devices, earth_convention=args.earth_convention,
+        match_tolerance_us=args.match_tolerance_us), f"orientation converted {args.earth_convention} -> ENU")
 
 
 def main(argv=None) -> int:
