@@ -36,7 +36,7 @@ def write_estimate(path: Path, positions: np.ndarray, stamps_ns=None, names=JOIN
             header = types["std_msgs/msg/Header"](
                 stamp=types["builtin_interfaces/msg/Time"](sec=stamp // 10**9, nanosec=stamp % 10**9), frame_id="")
             message = types["sensor_msgs/msg/JointState"](header=header, name=list(names), position=row,
-                                                          velocity=np.zeros(len(names)), effort=np.zeros(0))
+                                                          velocity=np.zeros(len(row)), effort=np.zeros(0))
             bag.write("/estimated/joint_states", stamp, message)
     return stamps_ns
 
@@ -116,6 +116,9 @@ def test_bad_inputs_stop_with_one_line_and_write_nothing(estimate, tmp_path, cap
     write_estimate(tmp_path / "other_robot", positions[:, :2], names=["arm_joint1", "arm_joint2"])
     assert export(tmp_path / "other_robot", "--config", CONFIG, "--out", out) == 1
     assert "joints ['arm_joint1', 'arm_joint2'] are not coordinates of the robot" in capsys.readouterr().err
+    write_estimate(tmp_path / "short_bag", np.zeros((3, 11)))  # 11 positions for 12 names
+    assert export(tmp_path / "short_bag", "--config", CONFIG, "--out", out) == 1
+    assert "row 1: 11 positions for 12 joint names" in capsys.readouterr().err
     assert export(bag, "--config", CONFIG, "--out", out, "--topic", "/nope") == 1
     assert "has no topic /nope (its JointState topics: ['/estimated/joint_states'])" in capsys.readouterr().err
     assert export(bag, "--config", CONFIG, "--out", tmp_path / "walk.txt") == 1

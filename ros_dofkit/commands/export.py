@@ -89,10 +89,11 @@ def read_joint_states(bag, topic: str):
         if message_names != names:
             raise RecordingError(f"{topic}: row {row + 1}: joint names {list(message_names)} differ from the first "
                                  f"message's {list(names)}; a table needs the same columns on every row")
-    positions = np.array([np.asarray(p, dtype=float) for p in batch.position])
-    if positions.shape != (len(batch.stamp_ns), len(names)):
-        raise RecordingError(f"{topic}: positions have shape {positions.shape}, expected one per joint name "
-                             f"{(len(batch.stamp_ns), len(names))}")
+    for row, position in enumerate(batch.position):
+        if len(position) != len(names):
+            raise RecordingError(f"{topic}: row {row + 1}: {len(position)} positions for {len(names)} joint names")
+    positions = np.array([np.asarray(p, dtype=float) for p in batch.position]).reshape(len(batch.stamp_ns),
+                                                                                        len(names))
     return batch.stamp_ns / 1e9, list(names), positions
 
 
