@@ -71,8 +71,8 @@ def finite_float(text: str) -> float:
 
 
 def add_import_parser(subparsers, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    """The parser of ``dofkit import NAME`` (creates the ``import`` group on first use), with the bag options every
-    importer shares (:func:`add_bag_arguments`)."""
+    """The parser of ``dofkit import NAME`` (creates the ``import`` group on first use); the importer adds its
+    arguments and the shared bag options (:func:`add_bag_arguments`)."""
     import_parser = subparsers.choices.get("import")
     if import_parser is None:
         import_parser = subparsers.add_parser("import", help="convert recordings from other formats to ROS 2 bags")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 COMMAND = "export"
 FORMATS = ("mot", "sto", "csv")
@@ -99,8 +100,6 @@ def read_joint_states(bag, topic: str):
 
 def run(args: argparse.Namespace) -> int:
     """Export; prints what was written. Exit status 0 ok, 1 bad input (nothing written)."""
-    from pathlib import Path
-
     import numpy as np
     import yaml
 

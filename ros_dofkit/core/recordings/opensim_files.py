@@ -51,7 +51,7 @@ TIME_LABEL = "time"
 END_HEADER = "endheader"
 STORAGE_VERSION = 1
 QUATERNION_TABLE_VERSION = 3
-# Blanks split a label in OpenSim's Storage reader; a label also must not look like a number.
+# Blanks split a label in OpenSim's Storage reader.
 _BLANK = re.compile(r"\s")
 
 
