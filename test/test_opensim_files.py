@@ -227,3 +227,33 @@ def test_quaternion_rotation_composes_like_opensense():
     expected = files.R_WO @ rotation_z(1.3) @ rotation_y(-0.4) @ rotation_x(0.2) @ quat_to_matrix(q_GS)
     np.testing.assert_allclose(R_WG @ quat_to_matrix(q_GS), expected, atol=1e-14)
     np.testing.assert_allclose(quat_to_matrix(matrix_to_quat(expected)), expected, atol=1e-12)
+
+
+def test_orientation_tables_agree_with_opensim(tmp_path, monkeypatch):
+    """OpenSim's own STOFileAdapterQuaternion writes a table our reader reads, and reads the table our writer
+    writes (the bench extra; without it the layout is checked against the documented rules above only)."""
+    osim = pytest.importorskip("opensim", reason="opensim (the bench extra, requirements/bench.txt) is not installed")
+    monkeypatch.chdir(tmp_path)  # OpenSim writes opensim.log into the working directory
+    rng = np.random.default_rng(2)
+    time, labels = np.array([0.0, 0.01, 0.02]), ["pelvis_imu", "femur_r_imu"]
+    quaternions = random_quaternions(rng, (3, 2))
+    matrix = osim.MatrixQuaternion(3, 2)
+    for i in range(3):
+        for j in range(2):
+            matrix.set(i, j, osim.Quaternion(*(float(c) for c in quaternions[i, j])))
+    written = osim.TimeSeriesTableQuaternion(osim.StdVectorDouble(time.tolist()), matrix,
+                                             osim.StdVectorString(labels))
+    written.addTableMetaDataString("DataRate", "100.000000")
+    osim.STOFileAdapterQuaternion.write(written, str(tmp_path / "opensim.sto"))
+    table = files.read_quaternion_table(tmp_path / "opensim.sto")
+    assert table.labels == tuple(labels) and table.metadata["DataType"] == "Quaternion"
+    np.testing.assert_allclose(table.quaternions, quaternions, atol=1e-14)
+    (tmp_path / "ours.sto").write_text(files.format_quaternion_table(time, labels, quaternions))
+    loaded = osim.TimeSeriesTableQuaternion(str(tmp_path / "ours.sto"))
+    assert list(loaded.getColumnLabels()) == labels
+    np.testing.assert_allclose(np.array(loaded.getIndependentColumn()), time, atol=1e-12)
+    for i in range(3):
+        row = loaded.getRowAtIndex(i)
+        for j in range(2):
+            q = row.getElt(0, j)
+            np.testing.assert_allclose([q.get(k) for k in range(4)], quaternions[i, j], atol=1e-11)
