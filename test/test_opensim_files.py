@@ -71,19 +71,6 @@ def test_bad_tables_name_the_row_or_column(time, values, labels, message):
         files.format_storage(time, labels, values, [True] * len(labels))
 
 
-def test_atomic_write_refuses_existing_and_leaves_nothing_on_failure(tmp_path):
-    target = tmp_path / "a.mot"
-    files.write_text_atomically(target, "one\n")
-    assert target.read_text() == "one\n"
-    with pytest.raises(FileExistsError, match="refusing to overwrite"):
-        files.write_text_atomically(target, "two\n")
-    files.write_text_atomically(target, "two\n", overwrite=True)
-    assert target.read_text() == "two\n"
-    with pytest.raises(TypeError):
-        files.write_text_atomically(tmp_path / "b.mot", None)  # fails while writing
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mot"]  # no b.mot, no temporary file
-
-
 # --- frames -----------------------------------------------------------------------------------------------------------
 
 

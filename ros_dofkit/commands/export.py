@@ -106,8 +106,9 @@ def run(args: argparse.Namespace) -> int:
     from ros_dofkit.core.estimator.config import EstimatorConfigError
     from ros_dofkit.core.recordings import opensim_files as files
     from ros_dofkit.core.recordings.errors import RecordingError
-    from ros_dofkit.replay.setup import ReplaySetup
     from ros_dofkit.replay.pipeline import ReplayError
+    from ros_dofkit.replay.setup import ReplaySetup
+    from ros_dofkit.ros import output_files
     from ros_dofkit.ros.bag_io import BagError
     from ros_dofkit.ros.parameters import ParameterValueError
 
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
             text = files.format_coordinates_csv(time, labels, values, rotational, in_degrees)
         else:
             text = files.format_storage(time, labels, values, rotational, in_degrees, name=args.name)
-        files.write_text_atomically(out, text, overwrite=args.force)
+        output_files.write_text(out, text, overwrite=args.force)
     except (RecordingError, BagError) as error:
         return _fail(str(error))
     except OSError as error:

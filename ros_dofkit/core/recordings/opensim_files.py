@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,29 +154,6 @@ def format_coordinates_csv(time, labels, values, rotational, in_degrees: bool = 
     lines = [",".join([f"{TIME_LABEL} (s)"] + [f"{label} ({unit})" for label, unit in zip(labels, units, strict=True)])]
     lines += [",".join([_time_text(t)] + [_number(v) for v in row]) for t, row in zip(time, out, strict=True)]
     return "\n".join(lines) + "\n"
-
-
-def write_text_atomically(path, text: str, overwrite: bool = False) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``: the file appears
-    whole or not at all. Refuses an existing ``path`` unless ``overwrite``; raises OSError for I/O failures (the
-    temporary file is removed)."""
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"refusing to overwrite {path} (it exists)")
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"folder {path.parent} does not exist")
-    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-                                         delete=False, encoding="utf-8", newline="\n")
-    try:
-        with handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
-    return path
 
 
 # ---------------------------------------------------------------------------------------------- orientation tables
