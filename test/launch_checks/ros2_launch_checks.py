@@ -47,7 +47,7 @@ PACKAGE = "ros_dofkit"
 #: Arguments passed on to the launch file when given (the union of what the package's launch files declare).
 PASSED_ON = ("namespace", "use_sim_time", "config", "urdf", "robot_description", "model_names", "joint_names",
              "input", "output")
-READY_TIMEOUT = 60.0  # s: a cold numba cache compiles the kernels first (README "First start")
+READY_TIMEOUT = 150.0  # s: a cold numba cache (no ./run set-up before) compiles the kernels first
 GRAPH_TIMEOUT = 10.0  # s: discovery of the node's endpoints (under 1 s with the test profile; loaded machine)
 SHUTDOWN_TIMEOUT = 15.0  # s: SIGINT to every process until `ros2 launch` has exited
 LAUNCH_PROCESS = "ros2_launch"
