@@ -23,6 +23,7 @@ TIMEOUT = 120.0  # s: a first start may compile the estimator's kernels (cached 
 
 SLOW_CLEAN_UP_RELAY = """
 import sys, time
+import rclpy
 from ros_dofkit.nodes.common import run_node
 from ros_dofkit.nodes.relay import RelayNode
 
@@ -33,7 +34,11 @@ class SlowCleanUpRelay(RelayNode):
         super().destroy_node()
         print("cleaned up", flush=True)
 
-sys.exit(run_node(SlowCleanUpRelay, "dofkit_relay"))
+def spin(node):
+    print("spinning", flush=True)  # built and handed over: a SIGINT from now on finds a node to clean up
+    rclpy.spin(node)
+
+sys.exit(run_node(SlowCleanUpRelay, "dofkit_relay", spin=spin))
 """
 
 
@@ -46,7 +51,7 @@ def assert_clean_exit(process) -> None:
 
 def test_a_second_sigint_during_clean_up_ends_the_node_cleanly(ros_processes):
     relay = ros_processes.start(sys.executable, "-c", SLOW_CLEAN_UP_RELAY)
-    relay.wait_for_output("relaying", timeout=TIMEOUT)
+    relay.wait_for_output("spinning", timeout=TIMEOUT)
     os.killpg(relay.pid, signal.SIGINT)
     relay.wait_for_output("cleaning up")
     os.killpg(relay.pid, signal.SIGINT)
