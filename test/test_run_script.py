@@ -254,3 +254,23 @@ def test_every_node_executable_of_setup_py_runs_through_run():
     result = subprocess.run(["bash", "-c", 'source "$1"; echo "$node_executables"', "nodes", str(RUN)],
                             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert set(result.stdout.split()) == scripts - {"dofkit"}
+
+
+def test_system_ros_mode_installs_runtime_pins_without_numpy_and_no_ros_wheel(fake_checkout):
+    """With a sourced ROS 2 (ROS_DISTRO set, a python3 that imports rclpy), the venv uses the system's ROS and NumPy
+    (--system-site-packages): no ROS wheel, no tf2_msgs build, the runtime pins minus numpy; the test stack still
+    comes only with ./run test."""
+    checkout, environment, log = fake_checkout
+    stubs = Path(environment["PATH"].split(":")[0])
+    (stubs / "python3").write_text(FAKE_PYTHON)  # answers `import rclpy` with success, like a sourced Jazzy
+    (stubs / "python3").chmod(0o755)
+    (checkout / ".venv" / "pyvenv.cfg").write_text("include-system-site-packages = true\n")
+    environment = {**environment, "ROS_DISTRO": "jazzy"}
+    first = calls(checkout, environment, log, "env")
+    assert pip_requirements(first) == [] and "build_tf2_msgs" not in first
+    (filtered,) = [word for line in first if " -m pip " in line for word in line.split()
+                   if word.endswith(".runtime-without-numpy.txt")]
+    pins = (Path(filtered.replace("ROOT", str(checkout)))).read_text().splitlines()
+    runtime = (checkout / "requirements" / "runtime.txt").read_text().splitlines()
+    assert pins == [line for line in runtime if not line.startswith("numpy==")] and len(pins) == len(runtime) - 1
+    assert pip_requirements(calls(checkout, environment, log, "test")) == ["test.txt"]
