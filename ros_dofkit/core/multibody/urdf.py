@@ -41,6 +41,8 @@ from .errors import MultibodyValueError, URDFError
 from .joints import Mimic, PlanarJoint, PrismaticJoint, QuaternionFloatingJoint, RevoluteJoint, WeldJoint
 
 URDF_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
+#: The joint types with one coordinate: the only ones a mimic can copy or follow, or a SimpleTransmission actuate.
+ONE_DOF_TYPES = ("revolute", "continuous", "prismatic")
 BASE_JOINT_CHOICES = ("fixed", "planar", "floating", None)
 #: The URDF link that stands for the parent frame (robot_state_publisher / Gazebo convention).
 WORLD_LINK = "world"
@@ -243,7 +245,7 @@ def _parse_joint(element: ET.Element, links: set[str], notes: _Notes) -> URDFJoi
         mwhere = f"{where} <mimic>"
         copy = URDFMimic(mimic.get("joint"), _number(mimic, "multiplier", 1.0, mwhere),
                          _number(mimic, "offset", 0.0, mwhere))
-        if kind in ("revolute", "continuous", "prismatic"):
+        if kind in ONE_DOF_TYPES:
             joint.mimic = copy
         else:  # a fixed joint has no motion to copy; a planar or floating one has no single coordinate
             notes.note(f"<mimic> on a {kind} joint (it stays {kind})", name)
@@ -329,7 +331,7 @@ def parse_urdf(source) -> URDFModel:
             notes.note("<mimic> of an unknown joint (the joint keeps its own coordinate)",
                        f"{joint.name} -> {joint.mimic.joint}")
             joint.mimic = None
-        elif source.type not in ("revolute", "continuous", "prismatic"):
+        elif source.type not in ONE_DOF_TYPES:
             notes.note(f"<mimic> of a {source.type} joint (the joint keeps its own coordinate)",
                        f"{joint.name} -> {source.name}")
             joint.mimic = None
@@ -377,7 +379,7 @@ def _actuated_joint(transmission: URDFTransmission, joints: dict[str, URDFJoint]
     if not transmission.is_simple():
         return None
     joint = joints[transmission.joints[0]]
-    if joint.type not in ("revolute", "continuous", "prismatic") or joint.mimic is not None:
+    if joint.type not in ONE_DOF_TYPES or joint.mimic is not None:
         return None
     return joint
 
