@@ -17,6 +17,9 @@ from robot_models import FLOATING_BASE, all_urdf_files, robots_dir, urdf_path
 from ros_dofkit.core.multibody import MultibodyPlant, URDFError
 
 pin = pytest.importorskip("pinocchio")
+# Real robots carry parts kinematics does not use (transmissions, Gazebo tags): URDFWarnings, tested in
+# test_multibody_urdf.py; here they are expected.
+pytestmark = pytest.mark.filterwarnings("ignore::ros_dofkit.core.multibody.URDFWarning")
 
 
 def load_both(short_name: str):

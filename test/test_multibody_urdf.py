@@ -379,7 +379,10 @@ def test_mimic_on_fixed_joint_is_ignored_and_non_simple_transmissions_add_no_act
                  "<transmission name='u'><type>transmission_interface/SimpleTransmission</type>"
                  "<joint name='k'/></transmission>")
     plant = MultibodyPlant()
-    plant.add_urdf(text)
+    with pytest.warns(URDFWarning) as record:
+        plant.add_urdf(text)
+    assert [str(w.message).split(": ignored ")[1].split(" (")[0] for w in record] == [
+        "<mimic> on a fixed joint", "<transmission> of type transmission_interface/DifferentialTransmission"]
     plant.finalize()
     assert plant.get_joint_by_name("f").type_name == "weld"
     assert [plant.get_joint_actuator(i).name for i in range(plant.num_actuators())] == ["u"]
