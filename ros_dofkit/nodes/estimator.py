@@ -44,12 +44,13 @@ from rclpy.node import Node
 from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
 from ros_dofkit.core.estimator.config import EstimatorConfigError
 from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
+from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, unconstrained_estimated_coordinates
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.nodes.common import StartupError, declare_specs, run_node
@@ -57,7 +58,9 @@ from ros_dofkit.ros.estimator_messages import (
     FloatingBaseOdometry,
     JointStateSelection,
     NodeStatistics,
+    RateLimiter,
     diagnostics_message,
+    robot_description_text,
     sensor_errors_message,
 )
 from ros_dofkit.ros.imu_input import (
@@ -75,6 +78,7 @@ from ros_dofkit.ros.parameters import (
     estimator_config_from_parameters,
     imu_parameter_specs,
     model_specs_from_parameters,
+    unknown_parameter_reason,
     validate_value,
 )
 from ros_dofkit.ros.qos import (
@@ -87,6 +91,7 @@ from ros_dofkit.ros.qos import (
     tf_static_qos,
 )
 from ros_dofkit.ros.tf_builder import TfBuilder
+from ros_dofkit.ros.tf_tree import TfTreeError, tf_tree_from_parameters
 
 NODE_NAME = "estimator"
 
@@ -139,15 +144,8 @@ class EstimatorNode(Node):
             publisher = create_output_publisher(
                 self, JointState, f"{prefix}{instance}/joint_states", self.qos_events, qos=out_qos)
             self._instance_outputs.append((JointStateSelection(self.estimator, mask), publisher))
-        self.tf = TfBuilder(self.plant, values["frame_prefix"], values["world_frame"])
-        self._odometry = []
-        for joint in self.estimator.floating_joints:
-            instance = self.plant.get_model_instance_name(joint.model_instance)
-            builder = FloatingBaseOdometry(self.plant, joint, values["world_frame"],
-                                           self.tf.frame_ids[joint.child_body.index])
-            publisher = create_output_publisher(self, Odometry, f"{prefix}odometry/{instance}", self.qos_events,
-                                                qos=out_qos)
-            self._odometry.append((builder, publisher))
+        self._build_tf()
+        self._build_odometry(prefix, out_qos)
         self._errors_publisher = create_output_publisher(
             self, Float64MultiArray, f"{prefix}sensor_errors", self.qos_events, qos=out_qos)
         self._tf_publisher = create_output_publisher(self, TFMessage, "/tf", self.qos_events, qos=tf_qos())
@@ -168,6 +166,9 @@ class EstimatorNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._diagnostics_timer = self.create_timer(values["diagnostics_period"], self._publish_diagnostics)
         self._publish_static_tf()
+        self._publish_robot_description()
+        self._warn_unknown_overrides()
+        self._check_observability()
         self.get_logger().info(
             f"estimator ready: {self.plant.num_positions()} positions in {len(self.instance_names)} model "
             f"instance(s) {self.instance_names}, {len(config.imus)} IMU(s) {list(config.imu_names)}, "
@@ -183,6 +184,71 @@ class EstimatorNode(Node):
             scratch.add_imu(imu.name, 0.0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
         scratch.add_joint_state(list(scratch.joint_state_names), np.zeros(len(scratch.joint_state_names)), stamp=0.0)
         scratch.step(0.0)
+
+    def _build_tf(self) -> None:
+        """The TF tree the parameters ask for (REP-105 ownership, external parents, no self-transforms)."""
+        try:
+            tree = tf_tree_from_parameters(self.plant, self._values)
+        except (TfTreeError, ParameterValueError) as error:
+            raise StartupError(f"TF: {error}") from error
+        self.tf = TfBuilder(self.plant, tree=tree)
+        self._tf_limiter = RateLimiter(self._values["tf_max_rate"])
+        for instance, frame in tree.external_parents.items():
+            self.get_logger().info(f"model instance {instance!r} hangs from the TF frame {frame!r} (not a frame of "
+                                   "the model: another node publishes it)")
+        for body, reason in tree.unpublished.items():
+            self.get_logger().info(f"not publishing {tree.parent_frame_ids[body]} -> {tree.frame_ids[body]}: "
+                                   f"{reason}")
+
+    def _build_odometry(self, prefix: str, out_qos) -> None:
+        """One Odometry publisher per floating base: header frame the one its root hangs from (REP-105)."""
+        self._odometry = []
+        for joint in self.estimator.floating_joints:
+            instance = self.plant.get_model_instance_name(joint.model_instance)
+            body = joint.child_body.index
+            builder = FloatingBaseOdometry(self.plant, joint, self.tf.tree.parent_frame_of(body),
+                                           self.tf.frame_ids[body])
+            publisher = create_output_publisher(self, Odometry, f"{prefix}odometry/{instance}", self.qos_events,
+                                                qos=out_qos)
+            self._odometry.append((builder, publisher))
+        self._covariance_model = SolveCovarianceModel(
+            self.estimator, self._values["imu_orientation_stddev"] ** 2,
+            self._values["imu_angular_velocity_stddev"] ** 2) if self._odometry else None
+
+    def _publish_robot_description(self) -> None:
+        """The URDF on ``robot_description`` (std_msgs/String, transient local), as robot_state_publisher."""
+        self._robot_description_publisher = None
+        if not self._values["publish_robot_description"]:
+            return
+        try:
+            text = robot_description_text(model_specs_from_parameters(self._values))
+        except (ParameterValueError, OSError, EstimatorConfigError) as error:
+            raise StartupError(f"robot_description: {error}") from error
+        if text is None:
+            self.get_logger().warning("robot_description not published: the robot has several URDF model "
+                                      "instances, which no single URDF describes")
+            return
+        self._robot_description_publisher = create_output_publisher(
+            self, String, "robot_description", self.qos_events, qos=tf_static_qos())
+        self._robot_description_publisher.publish(String(data=text))
+
+    def _warn_unknown_overrides(self) -> None:
+        """A parameter given (command line, file) that the node never declared: warned with the near names."""
+        # rclpy keeps every override of the command line and parameter files in Node._parameter_overrides (no
+        # public accessor); those never declared are the ones it ignores silently.
+        declared = list(self.get_parameters_by_prefix(""))
+        for name in sorted(set(self._parameter_overrides) - set(declared)):
+            if name.startswith("qos_overrides."):
+                continue  # rclpy declares these per topic; a mistyped one is reported by rclpy's QoS checks
+            self.get_logger().warning(f"{unknown_parameter_reason(name, declared)} (ignored)")
+
+    def _check_observability(self) -> None:
+        """Warn (and report on /diagnostics) the estimated coordinates no IMU constrains at the default pose."""
+        self._unconstrained = unconstrained_estimated_coordinates(self.estimator)
+        if self._unconstrained:
+            self.get_logger().warning(
+                f"the IMUs do not constrain {list(self._unconstrained)} (rank of their stacked angular Jacobians "
+                "at a generic pose): these estimates are minimum-norm guesses; add IMUs or measure them")
 
     def _publish_static_tf(self) -> None:
         sec, nanosec = seconds_to_sec_nanosec(self.get_clock().now().nanoseconds * 1e-9)
@@ -270,17 +336,28 @@ class EstimatorNode(Node):
         for selection, publisher in self._instance_outputs:
             if publisher.get_subscription_count():
                 publisher.publish(selection.serialized(result, sec, nanosec))
-        for builder, publisher in self._odometry:
-            if publisher.get_subscription_count():
-                publisher.publish(builder.message(result, Time(sec=sec, nanosec=nanosec)))
-        if self._tf_publisher.get_subscription_count():
-            self._tf_publisher.publish(self.tf.moving_transforms_serialized(result.X_WB, sec, nanosec))
+        self._publish_odometry(result, sec, nanosec)
+        self._publish_tf(result, sec, nanosec)
         if self._errors_publisher.get_subscription_count():
             self._errors_publisher.publish(sensor_errors_message(result, self.estimator.config.imu_names))
 
+    def _publish_odometry(self, result, sec: int, nanosec: int) -> None:
+        covariances = None
+        for builder, publisher in self._odometry:
+            if publisher.get_subscription_count():
+                if covariances is None:
+                    covariances = self._covariance_model.covariances(result)
+                publisher.publish(builder.message(result, Time(sec=sec, nanosec=nanosec), covariances))
+
+    def _publish_tf(self, result, sec: int, nanosec: int) -> None:
+        if self.tf.moving_bodies and self._tf_publisher.get_subscription_count() and \
+                self._tf_limiter.admit(result.stamp):
+            self._tf_publisher.publish(self.tf.moving_transforms_serialized(result.X_WB, sec, nanosec))
+
     def _publish_diagnostics(self) -> None:
         msg = diagnostics_message(self.get_clock().now().to_msg(), self.get_name(), self.estimator,
-                                  self.statistics, time.monotonic(), dict(self.qos_events.counts))
+                                  self.statistics, time.monotonic(), dict(self.qos_events.counts),
+                                  unconstrained=self._unconstrained)
         self._diagnostics_publisher.publish(msg)
 
     # ------------------------------------------------------------------ service and parameters

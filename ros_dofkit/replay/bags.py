@@ -26,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ros_dofkit.core.estimator.odometry import child_frame_twist
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, ReplayError, Truth
 from ros_dofkit.ros.bag_io import BagError, BagWriter, bag_topics, make_typestore, read_bag
-from ros_dofkit.ros.tf_tree import frame_ids, moving_and_fixed_bodies
+from ros_dofkit.ros.tf_tree import tf_tree_from_parameters
 
 IMU_MSGTYPE = "sensor_msgs/msg/Imu"
 JOINT_STATE_MSGTYPE = "sensor_msgs/msg/JointState"
@@ -164,12 +165,10 @@ class MessageFactory:
                                     rotation=Quaternion(x=x, y=y, z=z, w=w))))
         return self._TFMessage(transforms=transforms)
 
-    def odometry(self, stamp_ns: int, odom_frame: str, child_frame: str, X_WB, w_WB_W, v_WBo_W):
-        """nav_msgs/Odometry: pose of B in the odometry frame, twist expressed in B (REP-105 child frame)."""
-        R_WB = X_WB[:3, :3]
-        w, x, y, z = matrix_to_quat(R_WB)
-        v_B = R_WB.T @ np.asarray(v_WBo_W, dtype=float)
-        w_B = R_WB.T @ np.asarray(w_WB_W, dtype=float)
+    def odometry(self, stamp_ns: int, odom_frame: str, child_frame: str, X_WB, v_B, w_B):
+        """nav_msgs/Odometry: pose of B in the odometry frame, twist ``v_B``, ``w_B`` expressed in B (REP-105 child
+        frame)."""
+        w, x, y, z = matrix_to_quat(X_WB[:3, :3])
         pose = self._Pose(position=self._Point(x=float(X_WB[0, 3]), y=float(X_WB[1, 3]), z=float(X_WB[2, 3])),
                           orientation=self._Quaternion(x=float(x), y=float(y), z=float(z), w=float(w)))
         twist = self._Twist(linear=self._Vector3(x=float(v_B[0]), y=float(v_B[1]), z=float(v_B[2])),
@@ -328,10 +327,11 @@ class OutputWriter:
                 self._instances.append((f"{self._namespace}/{instance}/joint_states",
                                         tuple(n for n, s in zip(self._names, selected, strict=True) if s),
                                         self._art_q[selected], self._art_v[selected]))
-        # Frame names and the /tf vs /tf_static split as the node's TfBuilder makes them.
-        self._frame_ids = frame_ids(plant, setup.frame_prefix, setup.world_frame)
+        # Frame names, parents, owned transforms and the /tf vs /tf_static split as the node's TfBuilder makes them.
+        tree = tf_tree_from_parameters(plant, setup.values)
+        self._frame_ids, self._parent_frames = tree.frame_ids, tree.parent_frame_ids
         self._parent = np.asarray(plant.tree.parent)
-        self._moving, self._fixed = (list(bodies) for bodies in moving_and_fixed_bodies(plant))
+        self._moving, self._fixed = list(tree.moving_bodies), list(tree.fixed_bodies)
         self._plant = plant
         self._odometry = []
         for joint in estimator.floating_joints:
@@ -354,7 +354,7 @@ class OutputWriter:
         bodies = np.asarray(bodies, dtype=np.int64)
         parents = self._parent[bodies]
         X_PC = relative_poses(X_WB, parents, bodies)
-        return ([self._frame_ids[p] for p in parents], [self._frame_ids[b] for b in bodies], X_PC)
+        return ([self._parent_frames[b] for b in bodies], [self._frame_ids[b] for b in bodies], X_PC)
 
     def write(self, result, stamp_ns: int) -> None:
         """Queue one cycle's outputs; they are written in batches of :data:`BATCH` (TF rotations converted
@@ -386,8 +386,9 @@ class OutputWriter:
                 bag.write(topic, stamp_ns, factory.joint_state(stamp_ns, names, q[q_index], v[v_index]))
             for topic, body, v_start, R_WF in self._odometry:
                 X_WB_k = np.asarray(result.X_WB[body])
-                odometry = factory.odometry(stamp_ns, self._frame_ids[0], self._frame_ids[body], X_WB_k,
-                                            R_WF @ v[v_start:v_start + 3], R_WF @ v[v_start + 3:v_start + 6])
+                twist = child_frame_twist(X_WB_k[:3, :3], R_WF, v[v_start:v_start + 6])
+                odometry = factory.odometry(stamp_ns, self._parent_frames[body], self._frame_ids[body], X_WB_k,
+                                            twist.linear, twist.angular)
                 bag.write(topic, stamp_ns, odometry)
             if self._moving:
                 bag.write("/tf", stamp_ns, factory.tf_message(stamp_ns, parents, children, X_PC[k], quaternions[k]))
@@ -425,15 +426,11 @@ class OutputWriter:
                                                                                 v[:, v_index])))
         for topic, body, v_start, R_WF in self._odometry:
             R_WB = X_WB[:, body, :3, :3]
-            w_W = v[:, v_start:v_start + 3] @ R_WF.T
-            v_W = v[:, v_start + 3:v_start + 6] @ R_WF.T
-            R_BW = np.swapaxes(R_WB, -1, -2)
-            linear = np.einsum("nij,nj->ni", R_BW, v_W)
-            angular = np.einsum("nij,nj->ni", R_BW, w_W)
+            twist = child_frame_twist(R_WB, R_WF, v[:, v_start:v_start + 6])
             quaternions = matrix_to_quat(R_WB)
             streams.append((topic, "nav_msgs/msg/Odometry", cdr.encode_odometry(
-                stamps, self._frame_ids[0], self._frame_ids[body], X_WB[:, body, :3, 3], quaternions[:, [1, 2, 3, 0]],
-                linear, angular)))
+                stamps, self._parent_frames[body], self._frame_ids[body], X_WB[:, body, :3, 3],
+                quaternions[:, [1, 2, 3, 0]], twist.linear, twist.angular)))
         if self._moving:
             parents, children, X_PC = self._relative(X_WB, self._moving)
             quaternions = matrix_to_quat(X_PC[..., :3, :3])
