@@ -610,3 +610,158 @@ def test_robot_description_and_input_qos_parameters(ros_node, ros_processes, tmp
         lambda: bool(diagnostics.messages)
         and int(diagnostics_value(diagnostics.messages[-1], "qos_incompatible./rd/imu") or 0) >= 1,
         "the incompatible QoS counted in /diagnostics", TIMEOUT)
+
+
+# ---------------------------------------------------------------------------------------------- joining a TF tree
+def tf_pairs(messages) -> set:
+    return {(t.header.frame_id, t.child_frame_id) for m in messages for t in m.transforms}
+
+
+def assert_one_tf_tree(pairs: set, root: str) -> None:
+    """What a tf2 buffer builds from ``pairs``: every frame exactly one parent, no self-transform, all reach
+    ``root``."""
+    children = [child for _, child in pairs]
+    assert len(children) == len(set(children)), f"a frame with two parents in {sorted(pairs)}"
+    assert all(parent != child for parent, child in pairs), sorted(pairs)
+    parent_of = {child: parent for parent, child in pairs}
+    for frame in parent_of:
+        seen = set()
+        while frame in parent_of:
+            assert frame not in seen, f"a loop through {frame}"
+            seen.add(frame)
+            frame = parent_of[frame]
+        assert frame == root, f"{sorted(seen)} do not reach {root!r}"
+
+
+def external_transform(parent: str, child: str):
+    """A TFMessage with one identity transform ``parent -> child`` stamped now (another node's transform)."""
+    from geometry_msgs.msg import TransformStamped
+
+    transform = TransformStamped()
+    transform.header.stamp.sec, transform.header.stamp.nanosec = stamp_now()
+    transform.header.frame_id, transform.child_frame_id = parent, child
+    transform.transform.rotation.w = 1.0
+    return TFMessage(transforms=[transform])
+
+
+def tree_of_the_node(ros_node, stream, external_pairs: set, root: str, cycles: int = 5) -> set:
+    """The node's /tf over a few lock-step cycles and its /tf_static (late subscriber), joined with the external
+    transforms, checked to be one tree; returns the node's own pairs."""
+    tf = ros_node.collect(TFMessage, "/tf", tf_qos())
+    (moving,) = stream.lockstep([tf], cycles)
+    static = ros_node.collect(TFMessage, "/tf_static", tf_static_qos())
+    ros_node.wait_for_messages(static, 1, timeout=TIMEOUT)
+    own = tf_pairs(moving) | tf_pairs(static.messages)
+    assert_one_tf_tree(own | external_pairs, root)
+    return own
+
+
+def test_arm_on_a_table_hangs_from_the_external_table_frame(ros_node, ros_processes, tmp_path, arm_plant):
+    """Case 1: an arm on a table, world -> table published by another node; the arm's root hangs from table."""
+    from std_msgs.msg import String
+
+    start_arm(ros_processes, tmp_path, "parent_frames: [table]")
+    stream = arm_stream(ros_node, arm_plant)
+    own = tree_of_the_node(ros_node, stream, {("world", "table")}, "world")
+    assert ("table", "r1/arm_link0") in own and ("world", "r1/arm_link0") not in own
+    description = ros_node.collect(String, "/robot_description", tf_static_qos())  # late, transient local
+    (urdf,) = ros_node.wait_for_messages(description, 1, timeout=TIMEOUT)
+    assert '<robot name="arm7"' in urdf.data or "arm_link7" in urdf.data
+
+
+def test_mobile_manipulator_under_an_existing_odom_to_base_link(ros_node, ros_processes, tmp_path):
+    """Case 2: odometry owns odom -> base_link; the node publishes everything below base_link and nothing else."""
+    plant = build_plant([ModelSpec("mobile_base.urdf", "base", "planar"),
+                         ModelSpec("arm7.urdf", "arm", "fixed", "arm_mount")])
+    params = """
+urdf_files: [mobile_base.urdf, arm7.urdf]
+model_names: [base, arm]
+base_joints: [planar, fixed]
+parent_frames: [world, arm_mount]
+world_frame: odom
+publish_root_tf: false
+imu_names: [base, hand]
+imus:
+  base: {body: base_imu_link, topic: /m/imu/base}
+  hand: {body: arm_link7, topic: /m/imu/hand}
+estimated:
+  base: [base_link_qz]
+  arm: [arm_joint6, arm_joint7]
+joint_states_topic: /m/joint_states
+output_namespace: /m/out
+future_tolerance: 0.5
+stale_timeout: 0.3
+sync_joint_states: true
+sync_tolerance: 0.001
+"""
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, params))
+    process.wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
+    assert "not publishing odom -> base_link" in process.output()
+    names = list(plant.position_names())
+    measured = [n for n in names if n not in ("base_link_qz", "arm_joint6", "arm_joint7")]
+
+    def motion(t):
+        q = np.concatenate([[0.5, -0.2, 0.3 + 0.4 * t, 0.0, 0.0], arm_motion(t)[0]])
+        return q, np.concatenate([[0.0, 0.0, 0.4, 0.0, 0.0], arm_motion(t)[1]])
+
+    stream = Stream(ros_node, plant, {"base": "/m/imu/base", "hand": "/m/imu/hand"},
+                    {"base": "base_imu_link", "hand": "arm_link7"}, {"base": np.eye(3), "hand": np.eye(3)},
+                    "/m/joint_states", measured, motion)
+    stream.wait_connected()
+    odometry = ros_node.create_publisher(TFMessage, "/tf", tf_qos())  # the robot's own odometry
+    odometry.publish(external_transform("odom", "base_link"))
+    own = tree_of_the_node(ros_node, stream, {("odom", "base_link")}, "odom")
+    assert not any(child == "base_link" for _, child in own)
+    assert ("base_link", "left_wheel") in own or any(parent == "base_link" for parent, _ in own)
+
+
+def test_legged_robot_with_robot_localization_owning_odom_to_base(ros_node, ros_processes, tmp_path):
+    """Case 3: robot_localization fuses the node's Odometry and owns odom -> trunk: the Odometry has REP-105 frames
+    and usable covariances, the node's TF hangs below trunk."""
+    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+    params = """
+urdf_files: [quadruped.urdf]
+model_names: [quadruped]
+base_joints: [floating]
+world_frame: odom
+publish_root_tf: false
+imu_orientation_stddev: 0.02
+imu_angular_velocity_stddev: 0.05
+imu_names: [trunk]
+imus:
+  trunk: {body: trunk_imu_link, topic: /q/imu/trunk}
+estimated:
+  quadruped: [none]
+joint_states_topic: /q/joint_states
+output_namespace: /q/out
+future_tolerance: 0.5
+stale_timeout: 0.3
+"""
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, params))
+    process.wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
+    odometry = ros_node.collect(Odometry, "/q/out/odometry/quadruped", output_qos())
+    w_W = np.array([0.2, -0.1, 0.6])
+    default = plant.default_positions()
+
+    def motion(t):
+        q = np.concatenate([matrix_to_quat(rotvec_to_matrix(w_W * t)), default[4:7], np.tile([0.0, 0.6, -1.2], 4)])
+        return q, np.concatenate([w_W, np.zeros(3), np.zeros(12)])
+
+    stream = Stream(ros_node, plant, {"trunk": "/q/imu/trunk"}, {"trunk": "trunk_imu_link"}, {"trunk": np.eye(3)},
+                    "/q/joint_states", list(plant.position_names())[7:], motion)
+    stream.wait_connected()
+    localization = ros_node.create_publisher(TFMessage, "/tf", tf_qos())
+    localization.publish(external_transform("odom", "trunk"))
+    own = tree_of_the_node(ros_node, stream, {("odom", "trunk")}, "odom")
+    assert not any(child == "trunk" for _, child in own)
+    (messages,) = stream.lockstep([odometry], 3)
+    for msg in messages:
+        assert msg.header.frame_id == "odom" and msg.child_frame_id == "trunk"
+        pose = np.reshape(msg.pose.covariance, (6, 6))
+        twist = np.reshape(msg.twist.covariance, (6, 6))
+        # One IMU on the trunk: the rotation variance is the IMU's, per axis; translation unobserved, never 0.
+        np.testing.assert_allclose(np.diag(pose)[3:], 0.02**2, rtol=1e-6)
+        np.testing.assert_allclose(np.diag(twist)[3:], 0.05**2, rtol=1e-6)
+        assert np.all(np.diag(pose)[:3] >= 1e3) and np.all(np.diag(twist)[:3] >= 1e3)
