@@ -765,3 +765,14 @@ stale_timeout: 0.3
         np.testing.assert_allclose(np.diag(pose)[3:], 0.02**2, rtol=1e-6)
         np.testing.assert_allclose(np.diag(twist)[3:], 0.05**2, rtol=1e-6)
         assert np.all(np.diag(pose)[:3] >= 1e3) and np.all(np.diag(twist)[:3] >= 1e3)
+
+
+@pytest.mark.parametrize("content", [None, "a: [b\n"], ids=["missing", "malformed"])
+def test_a_missing_or_malformed_params_file_gives_the_one_cannot_start_line(ros_processes, tmp_path, content):
+    path = tmp_path / "params.yaml"
+    if content is not None:
+        path.write_text(content)
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file", str(path))
+    assert process.wait_for_exit(timeout=STARTUP_TIMEOUT) == 2
+    output = process.output()
+    assert "cannot start:" in output and str(path) in output and "Traceback" not in output
