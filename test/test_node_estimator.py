@@ -776,3 +776,27 @@ def test_a_missing_or_malformed_params_file_gives_the_one_cannot_start_line(ros_
     assert process.wait_for_exit(timeout=STARTUP_TIMEOUT) == 2
     output = process.output()
     assert "cannot start:" in output and str(path) in output and "Traceback" not in output
+
+
+def test_a_wrong_type_on_the_command_line_is_refused_like_in_the_file(ros_processes, tmp_path):
+    """17.6: rcl drops ``-p accuracy:=hello`` silently when the file sets accuracy; the node refuses it."""
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, ARM_PARAMS + "accuracy: 1.0e-4"), "-p", "accuracy:=hello")
+    assert process.wait_for_exit(timeout=STARTUP_TIMEOUT) == 2
+    assert "cannot start: parameter 'accuracy' from the command line" in process.output()
+
+
+def test_unknown_overrides_and_unconstrained_coordinates_are_warned(ros_node, ros_processes, tmp_path):
+    """A mistyped override gets a did-you-mean warning; one hand IMU for five estimated joints names the joints it
+    cannot constrain, in the log and on /diagnostics."""
+    params = ARM_PARAMS.replace("imu_names: [upper_arm, forearm, wrist, hand]", "imu_names: [hand]")
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, params), "-p", "stale_timout:=0.2")
+    process.wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
+    output = process.output()
+    assert "unknown parameter 'stale_timout'; did you mean ['stale_timeout']" in output
+    assert "the IMUs do not constrain" in output
+    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    ros_node.spin_until(lambda: bool(diagnostics.messages), "/diagnostics", TIMEOUT)
+    unconstrained = diagnostics_value(diagnostics.messages[-1], "unconstrained_coordinates").split(",")
+    assert len(unconstrained) >= 2 and all(name.startswith("arm_joint") for name in unconstrained)

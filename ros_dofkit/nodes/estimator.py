@@ -74,9 +74,11 @@ from ros_dofkit.ros.parameters import (
     ESTIMATION_PARAMETERS,
     NODE_PARAMETERS,
     ParameterValueError,
+    command_line_parameters,
     estimated_parameter_spec,
     estimator_config_from_parameters,
     imu_parameter_specs,
+    known_parameter_specs,
     model_specs_from_parameters,
     unknown_parameter_reason,
     validate_value,
@@ -122,6 +124,7 @@ class EstimatorNode(Node):
         for name in self._values["imu_names"]:
             self._values.update(declare_specs(self, imu_parameter_specs(name)))
         self._values.update(declare_specs(self, [estimated_parameter_spec(i) for i in self.instance_names]))
+        self._check_command_line_types()
         try:
             config = estimator_config_from_parameters(self._values, self.instance_names)
             self.estimator = Estimator(self.plant, config)
@@ -177,6 +180,15 @@ class EstimatorNode(Node):
         )
 
     # ------------------------------------------------------------------ start-up helpers
+    def _check_command_line_types(self) -> None:
+        """Refuse a ``-p name:=value`` of the wrong type as the same value in the YAML file is refused (rcl drops
+        it silently when the file sets the parameter too)."""
+        specs = known_parameter_specs(self._values, self.instance_names)
+        for name, value in command_line_parameters(sys.argv, self.get_name()).items():
+            reason = validate_value(specs[name], value) if name in specs else None
+            if reason:
+                raise StartupError(f"parameter {name!r} from the command line: {reason}")
+
     def _warm_up(self, config) -> None:
         """Run one cycle on a scratch Estimator so that compiled kernels are loaded before real data arrives."""
         scratch = Estimator(self.plant, config)
