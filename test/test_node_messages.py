@@ -230,12 +230,18 @@ def test_rate_limiter_admits_by_stamp_and_restarts_on_a_jump_back():
         RateLimiter(-1.0)
 
 
-def test_robot_description_is_the_one_urdf_or_none_for_several():
+def test_robot_description_is_the_one_urdf_or_the_instances_merged_into_one_tree():
     from ros_dofkit.core.estimator.robot import MODELS_DIR, ModelSpec
+    from ros_dofkit.core.multibody.urdf import parse_urdf
     from ros_dofkit.ros.estimator_messages import robot_description_text
 
     text = (MODELS_DIR / "arm7.urdf").read_text()
     assert robot_description_text([ModelSpec("arm7.urdf")]) == text
     assert robot_description_text([ModelSpec(text)]) == text
-    assert robot_description_text([ModelSpec("mobile_base.urdf"), ModelSpec("arm7.urdf", "arm", "fixed",
-                                                                            "arm_mount")]) is None
+    merged = robot_description_text([ModelSpec("mobile_base.urdf", "base", "planar"),
+                                     ModelSpec("arm7.urdf", "arm", "fixed", "arm_mount")])
+    # An independent reading: the package's URDF parser sees one tree holding both robots' links.
+    model = parse_urdf(merged)
+    assert model.root == "base_link" and {"arm_link0", "arm_link7", "arm_mount", "left_wheel"} <= set(model.links)
+    assert 'name="arm_attachment"' in merged
+    assert robot_description_text([ModelSpec("mobile_base.urdf"), ModelSpec("arm7.urdf", "arm")]) is None  # 2 roots

@@ -237,8 +237,8 @@ class EstimatorNode(Node):
         except (ParameterValueError, OSError, EstimatorConfigError) as error:
             raise StartupError(f"robot_description: {error}") from error
         if text is None:
-            self.get_logger().warning("robot_description not published: the robot has several URDF model "
-                                      "instances, which no single URDF describes")
+            self.get_logger().warning("robot_description not published: no single URDF tree holds the model "
+                                      "instances (a second root, or names used twice)")
             return
         self._robot_description_publisher = create_output_publisher(
             self, String, "robot_description", self.qos_events, qos=tf_static_qos())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from xml.etree import ElementTree
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -96,13 +97,37 @@ def sensor_errors_message(result, sensor_names) -> Float64MultiArray:
 
 
 def robot_description_text(specs) -> str | None:
-    """The URDF XML to publish on ``robot_description`` for the robot's :class:`ModelSpec` list: the one model
-    instance's URDF (the XML given, or the file's text); None for several instances (no single URDF holds them)."""
+    """The URDF XML to publish on ``robot_description`` for the robot's :class:`ModelSpec` list, as
+    robot_state_publisher would hold it: the one instance's URDF unchanged; several instances merged into one
+    ``<robot>`` (the first one's name), each later root attached by a fixed joint ``<instance>_attachment`` to its
+    parent link. None when no single URDF tree holds them: a later instance hanging from the world or an external
+    frame (a second root), or link or joint names used twice."""
     specs = list(specs)
-    if len(specs) != 1:
-        return None
-    spec = specs[0]
-    return spec.urdf if spec.is_xml else resolve_urdf_path(spec.urdf).read_text(encoding="utf-8")
+    texts = [spec.urdf if spec.is_xml else resolve_urdf_path(spec.urdf).read_text(encoding="utf-8")
+             for spec in specs]
+    if len(specs) == 1:
+        return texts[0]
+    robots = [ElementTree.fromstring(text) for text in texts]
+    merged = robots[0]
+    links = {link.get("name") for link in merged.iter("link")}
+    joints = {joint.get("name") for joint in merged.iter("joint")}
+    for spec, robot in zip(specs[1:], robots[1:], strict=True):
+        own_links = [link.get("name") for link in robot.findall("link")]
+        children = {child.get("link") for child in robot.iter("child")}
+        roots = [name for name in own_links if name not in children]
+        own_joints = {joint.get("name") for joint in robot.findall("joint")}
+        name = spec.name or robot.get("name")
+        if spec.parent_frame not in links or len(roots) != 1 or links & set(own_links) or joints & own_joints \
+                or f"{name}_attachment" in joints | own_joints:
+            return None
+        for element in robot:
+            merged.append(element)
+        attachment = ElementTree.SubElement(merged, "joint", name=f"{name}_attachment", type="fixed")
+        ElementTree.SubElement(attachment, "parent", link=spec.parent_frame)
+        ElementTree.SubElement(attachment, "child", link=roots[0])
+        links |= set(own_links)
+        joints |= own_joints | {f"{name}_attachment"}
+    return ElementTree.tostring(merged, encoding="unicode")
 
 
 class RateLimiter:
