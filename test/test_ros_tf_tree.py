@@ -7,25 +7,11 @@ import pytest
 
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.ros.tf_tree import TfTreeError, tf_tree, tf_tree_from_parameters
+from ros_harness import assert_one_tf_tree
 
 
 def published_pairs(tree) -> set:
     return {(tree.parent_frame_ids[b], tree.frame_ids[b]) for b in (*tree.moving_bodies, *tree.fixed_bodies)}
-
-
-def assert_is_tree(pairs, root: str) -> None:
-    """Every child has exactly one parent, no self-transform, and every frame reaches ``root``."""
-    children = [child for _, child in pairs]
-    assert len(children) == len(set(children)), children
-    assert all(parent != child for parent, child in pairs)
-    parent_of = dict((child, parent) for parent, child in pairs)
-    for frame in parent_of:
-        seen = set()
-        while frame in parent_of:
-            assert frame not in seen, f"loop through {frame}"
-            seen.add(frame)
-            frame = parent_of[frame]
-        assert frame == root
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +23,7 @@ def test_default_arm_hangs_from_the_world(arm):
     tree = tf_tree(arm, "r1/")
     pairs = published_pairs(tree)
     assert ("world", "r1/arm_link0") in pairs and ("r1/arm_link0", "r1/arm_link1") in pairs
-    assert_is_tree(pairs, "world")
+    assert_one_tf_tree(pairs, "world")
     assert tree.unpublished == {} and tree.external_parents == {}
 
 
@@ -47,7 +33,7 @@ def test_world_frame_equal_to_the_root_publishes_no_self_transform(arm):
     assert all(parent != child for parent, child in pairs)
     root = arm.get_body_by_name("arm_link0").index
     assert tree.unpublished == {root: "self-transform"}
-    assert_is_tree(pairs, "arm_link0")
+    assert_one_tf_tree(pairs, "arm_link0")
 
 
 def test_world_frame_naming_another_link_is_refused(arm):
@@ -60,7 +46,7 @@ def test_an_external_parent_frame_hangs_the_arm_from_a_table():
     tree = tf_tree(plant, parent_frames=["table"])
     assert tree.external_parents == {"arm": "table"}
     assert ("table", "arm_link0") in published_pairs(tree)
-    assert_is_tree(published_pairs(tree), "table")
+    assert_one_tf_tree(published_pairs(tree), "table")
 
 
 def test_ownership_switches_leave_the_base_to_odometry():
@@ -74,7 +60,7 @@ def test_ownership_switches_leave_the_base_to_odometry():
     assert trunk not in tree.moving_bodies and "publish_root_tf" in tree.unpublished[trunk]
     assert tree.parent_frame_of(trunk) == "odom"  # the Odometry header frame
     pairs = published_pairs(tree)
-    assert_is_tree(pairs | {("odom", "trunk")}, "odom")  # with robot_localization's transform: one tree
+    assert_one_tf_tree(pairs | {("odom", "trunk")}, "odom")  # with robot_localization's transform: one tree
     joints_off = tf_tree_from_parameters(plant, {**values, "publish_joint_tf": False})
     assert joints_off.moving_bodies == () and joints_off.fixed_bodies == ()
 
@@ -89,7 +75,7 @@ def test_mobile_manipulator_under_an_existing_odom_to_base_link():
     pairs = published_pairs(tree)
     assert not any(child == "base_link" for _, child in pairs)
     assert any(parent == "base_link" for parent, _ in pairs)
-    assert_is_tree(pairs | {("odom", "base_link")}, "odom")
+    assert_one_tf_tree(pairs | {("odom", "base_link")}, "odom")
 
 
 def test_an_external_parent_naming_a_later_instance_link_is_refused():
