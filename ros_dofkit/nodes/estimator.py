@@ -29,6 +29,7 @@ out of the garbage collector's generations so that its passes stay short.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import sys
@@ -41,6 +42,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
+from rclpy.parameter import get_parameter_value, parameter_value_to_python
 from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
@@ -184,7 +186,14 @@ class EstimatorNode(Node):
         """Refuse a ``-p name:=value`` of the wrong type as the same value in the YAML file is refused (rcl drops
         it silently when the file sets the parameter too)."""
         specs = known_parameter_specs(self._values, self.instance_names)
-        for name, value in command_line_parameters(sys.argv, self.get_name()).items():
+        for name, text in command_line_parameters(sys.argv, self.get_name()).items():
+            # Typed as rclpy types `ros2 param set` values (YAML 1.1); "1e-4" is a double to rcl, a string to it.
+            value = parameter_value_to_python(get_parameter_value(text))
+            if isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    value = float(value)
+            if isinstance(value, (tuple, np.ndarray)) or type(value).__name__ == "array":
+                value = list(value)
             reason = validate_value(specs[name], value) if name in specs else None
             if reason:
                 raise StartupError(f"parameter {name!r} from the command line: {reason}")

@@ -18,8 +18,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
 from ros_dofkit.core.estimator.config import (
     CALIBRATE,
@@ -371,6 +369,8 @@ def load_parameter_file(path, node_name: str = "estimator") -> dict:
     """Flat parameter values of ``node_name`` from a ROS 2 parameter YAML (``/**`` entries first, then the
     node's own, later ones winning, as rcl does). Raises :class:`ParameterValueError` for a file without
     ``ros__parameters``."""
+    from ruamel.yaml import YAML
+
     with open(path, encoding="utf-8") as stream:
         document = YAML(typ="safe", pure=True).load(stream) or {}
     values = {}
@@ -399,10 +399,9 @@ def known_parameter_specs(values: dict, instance_names=()) -> dict:
 
 
 def command_line_parameters(argv, node_name: str = "estimator") -> dict:
-    """``{name: value}`` of the ``-p name:=value`` / ``--param name:=value`` arguments inside ``--ros-args`` (also
-    ``-p node:name:=value`` for ``node_name``), values typed as rcl types them (YAML: bool, integer, double,
-    arrays; anything else a string). rcl silently drops a command-line value whose type differs from the same
-    parameter in a ``--params-file``, so the node checks these itself."""
+    """``{name: text}`` of the ``-p name:=text`` / ``--param name:=text`` arguments inside ``--ros-args`` (also
+    ``-p node:name:=text`` for ``node_name``), untyped. rcl silently drops a command-line value whose type differs
+    from the same parameter in a ``--params-file``, so the node types and checks these itself."""
     values = {}
     inside = False
     argv = list(argv)
@@ -416,22 +415,8 @@ def command_line_parameters(argv, node_name: str = "estimator") -> dict:
             node, _, bare = name.rpartition(":")
             if node and node.lstrip("/") != node_name:
                 continue
-            values[bare] = _typed(text)
+            values[bare] = text
     return values
-
-
-def _typed(text: str):
-    try:
-        value = YAML(typ="safe", pure=True).load(text)
-    except YAMLError:
-        return text
-    if isinstance(value, str):
-        for convert in (int, float):
-            try:
-                return convert(value)
-            except ValueError:
-                continue
-    return text if value is None else value
 
 
 def unknown_parameter_reason(name: str, known_names) -> str:
