@@ -80,8 +80,7 @@ def run_node(make_node: Callable[[], Node], name: str, spin: Callable[[Node], No
 
     0 after SIGINT/SIGTERM or an external shutdown; 2 when the node cannot start (:class:`StartupError`, an
     invalid QoS override parameter, or arguments rcl refuses such as a missing or malformed ``--params-file``),
-    after one FATAL log line saying why. The node is always destroyed and rclpy
-    shut down, whatever happened.
+    after one FATAL log line saying why. The node is always destroyed and rclpy shut down, whatever happened.
     """
     try:
         rclpy.init(args=args)

@@ -259,12 +259,10 @@ class EstimatorNode(Node):
         # public accessor); those never declared are the ones it ignores silently.
         declared = list(self.get_parameters_by_prefix(""))
         for name in sorted(set(self._parameter_overrides) - set(declared)):
-            if name.startswith("qos_overrides."):
-                continue  # rclpy declares these per topic; a mistyped one is reported by rclpy's QoS checks
             self.get_logger().warning(f"{unknown_parameter_reason(name, declared)} (ignored)")
 
     def _check_observability(self) -> None:
-        """Warn (and report on /diagnostics) the estimated coordinates no IMU constrains at the default pose."""
+        """Warn (and report on /diagnostics) the estimated coordinates no IMU constrains (at a generic pose)."""
         self._unconstrained = unconstrained_estimated_coordinates(self.estimator)
         if self._unconstrained:
             self.get_logger().warning(
