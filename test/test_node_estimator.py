@@ -753,3 +753,14 @@ def test_unknown_overrides_and_unconstrained_coordinates_are_warned(ros_node, ro
     ros_node.spin_until(lambda: bool(diagnostics.messages), "/diagnostics", TIMEOUT)
     unconstrained = diagnostics_value(diagnostics.messages[-1], "unconstrained_coordinates").split(",")
     assert len(unconstrained) >= 2 and all(name.startswith("arm_joint") for name in unconstrained)
+
+
+def test_tf_max_rate_limits_tf_by_input_time_not_the_other_outputs(ros_node, ros_processes, tmp_path, arm_plant):
+    start_arm(ros_processes, tmp_path, "tf_max_rate: 10.0")
+    tf = ros_node.collect(TFMessage, "/tf", tf_qos())
+    outputs = ros_node.collect(JointState, "/t/out/joint_states", output_qos())
+    stream = arm_stream(ros_node, arm_plant)
+    stream.run(tf, 8, rate_hz=100.0, timeout=TIMEOUT)
+    stamps = [sec + nanosec * 1e-9 for sec, nanosec in map(stamp_key, tf.messages)]
+    assert min(np.diff(stamps)) >= 0.1 - 1e-6
+    assert len(outputs) > 3 * len(tf)  # every estimate still goes out on the other topics
