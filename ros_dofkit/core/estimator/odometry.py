@@ -101,24 +101,27 @@ def least_squares_covariance(jacobians, weights, noise_variances, free) -> np.nd
     J, free = _stacked(jacobians, free)
     w = np.asarray(weights, dtype=float).reshape(-1)
     s2 = np.asarray(noise_variances, dtype=float).reshape(-1)
-    if w.shape != (J.shape[0],) or s2.shape != (J.shape[0],) or np.any(w < 0) or np.any(s2 < 0) \
-            or not (np.all(np.isfinite(w)) and np.all(np.isfinite(s2))):
+    if w.shape != (J.shape[0],) or s2.shape != (J.shape[0],) or not (w.min(initial=0.0) >= 0 <= s2.min(
+            initial=0.0) and np.isfinite(w.sum() + s2.sum())):
         raise OdometryInputError(f"expected {J.shape[0]} finite weights and noise variances >= 0, got {w!r} and "
                                  f"{s2!r}")
-    n = J.shape[2]
-    JtJ = np.einsum("kai,kaj->kij", J, J)
-    H = np.tensordot(w, JtJ, axes=1) if n else np.zeros((0, 0))
-    M = np.tensordot(w * w * s2, JtJ, axes=1) if n else np.zeros((0, 0))
-    eigenvalues, V = np.linalg.eigh(H) if n else (np.zeros(0), np.zeros((0, 0)))
-    scale = max(float(eigenvalues.max(initial=0.0)), 1e-300)
-    observed = eigenvalues > RANK_TOLERANCE * scale
-    inverse = np.zeros_like(eigenvalues)
-    inverse[observed] = 1.0 / eigenvalues[observed]
-    H_plus = (V * inverse) @ V.T
+    k, n = J.shape[0], J.shape[2]
+    sigma = np.zeros((free.size, free.size))
+    if n == 0:
+        return sigma
+    # Plain 2-D products: a cycle's matrices are tiny, and einsum/tensordot cost more in call overhead than in work.
+    A = J.reshape(3 * k, n)
+    A_T = A.T
+    H = (A_T * np.repeat(w, 3)) @ A
+    M = (A_T * np.repeat(w * w * s2, 3)) @ A
+    eigenvalues, V = np.linalg.eigh(H)
+    observed = eigenvalues > RANK_TOLERANCE * max(float(eigenvalues[-1]), 1e-300)
+    V_seen = V[:, observed]
+    H_plus = (V_seen / eigenvalues[observed]) @ V_seen.T
     V_null = V[:, ~observed]
     sigma_free = H_plus @ M @ H_plus + UNOBSERVED_VARIANCE * (V_null @ V_null.T)
-    sigma = np.zeros((free.size, free.size))
-    sigma[np.ix_(free, free)] = sigma_free
+    index = np.flatnonzero(free)
+    sigma[index[:, None], index] = sigma_free
     return sigma
 
 
