@@ -1,8 +1,9 @@
 """Odometry of a floating base from the estimator's solve: the child-frame twist, and covariances a filter can use.
 
-You are in the ROS-free estimator core (numpy only). The node (``ros_dofkit.ros.estimator_messages``) and offline
-replay turn these arrays into ``nav_msgs/Odometry``; robot_localization fuses such a message only when its
-covariances say what is known, so they are computed here from the same least squares the estimator solves.
+You are in the ROS-free estimator core: numpy and the estimator's own compiled kinematics, nothing of ROS. The node
+(``ros_dofkit.ros.estimator_messages``) turns these arrays into ``nav_msgs/Odometry``, offline replay takes the
+twist from here too; robot_localization fuses such a message only when its covariances say what is known, so they
+are computed here from the same least squares the estimator solves.
 
 **Twist (REP-105: expressed in the child frame B).** A floating joint's velocities are ``v = [w_FM_F, v_FM_F]``
 with its parent frame F fixed in the world W and M = B, so
