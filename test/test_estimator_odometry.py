@@ -19,6 +19,7 @@ from ros_dofkit.core.estimator.odometry import (
     floating_base_covariance,
     least_squares_covariance,
     unconstrained_coordinates,
+    unconstrained_estimated_coordinates,
 )
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SimulatedImu, SineTrajectory
@@ -178,3 +179,28 @@ def test_odometry_covariance_matches_the_empirical_spread_of_a_simulated_run(qua
     assert np.all((ratio_rate > 0.5) & (ratio_rate < 2.0)), (ratio_rate, empirical_rate)
     # The held translation and its velocity: the unobserved variance, never 0.
     assert np.all(np.diag(pose)[:3] == UNOBSERVED_VARIANCE) and np.all(np.diag(twist)[:3] == UNOBSERVED_VARIANCE)
+
+
+@pytest.mark.parametrize("config, expected", [("arm_4imu.yaml", ()), ("lower_body.yaml", ()), ("quadruped.yaml", ())])
+def test_the_shipped_configurations_have_no_unconstrained_coordinates(config, expected):
+    """Their IMUs determine every estimated coordinate (no start-up warning), and an arm estimated from its hand
+    IMU alone leaves the joints the three gyro/orientation components cannot separate."""
+    from pathlib import Path
+
+    from ros_dofkit.replay.bags import ReplaySetup
+
+    setup = ReplaySetup.from_parameter_file(Path(__file__).resolve().parents[1] / "config" / config)
+    assert unconstrained_estimated_coordinates(Estimator(setup.plant, setup.config)) == expected
+
+
+def test_one_hand_imu_leaves_the_arm_joints_unconstrained():
+    plant = build_plant([ModelSpec("arm7.urdf", "arm")])
+    joints = tuple(f"arm_joint{i}" for i in range(3, 8))
+    estimator = Estimator(plant, EstimatorConfig(imus=(ImuConfig("hand", "arm_link7"),),
+                                                 estimated_joints={"arm": joints}))
+    unconstrained = unconstrained_estimated_coordinates(estimator)
+    assert len(unconstrained) >= 2 and set(unconstrained) <= set(joints)
+    # A weight-0 IMU constrains nothing: every estimated joint is then unconstrained.
+    silent = Estimator(plant, EstimatorConfig(imus=(ImuConfig("hand", "arm_link7", weight=0.0),),
+                                              estimated_joints={"arm": joints}))
+    assert unconstrained_estimated_coordinates(silent) == joints
