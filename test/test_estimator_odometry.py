@@ -183,8 +183,7 @@ def test_odometry_covariance_matches_the_empirical_spread_of_a_simulated_run(qua
 
 @pytest.mark.parametrize("config, expected", [("arm_4imu.yaml", ()), ("lower_body.yaml", ()), ("quadruped.yaml", ())])
 def test_the_shipped_configurations_have_no_unconstrained_coordinates(config, expected):
-    """Their IMUs determine every estimated coordinate (no start-up warning), and an arm estimated from its hand
-    IMU alone leaves the joints the three gyro/orientation components cannot separate."""
+    """Their IMUs determine every estimated coordinate: the node starts without the warning."""
     from pathlib import Path
 
     from ros_dofkit.replay.bags import ReplaySetup
@@ -194,13 +193,13 @@ def test_the_shipped_configurations_have_no_unconstrained_coordinates(config, ex
 
 
 def test_one_hand_imu_leaves_the_arm_joints_unconstrained():
+    """Three orientation components cannot separate five joints; a weight-0 IMU constrains none."""
     plant = build_plant([ModelSpec("arm7.urdf", "arm")])
     joints = tuple(f"arm_joint{i}" for i in range(3, 8))
     estimator = Estimator(plant, EstimatorConfig(imus=(ImuConfig("hand", "arm_link7"),),
                                                  estimated_joints={"arm": joints}))
     unconstrained = unconstrained_estimated_coordinates(estimator)
     assert len(unconstrained) >= 2 and set(unconstrained) <= set(joints)
-    # A weight-0 IMU constrains nothing: every estimated joint is then unconstrained.
     silent = Estimator(plant, EstimatorConfig(imus=(ImuConfig("hand", "arm_link7", weight=0.0),),
                                               estimated_joints={"arm": joints}))
     assert unconstrained_estimated_coordinates(silent) == joints
