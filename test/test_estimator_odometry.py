@@ -186,7 +186,7 @@ def test_the_shipped_configurations_have_no_unconstrained_coordinates(config, ex
     """Their IMUs determine every estimated coordinate: the node starts without the warning."""
     from pathlib import Path
 
-    from ros_dofkit.replay.bags import ReplaySetup
+    from ros_dofkit.replay.setup import ReplaySetup
 
     setup = ReplaySetup.from_parameter_file(Path(__file__).resolve().parents[1] / "config" / config)
     assert unconstrained_estimated_coordinates(Estimator(setup.plant, setup.config)) == expected

@@ -107,7 +107,7 @@ def test_a_late_subscriber_gets_tf_static_from_play(tmp_path, ros_node, ros_proc
     from sensor_msgs.msg import JointState
     from tf2_msgs.msg import TFMessage
 
-    from ros_dofkit.replay.bags import MessageFactory
+    from ros_dofkit.replay.messages import MessageFactory
     from ros_dofkit.ros.bag_io import write_bag
     from ros_dofkit.ros.qos import tf_static_qos
 
