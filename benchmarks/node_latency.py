@@ -313,6 +313,55 @@ def node_command(name: str) -> list:
     return [executable]
 
 
+def py_spy() -> str:
+    """The py-spy executable (a profiling tool installed next to this interpreter, not a dependency)."""
+    executable = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not os.access(executable, os.X_OK):
+        raise SystemExit("error: --profile needs py-spy (`.venv/bin/pip install py-spy`; a tool, not a dependency)")
+    return executable
+
+
+def start_profiler(pid: int, output: Path, delay: float, duration: float) -> threading.Thread:
+    """Sample process ``pid`` with py-spy for ``duration`` s after ``delay`` s (the warm-up), into ``output`` (raw
+    collapsed stacks). py-spy attaches from outside (nothing is instrumented) and --nonblocking never pauses the
+    node; attaching to a running interpreter is also what works here (py-spy launching the command itself fails to
+    read its thread state). Returns the thread to join once the measured window is over."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    command = [py_spy(), "record", "--pid", str(pid), "--nonblocking", "--rate", "500", "--nolineno", "--duration",
+               str(max(1, round(duration))), "--format", "raw", "--output", str(output)]
+
+    def run():
+        time.sleep(delay)
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=duration + 120)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def summarize_profile(path: Path, top: int = 12) -> list:
+    """Lines of the busiest functions of a py-spy raw profile (collapsed stacks ``frame;frame;... count``): share
+    of the samples with the function on top of the stack (self) and anywhere in it (inclusive)."""
+    own, inclusive, total = {}, {}, 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        total += int(count)
+        own[frames[-1]] = own.get(frames[-1], 0) + int(count)
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + int(count)
+    if not total:
+        return [f"    (no samples in {path})"]
+    lines = [f"    {total} busy samples; self time:"]
+    lines += [f"    {100 * n / total:5.1f}%  {frame}" for frame, n in sorted(own.items(), key=lambda x: -x[1])[:top]]
+    lines.append("    inclusive time:")
+    lines += [f"    {100 * n / total:5.1f}%  {frame}"
+              for frame, n in sorted(inclusive.items(), key=lambda x: -x[1])[:top]]
+    return lines
+
+
 def percentile(values, q):
     import numpy as np
 
@@ -362,7 +411,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
         single_topic = relay_in
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                env=environment)
-    publisher = None
+    publisher = profiler = None
     context = rclpy.Context()
     rclpy.init(context=context)
     try:
@@ -398,7 +447,12 @@ def measure(kind: str, args, tmp: Path) -> dict:
         if single_topic:
             publisher_command += ["--single-topic", single_topic]
         publisher = subprocess.Popen(publisher_command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        if args.profile and kind in ("estimator", "floor"):
+            profiler = start_profiler(process.pid, args.profile / f"{kind}_{args.round_number}.txt", args.warmup,
+                                      duration)
         summary_line = publisher.communicate(timeout=duration + args.warmup + 180)[0].strip().splitlines()
+        if profiler is not None:
+            profiler.join()
         time.sleep(0.5)  # the last outputs in flight
         stop.set()
         spinner.join(2.0)
@@ -494,6 +548,10 @@ def main(argv=None) -> int:
                         help="run the estimator node from this source tree (e.g. an older checkout, for before/after "
                              "numbers against the same peers)")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds sent before measuring (default 3)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="run the floor and the estimator under py-spy (sampling, from outside), write their "
+                             "collapsed stacks to DIR and print the busiest functions (latencies then include "
+                             "py-spy's sampling cost)")
     parser.add_argument("--role", choices=["bench", "publisher", "floor"], default="bench", help=argparse.SUPPRESS)
     parser.add_argument("--single-topic", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -520,6 +578,7 @@ def main(argv=None) -> int:
           "at start")
     rounds = []
     for k in range(max(1, args.repeat)):
+        args.round_number = k + 1
         one = {}
         kinds = (["relay"] if args.relay and k == 0 else []) + (["floor"] if args.peer_duration > 0 else [])
         for kind in kinds + ["estimator"]:
@@ -541,6 +600,11 @@ def main(argv=None) -> int:
             keys = ["cycles", "dropped_samples", "flushed_cycles", "rejected.total", "rejected.stale_stamp",
                     "solve_time_ms.mean", "solve_time_ms.max"]
             print("  node says: " + ", ".join(f"{key}={values.get(key)}" for key in keys))
+    if args.profile:
+        for path in sorted(args.profile.glob("*.txt")):
+            print(f"  profile {path}:")
+            for line in summarize_profile(path):
+                print(line)
     print("budgets:")
     for line in budget_lines(load, rounds, args.duration):
         print("  " + line)

@@ -63,11 +63,33 @@ def test_budget_lines_take_the_worst_round():
     assert lines[0].startswith("NOT MEASURED") and "2x the floor" in lines[0] and len(lines) == 2
 
 
+def test_profile_summary_counts_self_and_inclusive_samples(tmp_path):
+    profile = tmp_path / "estimator_1.txt"
+    profile.write_text("main;spin;take 6\nmain;spin;solve;kernel 3\nmain;publish 1\n")
+    lines = node_latency.summarize_profile(profile, top=3)
+    assert lines[0].strip() == "10 busy samples; self time:"
+    assert lines[1].split() == ["60.0%", "take"] and lines[2].split() == ["30.0%", "kernel"]
+    inclusive = lines[lines.index("    inclusive time:") + 1:]
+    assert inclusive[0].split() == ["100.0%", "main"] and inclusive[1].split() == ["90.0%", "spin"]
+    (tmp_path / "empty.txt").write_text("")
+    assert "no samples" in node_latency.summarize_profile(tmp_path / "empty.txt")[0]
+
+
+def _py_spy_available() -> bool:
+    try:
+        node_latency.py_spy()
+    except SystemExit:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("model", ["arm", "humanoid"])
-def test_benchmark_runs_end_to_end(model):
+def test_benchmark_runs_end_to_end(model, tmp_path):
+    # The humanoid run also profiles when py-spy (a tool, not a dependency) is installed next to this interpreter.
+    profile = ["--profile", str(tmp_path / "profile")] if model == "humanoid" and _py_spy_available() else []
     finished = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "node_latency.py"), "--model", model, "--duration", "1",
-         "--warmup", "1", "--repeat", "2"],
+         "--warmup", "1", "--repeat", "2", *profile],
         capture_output=True, text=True, timeout=400, cwd=REPO)
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
     out = finished.stdout
@@ -77,3 +99,13 @@ def test_benchmark_runs_end_to_end(model):
     verdicts = re.findall(r"^  (PASS|MISS)  (.*)$", out, flags=re.MULTILINE)
     assert len(verdicts) == (3 if model == "arm" else 2), out
     assert all("worst" in text for _, text in verdicts), out
+    if profile:
+        assert out.count("busy samples; self time:") == 4, out  # floor and estimator, two rounds
+        assert sorted(p.name for p in (tmp_path / "profile").iterdir()) == [
+            "estimator_1.txt", "estimator_2.txt", "floor_1.txt", "floor_2.txt"]
+
+
+@pytest.mark.skipif(_py_spy_available(), reason="checks the message given when py-spy is missing; it is installed")
+def test_profile_without_py_spy_says_how_to_install_it():
+    with pytest.raises(SystemExit, match="pip install py-spy"):
+        node_latency.py_spy()
