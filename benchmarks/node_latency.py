@@ -56,6 +56,8 @@ _REPO = Path(__file__).resolve().parents[1]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
+from benchmarks.profiling import start_profiler, summarize_profile  # noqa: E402
+
 NAMESPACE = "/latency_bench"
 
 
@@ -311,55 +313,6 @@ def node_command(name: str) -> list:
         module = {"estimator": "ros_dofkit.nodes.estimator", "dofkit_relay": "ros_dofkit.nodes.relay"}[name]
         return [sys.executable, "-m", module]
     return [executable]
-
-
-def py_spy() -> str:
-    """The py-spy executable (a profiling tool installed next to this interpreter, not a dependency)."""
-    executable = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not os.access(executable, os.X_OK):
-        raise SystemExit("error: --profile needs py-spy (`.venv/bin/pip install py-spy`; a tool, not a dependency)")
-    return executable
-
-
-def start_profiler(pid: int, output: Path, delay: float, duration: float) -> threading.Thread:
-    """Sample process ``pid`` with py-spy for ``duration`` s after ``delay`` s (the warm-up), into ``output`` (raw
-    collapsed stacks). py-spy attaches from outside (nothing is instrumented) and --nonblocking never pauses the
-    node; attaching to a running interpreter is also what works here (py-spy launching the command itself fails to
-    read its thread state). Returns the thread to join once the measured window is over."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    command = [py_spy(), "record", "--pid", str(pid), "--nonblocking", "--rate", "500", "--nolineno", "--duration",
-               str(max(1, round(duration))), "--format", "raw", "--output", str(output)]
-
-    def run():
-        time.sleep(delay)
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=duration + 120)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
-def summarize_profile(path: Path, top: int = 12) -> list:
-    """Lines of the busiest functions of a py-spy raw profile (collapsed stacks ``frame;frame;... count``): share
-    of the samples with the function on top of the stack (self) and anywhere in it (inclusive)."""
-    own, inclusive, total = {}, {}, 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        frames = stack.split(";")
-        total += int(count)
-        own[frames[-1]] = own.get(frames[-1], 0) + int(count)
-        for frame in set(frames):
-            inclusive[frame] = inclusive.get(frame, 0) + int(count)
-    if not total:
-        return [f"    (no samples in {path})"]
-    lines = [f"    {total} busy samples; self time:"]
-    lines += [f"    {100 * n / total:5.1f}%  {frame}" for frame, n in sorted(own.items(), key=lambda x: -x[1])[:top]]
-    lines.append("    inclusive time:")
-    lines += [f"    {100 * n / total:5.1f}%  {frame}"
-              for frame, n in sorted(inclusive.items(), key=lambda x: -x[1])[:top]]
-    return lines
 
 
 def percentile(values, q):

@@ -37,6 +37,7 @@ if __name__ == "__main__":  # only when run as the benchmark: importing this mod
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -46,6 +47,7 @@ _REPO = Path(__file__).resolve().parents[1]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
+from benchmarks.profiling import start_profiler, summarize_profile  # noqa: E402
 from benchmarks.single_core import pin_to_one_cpu  # noqa: E402
 
 #: DESIGN.md's replay budgets: real-time factor on the reference load, and speed over a rosbags-only read of the same
@@ -61,6 +63,16 @@ def replay_once(bag, setup, out_dir: Path, tag: str):
     started = time.perf_counter()
     outcome = replay_bag(bag, setup, out)
     return time.perf_counter() - started, outcome
+
+
+def profile_replays(bag, setup, out_dir: Path, output: Path, seconds: float = 10.0) -> list:
+    """Replay ``bag`` back to back for ``seconds`` while py-spy samples this process; the summary lines."""
+    profiler = start_profiler(os.getpid(), output, 0.0, seconds)
+    k = 0
+    while profiler.is_alive():
+        replay_once(bag, setup, out_dir, f"profile_{k}")
+        k += 1
+    return summarize_profile(output, top=15)
 
 
 def rosbags_read(bag) -> tuple[float, int]:
@@ -130,6 +142,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3,
                         help="timed rounds (rosbags read, then the replay); stages report the best, budgets the worst "
                              "(default 3)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
+                        help="after the timed rounds, replay the bag back to back for 10 s under py-spy (a tool, "
+                             "not a dependency), write the collapsed stacks to FILE and print the busiest functions")
     parser.add_argument("--no-streaming", action="store_true", help="skip the streaming-path comparison run")
     parser.add_argument("--no-memory", action="store_true", help="skip the dofkit replay runs in fresh processes")
     parser.add_argument("--memory-factor", type=float, default=6.0,
@@ -165,6 +180,7 @@ def main(argv=None) -> int:
             peers.append(peer_wall)
             wall, outcome = replay_once(recorded.bag_path, setup, tmp, str(k))
             totals.append(wall)
+        profile_lines = profile_replays(recorded.bag_path, setup, tmp, args.profile) if args.profile else []
         best = min(totals)
         span = outcome.statistics.span_s
         cycles = outcome.statistics.cycles
@@ -223,6 +239,10 @@ def main(argv=None) -> int:
     print(f"  rosbags-only read of the same bag ({peer_messages} messages: Reader + deserialize_cdr), per round: "
           + " ".join(f"{peer:.3f}" for peer in peers) + " s -> " + " ".join(f"{span / peer:.1f}x" for peer in peers)
           + " real time")
+    if profile_lines:
+        print(f"  profile of back-to-back replays ({args.profile}):")
+        for line in profile_lines:
+            print(line)
     print("budgets:")
     for line in budget_lines(factors, over_peer):
         print("  " + line)

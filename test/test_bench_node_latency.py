@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import node_latency  # noqa: E402
+from benchmarks import node_latency, profiling  # noqa: E402
 from ros_dofkit.core.spatial import quat_to_matrix  # noqa: E402
 
 
@@ -66,18 +66,18 @@ def test_budget_lines_take_the_worst_round():
 def test_profile_summary_counts_self_and_inclusive_samples(tmp_path):
     profile = tmp_path / "estimator_1.txt"
     profile.write_text("main;spin;take 6\nmain;spin;solve;kernel 3\nmain;publish 1\n")
-    lines = node_latency.summarize_profile(profile, top=3)
+    lines = profiling.summarize_profile(profile, top=3)
     assert lines[0].strip() == "10 busy samples; self time:"
     assert lines[1].split() == ["60.0%", "take"] and lines[2].split() == ["30.0%", "kernel"]
     inclusive = lines[lines.index("    inclusive time:") + 1:]
     assert inclusive[0].split() == ["100.0%", "main"] and inclusive[1].split() == ["90.0%", "spin"]
     (tmp_path / "empty.txt").write_text("")
-    assert "no samples" in node_latency.summarize_profile(tmp_path / "empty.txt")[0]
+    assert "no samples" in profiling.summarize_profile(tmp_path / "empty.txt")[0]
 
 
 def _py_spy_available() -> bool:
     try:
-        node_latency.py_spy()
+        profiling.py_spy()
     except SystemExit:
         return False
     return True
@@ -108,4 +108,4 @@ def test_benchmark_runs_end_to_end(model, tmp_path):
 @pytest.mark.skipif(_py_spy_available(), reason="checks the message given when py-spy is missing; it is installed")
 def test_profile_without_py_spy_says_how_to_install_it():
     with pytest.raises(SystemExit, match="pip install py-spy"):
-        node_latency.py_spy()
+        profiling.py_spy()

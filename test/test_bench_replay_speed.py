@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -43,3 +45,28 @@ def test_budget_lines_take_the_worst_round():
     assert peer.startswith("MISS") and "9.5x" in peer
     factor, peer = replay_speed.budget_lines([150.0], [10.0])
     assert factor.startswith("PASS") and peer.startswith("PASS") and "worst of 1 round:" in factor
+
+
+def _py_spy_available() -> bool:
+    sys.path.insert(0, str(REPO))
+    from benchmarks import profiling
+
+    try:
+        profiling.py_spy()
+    except SystemExit:
+        return False
+    return True
+
+
+def test_profile_option_prints_where_the_replay_spends_its_time(tmp_path):
+    if not _py_spy_available():
+        pytest.skip("--profile needs py-spy, a profiling tool that is not a dependency (.venv/bin/pip install py-spy)")
+    finished = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "replay_speed.py"), "--duration", "1.5", "--repeat", "1",
+         "--no-memory", "--no-streaming", "--profile", str(tmp_path / "replay.txt")],
+        capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    out = finished.stdout
+    assert re.search(r"profile of back-to-back replays .*\n\s+\d+ busy samples; self time:", out), out
+    assert re.search(r"[0-9.]+%  replay_bag \(ros_dofkit/replay/bags.py\)", out), out  # inclusive: the replay itself
+    assert (tmp_path / "replay.txt").stat().st_size > 0
