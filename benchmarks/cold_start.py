@@ -30,7 +30,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -92,7 +91,6 @@ def replay_once(bag: Path, config: Path, out: Path) -> dict:
 def node_once(args, tmp: Path, k: int) -> dict:
     """One fresh estimator node under the arm's traffic: the phases in seconds (see the module docstring)."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
 
     from ros_dofkit.ros.qos import output_qos
@@ -106,12 +104,7 @@ def node_once(args, tmp: Path, k: int) -> dict:
     node.create_subscription(JointState, f"{node_latency.NAMESPACE}/estimated/joint_states",
                              lambda data: received.append((time.time(), struct.unpack_from("<iI", data, 4))),
                              output_qos(100), raw=True)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    stop = threading.Event()
-    spinner = threading.Thread(target=lambda: [executor.spin_once(0.02) for _ in iter(stop.is_set, True)],
-                               daemon=True)
-    spinner.start()
+    stop_spinning = node_latency.spin_in_background(node, context, period=0.02)
     publisher = process = None
     try:
         # The publisher first, so that sets are on the wire from the moment the node subscribes.
@@ -133,9 +126,7 @@ def node_once(args, tmp: Path, k: int) -> dict:
         stamp_sec, stamp_nanosec = received[0][1]
         first_input = stamp_sec + stamp_nanosec * 1e-9  # the stamp of the set it estimated (publisher wall clock)
     finally:
-        stop.set()
-        spinner.join(2.0)
-        executor.shutdown()
+        stop_spinning()
         node.destroy_node()
         rclpy.try_shutdown(context=context)
         node_latency.stop_process(publisher)

@@ -315,6 +315,25 @@ def node_command(name: str) -> list:
     return [executable]
 
 
+def spin_in_background(node, context, period: float = 0.05):
+    """Spin ``node`` (a probe) on a thread of its own; returns the function that stops the thread and the executor."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: [executor.spin_once(period) for _ in iter(stop.is_set, True)],
+                              daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(2.0)
+        executor.shutdown()
+
+    return halt
+
+
 def percentile(values, q):
     import numpy as np
 
@@ -338,7 +357,6 @@ def measure(kind: str, args, tmp: Path) -> dict:
     is the JointState with the set's stamp; for the relay, the last of the set's 4 relayed Imu messages."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
-    from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import Imu, JointState
     from tf2_msgs.msg import TFMessage
 
@@ -370,6 +388,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
     try:
         node = rclpy.create_node(f"latency_bench_probe_{kind}", context=context)
         receipts = []  # (receive_ns, stamp_ns)
+        first_output = threading.Event()
         diagnostics = []
 
         def on_output(data: bytes):
@@ -377,6 +396,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
             # start with a std_msgs/Header: after the 4-byte encapsulation, int32 sec then uint32 nanosec.
             sec, nanosec = struct.unpack_from("<iI", data, 4)
             receipts.append((time.time_ns(), sec * 1_000_000_000 + nanosec))
+            first_output.set()
 
         tf_count = [0]
         if kind != "relay":
@@ -388,12 +408,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
                                      tf_qos(), raw=True)
         else:
             node.create_subscription(Imu, f"{NAMESPACE}/relay/imu_out", on_output, output_qos(100), raw=True)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        stop = threading.Event()
-        spinner = threading.Thread(target=lambda: [executor.spin_once(0.05) for _ in iter(stop.is_set, True)],
-                                   daemon=True)
-        spinner.start()
+        stop_spinning = spin_in_background(node, context)
         duration = args.duration if kind == "estimator" else args.peer_duration
         publisher_command = [sys.executable, __file__, "--role", "publisher", "--model", args.model, "--rate",
                              str(args.rate), "--duration", str(duration + args.warmup)]
@@ -401,15 +416,14 @@ def measure(kind: str, args, tmp: Path) -> dict:
             publisher_command += ["--single-topic", single_topic]
         publisher = subprocess.Popen(publisher_command, stdout=subprocess.PIPE, text=True, start_new_session=True)
         if args.profile and kind in ("estimator", "floor"):
+            # From the warm-up's length after the first output (start-up left out) to the end of the traffic.
             profiler = start_profiler(process.pid, args.profile / f"{kind}_{args.round_number}.txt", args.warmup,
-                                      duration)
+                                      duration, after=first_output)
         summary_line = publisher.communicate(timeout=duration + args.warmup + 180)[0].strip().splitlines()
         if profiler is not None:
             profiler.join()
         time.sleep(0.5)  # the last outputs in flight
-        stop.set()
-        spinner.join(2.0)
-        executor.shutdown()
+        stop_spinning()
         node.destroy_node()
     finally:
         rclpy.try_shutdown(context=context)

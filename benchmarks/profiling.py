@@ -26,15 +26,19 @@ def py_spy() -> str:
     return executable
 
 
-def start_profiler(pid: int, output: Path, delay: float, duration: float) -> threading.Thread:
+def start_profiler(pid: int, output: Path, delay: float, duration: float,
+                   after: threading.Event | None = None) -> threading.Thread:
     """Sample process ``pid`` with py-spy for ``duration`` s after ``delay`` s (a warm-up), into ``output`` (raw
-    collapsed stacks, one line per distinct stack, functions without line numbers). Returns the thread to join once
-    the sampled window is over."""
+    collapsed stacks, one line per distinct stack, functions without line numbers); the delay counts from ``after``
+    being set when given (e.g. the process's first output: start-up is then left out). Returns the thread to join
+    once the sampled window is over."""
     output.parent.mkdir(parents=True, exist_ok=True)
     command = [py_spy(), "record", "--pid", str(pid), "--nonblocking", "--rate", "500", "--nolineno", "--duration",
                str(max(1, round(duration))), "--format", "raw", "--output", str(output)]
 
     def run():
+        if after is not None and not after.wait(timeout=duration + 120):
+            return
         time.sleep(delay)
         subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=duration + 120)
 
