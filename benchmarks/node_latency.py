@@ -453,6 +453,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
         "p50": percentile(latencies_ms, 50), "p99": percentile(latencies_ms, 99),
         "max": max(latencies_ms, default=float("nan")), "count": len(latencies_ms),
         "dropped": max(0, sets_in_window - len(done)), "sets": sets_in_window, "tf": tf_count[0],
+        "sent": summary["sent"],
     }
     if diagnostics:
         for status in diagnostics[-1].status:
@@ -566,7 +567,9 @@ def main(argv=None) -> int:
             values = one["estimator"]["node_says"]
             keys = ["cycles", "dropped_samples", "flushed_cycles", "rejected.total", "rejected.stale_stamp",
                     "solve_time_ms.mean", "solve_time_ms.max"]
-            print("  node says: " + ", ".join(f"{key}={values.get(key)}" for key in keys))
+            # One cycle per sample set is the estimator's rule: cycles well above the sets sent mean split sets.
+            print("  node says: " + ", ".join(f"{key}={values.get(key)}" for key in keys)
+                  + f" (its last diagnostics, <= 1 s before the end; {one['estimator']['sent']} sets sent in all)")
     if args.profile:
         for path in sorted(args.profile.glob("*.txt")):
             print(f"  profile {path}:")
