@@ -251,8 +251,9 @@ def budget_lines(rounds, why_no_peer: str = "") -> list[str]:
         verdict = "PASS" if ratios[worst] >= budget and accurate else "MISS"
         base = (f", base {row.max_base_error:.2e} vs {peer.max_base_error:.2e}"
                 if row.max_base_error or peer.max_base_error else "")
+        count = f"worst of {len(rounds)} round{'s' if len(rounds) > 1 else ''}"
         lines.append(f"  {verdict}  {first.solver}: {ratios[worst]:.1f}x {peer.solver} (budget >= {budget:.0f}x; "
-                     f"worst of {len(rounds)} rounds: {' '.join(f'{r:.1f}x' for r in ratios)}); max joint error "
+                     f"{count}: {' '.join(f'{r:.1f}x' for r in ratios)}); max joint error "
                      f"{row.max_joint_error:.2e} vs OpenSim {peer.max_joint_error:.2e} rad{base} "
                      f"({'equal or better' if accurate else 'WORSE'})")
     return lines
