@@ -17,8 +17,10 @@ printed as the cold-cache figure) and then measures fresh processes, --repeat ti
   (construction, parameters, plant, subscriptions matched), and that set's latency (the first cycle: it includes
   loading the kernels on first use). The budget line is spawn to first estimate.
 
-Where you are: ``benchmarks/`` (not part of the package); it reuses node_latency.py's node parameters, publisher and
-process helpers. Exit status 0 unless something fails to run; a missed budget is reported, not an error.
+Where you are: ``benchmarks/`` (not part of the package). It imports ros_dofkit's demo recorder and rclpy only
+inside the functions that need them (the measured children must import everything themselves, in fresh
+interpreters), and reuses node_latency.py's node parameters, publisher, probe spin and process helpers. Exit status
+0 unless something fails to run; a missed budget is reported, not an error.
 """
 
 from __future__ import annotations

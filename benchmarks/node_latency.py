@@ -34,6 +34,10 @@ sent), output rate (estimates/s received), p50/p99/max latency, dropped sets (se
 without an estimate with their stamp), the ratios to the peers and the node's own counters from /diagnostics. The
 first --warmup seconds are not measured. Exit status 0 unless something fails to run; a missed budget is
 reported, not an error. The machine may be shared: the load average is printed, rerun before trusting a MISS.
+
+Where you are: ``benchmarks/`` (not part of the package). rclpy and message packages are imported inside the role
+that needs them (the publisher, floor and probe are separate processes); ``--profile`` uses
+benchmarks/profiling.py (py-spy, a tool, not a dependency).
 """
 
 from __future__ import annotations
