@@ -10,7 +10,7 @@ Runs each scenario of benchmarks/scenarios.py (Panda 7-dof + 4 IMUs; G1 humanoid
   (benchmarks/opensim_peer.py), driven as OpenSense does, when ``opensim`` is importable, in each lock mode of
   ``opensim_peer.LOCK_MODES``: the coordinates the IMUs do not observe (the Panda's finger, a floating base's
   translation) held by ``Assembler::lockQ`` (LBFGS), left free (LBFGS), or locked as OpenSense locks them
-  (constraints: IPOPT, 7-10x slower);
+  (constraints: IPOPT, several times slower);
 
 all from the same starting guess and accuracy 1e-4; ros_dofkit locks the unobserved coordinates. It prints
 frames/s of the tracked frames (the assemble at t0 is reported apart), the largest and RMS joint error against the

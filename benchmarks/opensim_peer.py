@@ -32,7 +32,7 @@ Why the lock mode matters. OpenSim locks a coordinate with a ``SimTK::Constraint
 as an assembly *error* (weight Infinity), and with any error term its optimizer is InteriorPoint (IPOPT) instead
 of LBFGS: "Optimizer will choose LBFGS for unconstrained (or just bounds-constrained) problems, InteriorPoint for
 constrained problems" (simbody Simbody/src/Assembler.cpp, ``Assembler::reinitializeWithExtraQsLocked``). So
-OpenSense's configuration (floating-base translations locked) runs every frame through IPOPT, 7-10x slower and
+OpenSense's configuration (floating-base translations locked) runs every frame through IPOPT, several times slower and
 less accurate than LBFGS on the same goal. OpenSim offers two ways to the LBFGS path with the same solution:
 
 * ``"assembler"``: the same coordinates locked, each also given a ``CoordinateReference``. For a locked coordinate
