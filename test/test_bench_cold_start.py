@@ -30,3 +30,12 @@ def test_cold_start_benchmark_runs_end_to_end():
     assert float(node.group(5)) >= float(node.group(2)) > 0
     assert re.search(r"(PASS|MISS)  fresh dofkit replay to its first estimate: [0-9.]+ s", out), out
     assert re.search(r"(PASS|MISS)  fresh estimator node to its first estimate: [0-9.]+ s", out), out
+
+
+def test_budget_line_takes_the_worst_process():
+    sys.path.insert(0, str(REPO))
+    from benchmarks.cold_start import budget_line
+
+    line = budget_line("dofkit replay", [{"to_first": 1.2}, {"to_first": 2.5}, {"to_first": 0.9}])
+    assert line.startswith("MISS") and "2.50 s = 1.25x the budget" in line and "worst of 3: 1.20 2.50 0.90 s" in line
+    assert budget_line("estimator node", [{"to_first": 2.0}]).startswith("PASS")
