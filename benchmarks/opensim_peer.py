@@ -67,9 +67,9 @@ from ros_dofkit.core.spatial import (
 #: The version the benchmark numbers in benchmarks/README.md were measured with.
 OPENSIM_PIN = "opensim==4.6"
 
-#: How :class:`OpenSimImuIk` holds the peer's locked coordinates (see the module docstring), fastest first as
-#: measured here: "assembler" (Assembler::lockQ, LBFGS), "free" (no lock, LBFGS), "constraint" (OpenSense's
-#: locks as constraints, IPOPT).
+#: How :class:`OpenSimImuIk` holds the peer's locked coordinates (see the module docstring): "assembler"
+#: (Assembler::lockQ, LBFGS) and "free" (no lock, LBFGS), of similar speed here, then "constraint" (OpenSense's
+#: locks as constraints, IPOPT, several times slower).
 LOCK_MODES = ("assembler", "free", "constraint")
 
 # Plant joint type codes (doc/architecture.md, "Flat arrays").
