@@ -175,8 +175,7 @@ def main(argv=None) -> int:
                      ("startup", "imports", "kernels", "estimate", "to_first")))
     lines = [budget_line("dofkit replay", replays)]
     if not args.no_node:
-        os.environ.setdefault("ROS_DOMAIN_ID", str(50 + os.getpid() % 50))
-        os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        node_latency.isolate_ros_domain()
         (tmp / "params.yaml").write_text(node_latency.parameters_yaml(node_latency.load_by_name("arm")))
         nodes = [node_once(args, tmp, k) for k in range(args.repeat)]
         print(worst_line("  estimator node (arm, 4 IMUs at 500 Hz): ", nodes,

@@ -319,6 +319,16 @@ def node_command(name: str) -> list:
     return [executable]
 
 
+def isolate_ros_domain() -> None:
+    """A DDS domain of this machine's own for the benchmark's processes, unless the caller chose one.
+
+    ROS 2 ("About Domain ID") names 0-101 as safe domain ids and, on Linux, also 215-232 (their ports lie above the
+    ephemeral range). The test sessions claim ids in 1..101 (test/conftest.py), so a benchmark run beside them takes
+    one in 215..232: it never receives their /tf or /diagnostics, nor they its traffic."""
+    os.environ.setdefault("ROS_DOMAIN_ID", str(215 + os.getpid() % 18))
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+
 def spin_in_background(node, context, period: float = 0.05):
     """Spin ``node`` (a probe) on a thread of its own; returns the function that stops the thread and the executor."""
     from rclpy.executors import SingleThreadedExecutor
@@ -413,6 +423,12 @@ def measure(kind: str, args, tmp: Path) -> dict:
         else:
             node.create_subscription(Imu, f"{NAMESPACE}/relay/imu_out", on_output, output_qos(100), raw=True)
         stop_spinning = spin_in_background(node, context)
+        # Traffic starts once the probe sees the output's publisher (the node under test is up and discovered),
+        # so that no set of the measured window is lost to discovery.
+        output_topic = f"{NAMESPACE}/relay/imu_out" if kind == "relay" else f"{NAMESPACE}/estimated/joint_states"
+        deadline = time.monotonic() + 120.0
+        while node.count_publishers(output_topic) == 0 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
         duration = args.duration if kind == "estimator" else args.peer_duration
         publisher_command = [sys.executable, __file__, "--role", "publisher", "--model", args.model, "--rate",
                              str(args.rate), "--duration", str(duration + args.warmup)]
@@ -537,8 +553,7 @@ def main(argv=None) -> int:
     if args.peer_duration is None:
         args.peer_duration = args.duration
 
-    os.environ.setdefault("ROS_DOMAIN_ID", str(50 + os.getpid() % 50))
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    isolate_ros_domain()
     tmp = Path(tempfile.mkdtemp(prefix="dofkit_latency_"))
     (tmp / "params.yaml").write_text(parameters_yaml(args.load))
     load = args.load
