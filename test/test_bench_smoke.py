@@ -208,3 +208,15 @@ def test_missing_opensim_is_reported_not_fatal(monkeypatch, capsys):
     assert status == 0
     assert "opensim is not importable" in out and "could not be measured" in out
     assert "OpenSim IKSolver" not in out
+
+
+def test_fastest_of_keeps_the_first_estimates_and_the_shortest_times():
+    times = iter([(0.3, 0.02), (0.1, 0.05), (0.2, 0.01)])
+
+    def runner(tag):
+        assemble, track = next(times)
+        return ik.SolverResult(tag, np.full((3, 1), assemble), assemble, track)
+
+    result = ik.fastest_of(3, runner, "ours")
+    assert result.track_seconds == 0.01 and result.assemble_seconds == 0.1
+    np.testing.assert_array_equal(result.q, 0.3)  # the first run's estimates
