@@ -1,5 +1,8 @@
 """Rotations, quaternions and rigid transforms, batched over leading axes.
 
+Where you are: ``ros_dofkit.core``, at the bottom: imports NumPy and numba (SciPy lazily, for one reference path)
+and no other package module; every layer uses it.
+
 Conventions (DESIGN.md):
 
 * Quaternions are scalar-first ``(w, x, y, z)`` and Hamilton (``i*j = k``). They appear as

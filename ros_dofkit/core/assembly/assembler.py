@@ -1,6 +1,9 @@
 """The Assembler: finds the configuration q that best satisfies the adopted assembly conditions (Simbody's
 ``SimTK::Assembler``), frame after frame.
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy, ``core.spatial``, the assembly
+conditions and ``kernels`` (numba).
+
 Problem. With goal conditions c (weight 0 < W_c < ∞) and error conditions (weight ∞):
 
     minimize  F(q) = Σ_c W_c goal_c(q)     subject to  errors(q) = 0,   lo <= q_i <= hi_i (restricted q's),

@@ -1,5 +1,8 @@
 """Markers: position sensors as an assembly condition (Simbody's ``SimTK::Markers``).
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy and ``assembly.condition``, ``errors``
+and ``orientation_sensors``.
+
 A *marker* is a station S fixed on body B at ``p_BS`` (Simbody: ``markerInB``), with a weight w ≥ 0. An
 *observation* is a measured ground-frame position ``p_GO`` (3,; NaN anywhere = unobserved). At a configuration q,
 with ``p_GS = p_GB(q) + R_GB(q) p_BS`` and ``d = p_GS − p_GO``, over the active markers with finite observations:

@@ -1,5 +1,8 @@
 """OrientationSensors: IMU orientations as an assembly condition (Simbody's ``SimTK::OrientationSensors``).
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy and ``assembly.condition``, ``errors``
+and ``so3``.
+
 An *osensor* is a frame S fixed on body B by the rotation ``R_BS`` (Simbody: ``orientationInB``), with a weight
 w ≥ 0. An *observation* is a measured ground-frame orientation ``R_GO`` (3x3; NaN anywhere = unobserved). At a
 configuration q, with ``R_GS = R_GB(q) R_BS`` and the rotation-error vector ``φ = a n̂_G = log(R_GO R_GSᵀ)``

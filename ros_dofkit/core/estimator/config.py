@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# One class per name across the core (ros_dofkit.core.errors): an unknown name is an EstimatorConfigError here
+# and the plant's UnknownNameError at once.
+from ros_dofkit.core.errors import EstimatorConfigError, UnknownNameError
+
 #: Mounting value that asks for the mounting rotation to be computed by calibration (SPEC section 8.4).
 CALIBRATE = "calibrate"
 
@@ -25,14 +29,6 @@ CALIBRATE = "calibrate"
 HEADING_AXES = ("x", "-x", "y", "-y", "z", "-z")
 
 _ROTATION_TOLERANCE = 1e-6
-
-
-class EstimatorConfigError(ValueError):
-    """A configuration value is malformed, out of range or inconsistent with the robot."""
-
-
-class UnknownNameError(EstimatorConfigError):
-    """A configured name (body, joint, model instance, sensor) does not exist; the message lists alternatives."""
 
 
 def describe_unknown(kind: str, name: str, valid: Sequence[str]) -> str:

@@ -1,5 +1,8 @@
 """ros_dofkit.core.multibody.joints: the joint types of the plant and their kinematics.
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core); imports NumPy, ``core.spatial`` and
+``multibody.bodies`` / ``errors``.
+
 A joint connects a parent body P to a child body C through a frame F fixed on P (``frame_on_parent``, pose
 ``X_PF``) and a frame M fixed on C (``frame_on_child``, pose ``X_CM``); the joint sets ``X_FM(q)``, so
 ``X_WC = X_WP @ X_PF @ X_FM(q) @ inv(X_CM)`` (doc/architecture.md, "Joint frames").

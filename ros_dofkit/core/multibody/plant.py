@@ -1,6 +1,9 @@
 """ros_dofkit.core.multibody.plant: MultibodyPlant, a kinematic model of one or more robots (Drake's
 MultibodyPlant, kinematics only), and ArticulatedView, the plant seen through its v == q̇ coordinates.
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core); imports NumPy, ``core.spatial`` and the other
+``multibody`` modules.
+
 Build (add_model_instance / add_urdf / add_body / add_joint / add_frame / add_joint_actuator), then finalize()
 to assign generalized coordinates and freeze; then query and compute kinematics. The contract with the other
 modules is doc/architecture.md, "The plant".
