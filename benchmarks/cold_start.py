@@ -50,7 +50,10 @@ started = time.time()
 t0 = time.perf_counter()
 import json, sys
 from ros_dofkit.cli import main
-import ros_dofkit.commands.replay, ros_dofkit.core.estimator.config, ros_dofkit.replay.bags  # what `replay` imports
+# what `dofkit replay` imports before it reads (ros_dofkit/commands/replay.py, run())
+import ros_dofkit.commands.replay, ros_dofkit.core.estimator.config, ros_dofkit.replay.bag_replay
+import ros_dofkit.replay.pipeline, ros_dofkit.replay.progress, ros_dofkit.replay.setup, ros_dofkit.ros.bag_io
+import ros_dofkit.ros.parameters
 t1 = time.perf_counter()
 bag, config, out = sys.argv[1:4]
 first = main(["replay", bag, "--config", config, "--out", out + "_1", "--quiet"])

@@ -57,7 +57,7 @@ BUDGET_OVER_ROSBAGS = 10.0
 
 
 def replay_once(bag, setup, out_dir: Path, tag: str):
-    from ros_dofkit.replay.bags import replay_bag
+    from ros_dofkit.replay.bag_replay import replay_bag
 
     out = out_dir / f"out_{tag}"
     started = time.perf_counter()
@@ -153,11 +153,13 @@ def main(argv=None) -> int:
     pin_to_one_cpu()
 
     from ros_dofkit.core.estimator.offline import OfflineEstimator
-    from ros_dofkit.replay.bags import TRUTH_TOPIC, MessageFactory, OutputWriter, ReplaySetup
     from ros_dofkit.replay.batch import read_offline_inputs
     from ros_dofkit.replay.demo import DemoOptions
     from ros_dofkit.replay.demo_robot import build_demo_robot
+    from ros_dofkit.replay.messages import MessageFactory
+    from ros_dofkit.replay.outputs import OutputWriter
     from ros_dofkit.replay.record import record_demo
+    from ros_dofkit.replay.setup import TRUTH_TOPIC, ReplaySetup
     from ros_dofkit.ros.bag_io import BagWriter
 
     robot = build_demo_robot()
@@ -203,7 +205,7 @@ def main(argv=None) -> int:
         read, core, write = min(read_times), min(core_times), min(write_times)
         streaming = None
         if not args.no_streaming:
-            from ros_dofkit.replay.bags import replay_bag
+            from ros_dofkit.replay.bag_replay import replay_bag
 
             started = time.perf_counter()
             replay_bag(recorded.bag_path, setup, tmp / "streaming", storage=args.storage, batch=False)

@@ -68,5 +68,5 @@ def test_profile_option_prints_where_the_replay_spends_its_time(tmp_path):
     assert finished.returncode == 0, finished.stderr[-3000:]
     out = finished.stdout
     assert re.search(r"profile of back-to-back replays .*\n\s+\d+ busy samples; self time:", out), out
-    assert re.search(r"[0-9.]+%  replay_bag \(ros_dofkit/replay/bags.py\)", out), out  # inclusive: the replay itself
+    assert re.search(r"[0-9.]+%  replay_bag \(ros_dofkit/replay/\w+\.py\)", out), out  # inclusive: the replay itself
     assert (tmp_path / "replay.txt").stat().st_size > 0
