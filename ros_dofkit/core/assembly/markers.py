@@ -23,6 +23,7 @@ import numpy as np
 
 from ros_dofkit.core.assembly.condition import SensorSet
 from ros_dofkit.core.assembly.errors import AssemblyValueError
+from ros_dofkit.core.assembly.observations import observation_input
 from ros_dofkit.core.assembly.orientation_sensors import _body
 
 
@@ -89,9 +90,14 @@ class Markers(SensorSet):
         """Simbody: ``getMarkersOnBody`` (needs an adopting Assembler)."""
         return self._sensors_on_body(body)
 
-    def move_all_observations(self, p_GO) -> None:
-        """Set every observation, shape ``(get_num_observations(), 3)``. Simbody: ``moveAllObservations``."""
-        self._move_all_observations(p_GO)
+    def move_all_observations(self, p_GO, sensors=None) -> None:
+        """Set every observation, shape ``(get_num_observations(), 3)``. Simbody: ``moveAllObservations``.
+
+        Column k is observation slot k (the order of ``define_observation_order``, else the order markers were
+        added); ``sensors`` (marker names or indices, one per column) names the columns instead, markers not named
+        being unobserved.
+        """
+        self._move_all_observations(observation_input(self, p_GO, sensors, what="move_all_observations"))
 
     def move_one_observation(self, ox: int, p_GO) -> None:
         """Simbody: ``moveOneObservation``."""
