@@ -10,23 +10,30 @@ to multiplier * source + offset); fixed-joint links are frames; frame Jacobians 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from robot_models import FLOATING_BASE, all_urdf_files, robots_dir, urdf_path
-from ros_dofkit.core.multibody import MultibodyPlant, URDFError
+from ros_dofkit.core.multibody import MultibodyPlant, URDFError, URDFWarning
 
 pin = pytest.importorskip("pinocchio")
-# Real robots carry parts kinematics does not use (transmissions, Gazebo tags): URDFWarnings, tested in
-# test_multibody_urdf.py; here they are expected.
-pytestmark = pytest.mark.filterwarnings("ignore::ros_dofkit.core.multibody.URDFWarning")
+
+
+def add_real_robot(plant: MultibodyPlant, path, **options) -> None:
+    """Real robots carry parts kinematics does not use (transmissions, Gazebo tags): their URDFWarnings are tested
+    in test_multibody_urdf.py and expected here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", URDFWarning)
+        plant.add_urdf(path, **options)
 
 
 def load_both(short_name: str):
     path = urdf_path(short_name)
     plant = MultibodyPlant()
     floating = short_name in FLOATING_BASE
-    plant.add_urdf(path, base_joint="floating" if floating else "fixed")
+    add_real_robot(plant, path, base_joint="floating" if floating else "fixed")
     plant.finalize()
     model = pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if floating else \
         pin.buildModelFromUrdf(str(path))
@@ -146,7 +153,7 @@ def test_every_example_robot_data_urdf_loads_with_pinocchios_body_poses(relative
             MultibodyPlant().add_urdf(path)
         return
     plant = MultibodyPlant()
-    plant.add_urdf(path)
+    add_real_robot(plant, path)
     plant.finalize()
     data = model.createData()
     rng = np.random.default_rng(17)
