@@ -177,7 +177,8 @@ exit 0
 @pytest.fixture
 def fake_checkout(tmp_path):
     """A copy of the set-up's inputs with a venv of stand-ins: its python logs pip calls instead of installing,
-    tools/build_tf2_msgs.sh logs instead of building, cmake/c++/make are stubs. Returns (checkout, env, log)."""
+    tools/build_tf2_msgs.sh and tools/launch_stack.sh log instead of building, cmake/c++/make are stubs.
+    Returns (checkout, env, log)."""
     checkout = tmp_path / "checkout"
     for name in ("run", "setup.py", "setup.cfg", "package.xml"):
         (checkout / name).parent.mkdir(parents=True, exist_ok=True)
@@ -196,6 +197,7 @@ def fake_checkout(tmp_path):
         checkout / ".venv" / "bin" / "estimator": '#!/bin/sh\necho "estimator $*" >>"$FAKE_LOG"\n',
         checkout / ".venv" / "bin" / "ruff": '#!/bin/sh\necho "ruff $*" >>"$FAKE_LOG"\n',
         checkout / "tools" / "build_tf2_msgs.sh": '#!/bin/sh\necho "build_tf2_msgs" >>"$FAKE_LOG"\n',
+        checkout / "tools" / "launch_stack.sh": '#!/bin/sh\necho "launch_stack" >>"$FAKE_LOG"\n',
         **{tmp_path / "stubs" / tool: "#!/bin/sh\nexit 0\n" for tool in ("cmake", "c++", "make")},
     }
     for path, text in stubs.items():
