@@ -1,8 +1,7 @@
 """Offline replay in bulk: a bag's raw messages -> arrays -> the batched estimator -> encoded outputs -> a bag.
 
-You are in ``ros_dofkit.replay``. ``dofkit replay`` takes this path whenever the configuration allows it
-(``ros_dofkit.core.estimator.offline.supports_batch``); it computes what the streaming path
-(:class:`~ros_dofkit.replay.pipeline.ReplayLoop` over ``process_imu`` / ``process_joint_state``) computes, but
+You are in ``ros_dofkit.replay``. ``dofkit replay`` takes this path by default; it computes what the streaming
+path (:class:`~ros_dofkit.replay.pipeline.ReplayLoop` over ``process_imu`` / ``process_joint_state``) computes, but
 decodes and encodes whole topics with ``ros_dofkit.ros.cdr``, runs the cycle rules compiled and the solver over
 sequences (``ros_dofkit.core.estimator.offline``), and writes the output bag with bulk inserts. A bag is read in
 windows of a bounded number of messages (:func:`iter_offline_inputs`), so memory does not grow with its length.
