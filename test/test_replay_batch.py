@@ -341,3 +341,36 @@ def test_joint_states_serialized_by_rclpy_replay_as_rosbags_serialized_ones(tmp_
             outputs[serializer, batch] = (raw.topics, raw.stamps_ns.tolist(), [bytes(d) for d in raw.data])
     assert outputs["rclpy", True] == outputs["rosbags", True]
     assert outputs["rclpy", False] == outputs["rosbags", False]
+
+
+def test_invalid_and_repeated_stamps_are_rejected_alike_on_both_paths(tmp_path):
+    """An IMU header with nanosec >= 1e9 is rejected as invalid_stamp and a repeated sample as repeated_stamp (one
+    output per stamp), by the batch and the streaming replay alike."""
+    robot = build_demo_robot()
+    factory = MessageFactory()
+    run = simulate_demo(robot, DemoOptions(duration_s=1.5, imu_rate_hz=100.0, noise="none"))
+    imu_topics = {imu.name: "/" + imu.topic for imu in robot.estimator_config.imus}
+    Time = factory.typestore.types["builtin_interfaces/msg/Time"]
+    records = list(simulation_records(run, factory, imu_topics))
+    imu_records = [k for k, (topic, _, _) in enumerate(records) if topic.startswith("/imu/")]
+    bad, repeated = imu_records[20], imu_records[40]
+    topic, stamp_ns, message = records[bad]
+    stamp = message.header.stamp
+    records[bad] = (topic, stamp_ns, dataclasses.replace(message, header=dataclasses.replace(
+        message.header, stamp=Time(sec=stamp.sec, nanosec=stamp.nanosec + 1_000_000_000))))
+    records.insert(repeated + 1, records[repeated])
+    path = tmp_path / "stamps"
+    with BagWriter(path, typestore=factory.typestore) as bag:
+        bag.write_all(records)
+    setup = ReplaySetup.from_parameters(robot.parameters)
+    outputs = []
+    for name, batch in (("fast", True), ("slow", False)):
+        outcome = replay_bag(path, setup, tmp_path / name, batch=batch)
+        assert outcome.statistics.rejected == 2
+        raw = read_raw(tmp_path / name)
+        outputs.append((raw.topics, raw.stamps_ns.tolist(), [bytes(d) for d in raw.data]))
+        stamps = [s for t, s in zip(raw.topics, raw.stamps_ns.tolist(), strict=True)
+                  if t == setup.output_namespace + "/joint_states"]
+        assert len(stamps) > 50
+        assert len(stamps) == len(set(stamps))
+    assert outputs[0] == outputs[1]

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds, stamp_nanoseconds
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, ReplayError, Truth
 from ros_dofkit.ros.bag_io import BagError, BagWriter, bag_topics, make_typestore, read_bag
@@ -44,12 +45,13 @@ def absolute_topic(name: str) -> str:
 
 
 def seconds(stamp_ns: int) -> float:
-    return stamp_ns * 1e-9
+    return nanoseconds_to_seconds(stamp_ns)
 
 
 def header_stamp_ns(message) -> int:
+    """The header stamp in nanoseconds (``INVALID_STAMP_NS`` when nanosec >= 1e9: the estimator rejects it)."""
     stamp = message.header.stamp
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+    return stamp_nanoseconds(int(stamp.sec), int(stamp.nanosec))
 
 
 # ---------------------------------------------------------------------------------------------- the set-up

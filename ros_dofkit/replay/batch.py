@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 from rosbags.serde import SerdeError
 
+from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds
 from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw
 from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
@@ -105,11 +106,11 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     stamp_ns[js_positions] = joint_states.stamp_ns
     velocities = [v if v.size else None for v in joint_states.velocity]
     inputs = OfflineInputs(
-        kind=kind, row=row[inputs_mask], imu_sensor=imu_sensor, imu_stamp=imus.stamp_ns * 1e-9,
+        kind=kind, row=row[inputs_mask], imu_sensor=imu_sensor, imu_stamp=nanoseconds_to_seconds(imus.stamp_ns),
         imu_quaternion_wxyz=quaternion, imu_angular_velocity=gyro,
         imu_orientation_present=~np.isnan(quaternion[:, 0]), imu_angular_velocity_present=~np.isnan(gyro[:, 0]),
-        js_stamp=joint_states.stamp_ns * 1e-9, js_names=joint_states.name, js_positions=joint_states.position,
-        js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
+        js_stamp=nanoseconds_to_seconds(joint_states.stamp_ns), js_names=joint_states.name,
+        js_positions=joint_states.position, js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
     # (stamp_ns, names, positions) per message; the positions are already arrays.
     truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
     return inputs, truth_records

@@ -72,6 +72,29 @@ def rejected(reason: RejectReason, detail: str) -> InputStatus:
 INVALID_STAMP = -math.inf
 
 
+#: :data:`INVALID_STAMP` as integer nanoseconds (replay carries stamps as int64 ns).
+INVALID_STAMP_NS = np.iinfo(np.int64).min
+
+
+def stamp_nanoseconds(sec, nanosec):
+    """ROS time(s) (sec, nanosec; ints or int64 arrays) in integer nanoseconds, :data:`INVALID_STAMP_NS` where
+    nanosec is outside [0, 1e9)."""
+    if isinstance(sec, np.ndarray) or isinstance(nanosec, np.ndarray):
+        sec, nanosec = np.asarray(sec, dtype=np.int64), np.asarray(nanosec, dtype=np.int64)
+        valid = (nanosec >= 0) & (nanosec < 1_000_000_000)
+        return np.where(valid, sec * 1_000_000_000 + nanosec, INVALID_STAMP_NS)
+    if not 0 <= nanosec < 1_000_000_000:
+        return INVALID_STAMP_NS
+    return int(sec) * 1_000_000_000 + int(nanosec)
+
+
+def nanoseconds_to_seconds(stamp_ns):
+    """Integer nanoseconds (int or int64 array) in seconds; :data:`INVALID_STAMP_NS` gives :data:`INVALID_STAMP`."""
+    if isinstance(stamp_ns, np.ndarray):
+        return np.where(stamp_ns == INVALID_STAMP_NS, INVALID_STAMP, stamp_ns * 1e-9)
+    return INVALID_STAMP if stamp_ns == INVALID_STAMP_NS else stamp_ns * 1e-9
+
+
 def stamp_seconds(sec: int, nanosec: int) -> float:
     """A ROS time (``builtin_interfaces/Time``: int32 sec, uint32 nanosec in [0, 1e9)) in seconds, or
     :data:`INVALID_STAMP` when nanosec is outside [0, 1e9) (the estimator rejects it as ``invalid_stamp``; read
