@@ -48,6 +48,7 @@ from ros_dofkit.core.assembly.errors import (
     near_matches,
 )
 from ros_dofkit.core.assembly.orientation_sensors import OrientationSensors
+from ros_dofkit.core.multibody.compiled import forward_kinematics
 
 DEFAULT_ACCURACY = 1e-3
 DEFAULT_ERROR_TOLERANCE = 1e-4
@@ -463,11 +464,7 @@ class Assembler:
         self._bound_q = np.array(bound_q, dtype=np.int64)
         self._lo = np.array(lo, dtype=float)
         self._hi = np.array(hi, dtype=float)
-        tree = plant.tree
-        self._tree = (
-            tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start,
-            tree.mimic_q, tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset,
-        )
+        self._tree = plant.tree.kernel_arguments()
         self._problem = (self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo, self._hi)
         self._weights_seen = None
         self._empty_rot = np.zeros((0, 3, 3))
@@ -705,7 +702,8 @@ class Assembler:
         frame's value, and a locked floating-base quaternion is normalized.
 
         ``body_poses`` (T, num_bodies, 4, 4), optional: a float64 C-contiguous array that receives every body's pose
-        X_WB at each frame's solution, the values of the compiled forward kinematics (``kernels.forward_kinematics``)
+        X_WB at each frame's solution, the values of the compiled forward kinematics
+        (``core.multibody.compiled.forward_kinematics``)
         at Q[t] (the solver's last kinematics, completed, instead of a second pass). When a frame fails, the rows
         after it are left as they were.
         """
@@ -780,12 +778,12 @@ class Assembler:
                     failed, last = t, t
                     Q[t] = self._q
                     if len(poses):
-                        kernels.forward_kinematics(self._tree, Q[t], poses[t], R_WF, p_WM)
+                        forward_kinematics(self._tree, Q[t], poses[t], R_WF, p_WM)
                     break
                 q = self._q
                 Q[t] = q
                 if len(poses):
-                    kernels.forward_kinematics(self._tree, q, poses[t], R_WF, p_WM)
+                    forward_kinematics(self._tree, q, poses[t], R_WF, p_WM)
                 status[t] = kernels.STATUS_CONVERGED
                 err[t] = self.calc_current_error_norm()
         if T:

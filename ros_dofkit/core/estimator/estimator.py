@@ -117,9 +117,7 @@ class Estimator:
         self._imu_index = {name: i for i, name in enumerate(self._names)}
         self._R_BS = {imu.name: (None if imu.needs_calibration else np.array(imu.mounting)) for imu in config.imus}
         self._R_WG = np.array(config.R_WG)
-        tree = plant.tree
-        self._tree = (tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start,
-                      tree.mimic_q, tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset)
+        self._tree = plant.tree.kernel_arguments()
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ros_dofkit.core.assembly import kernels
 from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator.inputs import RejectReason
+from ros_dofkit.core.multibody import compiled as kinematics
 
 _R = {reason: i for i, reason in enumerate(rules.REASONS)}
 _OK = rules.ACCEPTED
@@ -256,7 +256,7 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     free = np.flatnonzero(free_v)
     n_free = free.shape[0]
     # The angular Jacobians read R_WF of the bodies between the IMU bodies and the world only.
-    parent = tree[0]
+    parent = tree.parent
     on_path = np.zeros(nb, dtype=np.bool_)
     for i in range(n_imu):
         k = bodies[i]
@@ -271,7 +271,7 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     rhs = np.empty((n_free, n_free + 1))
     for c in range(n_cycles):
         if not have_X_WB[c]:
-            kernels.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
+            kinematics.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
         V_out[c] = v_prior[c]
         for j in range(nv):
             from_gyro_out[c, j] = False
@@ -282,14 +282,14 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
         if k == 0 or n_free == 0:
             continue
         if have_X_WB[c]:
-            kernels.joint_frame_rotations(tree, X_WB_out[c], path_bodies, R_WF)
+            kinematics.joint_frame_rotations(tree, X_WB_out[c], path_bodies, R_WF)
         row = 0
         for i in range(n_imu):
             if not use_gyro[c, i]:
                 continue
             body = bodies[i]
             w = w_S[c, i]
-            kernels.point_jacobian(tree, R_WF, p_WM, body, origin, False, J)
+            kinematics.point_jacobian(tree, R_WF, p_WM, body, origin, False, J)
             for a in range(3):
                 # b = R_WB R_BS w_S, minus the prior's rate J_w v_prior (all velocities, locked ones included).
                 rate = 0.0
@@ -529,9 +529,9 @@ class OfflineRun:
             return self.X_WB[k]
         if self.tree is None:
             raise ValueError("this run keeps neither its poses nor the kinematic tree to compute them")
-        nb = self.tree[0].shape[0]
+        nb = self.tree.parent.shape[0]
         X_WB = np.empty((nb, 4, 4))
-        kernels.forward_kinematics(self.tree, np.ascontiguousarray(self.q[k]), X_WB, np.empty((nb, 3, 3)),
+        kinematics.forward_kinematics(self.tree, np.ascontiguousarray(self.q[k]), X_WB, np.empty((nb, 3, 3)),
                                    np.empty((nb, 3)))
         return X_WB
 
