@@ -85,7 +85,7 @@ CLOCK = np.dtype([
     ("forced", np.bool_),  # ready() found a cycle without every waited IMU
     ("cycles", np.int64), ("resets", np.int64), ("overwritten", np.int64), ("flushed", np.int64),
     ("late", np.int64),
-])
+], align=True)
 
 RulesSettings = namedtuple("RulesSettings", [
     "stale_timeout", "jump_reset", "future_tolerance", "sync_tolerance", "sync_joint_states", "measured_count",
@@ -147,15 +147,20 @@ def cycle_capacity(num_inputs: int, n_imu: int) -> int:
     return 2 * num_inputs + 1 + n_imu * QUEUE_LENGTH
 
 
+# The helpers below are inlined at the numba IR level (``inline="always"``): numba reference-counts every array a
+# compiled function receives (each member of the state and cycle records), and a call per helper per input cost
+# more than the rules themselves (see ``ros_dofkit.core.assembly.kernels``).
 # ---------------------------------------------------------------------------------------------- validation
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, R_GS, w_S):
     """``inputs.parse_imu``'s decision for one sample, compiled (the same bits live and offline): fills R_GS (the
     normalized quaternion's matrix) and w_S, NaN where absent, and returns its status code. A non-finite, zero or
     non-unit (beyond ``QUAT_NORM_TOLERANCE``) quaternion or a non-finite gyro rejects the sample; one with neither
     field present is dropped as ``orientation_absent``; one with a gyro only is kept, counted as such."""
-    R_GS[:] = np.nan
-    w_S[:] = np.nan
+    for a in range(3):
+        w_S[a] = np.nan
+        for b in range(3):
+            R_GS[a, b] = np.nan
     has_R = False
     if orientation_present:
         w, x, y, z = quaternion_wxyz[0], quaternion_wxyz[1], quaternion_wxyz[2], quaternion_wxyz[3]
@@ -174,15 +179,17 @@ def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular
     if angular_velocity_present:
         for a in range(3):
             if not math.isfinite(angular_velocity[a]):
-                R_GS[:] = np.nan
+                for b in range(9):
+                    R_GS[b // 3, b % 3] = np.nan
                 return NON_FINITE
-        w_S[:] = angular_velocity
+        for a in range(3):
+            w_S[a] = angular_velocity[a]
     elif not has_R:
         return ORIENTATION_ABSENT
     return ACCEPTED if has_R else ACCEPTED_ORIENTATION_ABSENT
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def validate_imus(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, code, R_GS,
                   w_S):
     """:func:`validate_imu` over rows (a window of samples)."""
@@ -192,7 +199,7 @@ def validate_imus(quaternion_wxyz, angular_velocity, orientation_present, angula
 
 
 # ---------------------------------------------------------------------------------------------- memory
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reset(state, settings):
     """Forget every input (a clock jump back): nothing heard, encoders at their defaults, a reset pending."""
     state.last_stamp[:] = np.nan
@@ -219,7 +226,17 @@ def reset(state, settings):
     clock.resets += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
+def _copy_sample(R_from, w_from, R_to, w_to):
+    """R_to[:] = R_from, w_to[:] = w_from, element by element (a slice assignment between arrays allocates a copy
+    of its source in numba when it cannot rule out overlap)."""
+    for a in range(3):
+        w_to[a] = w_from[a]
+        for b in range(3):
+            R_to[a, b] = R_from[a, b]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _push(state, i, stamp, stamp_ns, R, w):
     """Queue a sample of IMU i (a full queue drops its oldest: overwritten)."""
     clock = state.clock[0]
@@ -230,23 +247,21 @@ def _push(state, i, stamp, stamp_ns, R, w):
     k = (state.queue_head[i] + state.queue_count[i]) % QUEUE_LENGTH
     state.queue_stamp[i, k] = stamp
     state.queue_ns[i, k] = stamp_ns
-    state.queue_R[i, k] = R
-    state.queue_w[i, k] = w
+    _copy_sample(R, w, state.queue_R[i, k], state.queue_w[i, k])
     state.queue_count[i] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _pop(state, i, use):
     """Remove IMU i's oldest queued sample; with ``use`` it becomes the sample the cycle holds."""
     k = state.queue_head[i]
     if use:
-        state.used_R[i] = state.queue_R[i, k]
-        state.used_w[i] = state.queue_w[i, k]
+        _copy_sample(state.queue_R[i, k], state.queue_w[i, k], state.used_R[i], state.used_w[i])
     state.queue_head[i] = (k + 1) % QUEUE_LENGTH
     state.queue_count[i] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def observe_clock(state, settings, now):
     """A receive clock earlier than the last one resets tracking (counted under clock/clock_jump_back)."""
     if math.isnan(now):
@@ -258,7 +273,7 @@ def observe_clock(state, settings, now):
     state.clock[0].last_clock = now
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _timing(state, settings, stamp, now, last, repeated):
     """The stamp checks (module docstring, Acceptance); returns ACCEPTED or the reason, after the offline jump
     back (which resets, and then nothing is the source's last)."""
@@ -283,7 +298,7 @@ def _timing(state, settings, stamp, now, last, repeated):
     return ACCEPTED
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _note_stamp(clock, stamp, stamp_ns):
     if math.isnan(clock.first):
         clock.first = stamp
@@ -292,7 +307,7 @@ def _note_stamp(clock, stamp, stamp_ns):
         clock.newest_ns = stamp_ns
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _record(state, source, code, status):
     """Count the outcome: a rejection under its reason, a partial acceptance under what was dropped."""
     if status >= 0:
@@ -305,7 +320,7 @@ def _record(state, source, code, status):
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def offer_imu(state, settings, i, stamp, stamp_ns, now, code, R_GS, w_S, input_index, run_cycles, out):
     """Offer one validated sample of IMU i (``code``: validation's status; R_GS / w_S NaN where absent); with
     ``run_cycles`` run the cycles it completes into ``out``. Returns the input's status code."""
@@ -327,8 +342,7 @@ def offer_imu(state, settings, i, stamp, stamp_ns, now, code, R_GS, w_S, input_i
         _push(state, i, stamp, stamp_ns, R_GS, w_S)
     elif not math.isnan(clock.stamp_prev) and stamp <= clock.stamp_prev:
         clock.late += 1  # its instant has had its cycle: held for the next one, starts none
-        state.used_R[i] = R_GS
-        state.used_w[i] = w_S
+        _copy_sample(R_GS, w_S, state.used_R[i], state.used_w[i])
     else:
         _push(state, i, stamp, stamp_ns, R_GS, w_S)
     state.last_stamp[i] = stamp
@@ -338,7 +352,7 @@ def offer_imu(state, settings, i, stamp, stamp_ns, now, code, R_GS, w_S, input_i
     return _record(state, i, code, ACCEPTED)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def offer_joint_state(state, settings, stamp, stamp_ns, now, code, index, position, velocity, input_index,
                       run_cycles, out):
     """Offer one validated joint-state message (``index`` its articulated coordinates, ``velocity`` NaN = none),
@@ -377,7 +391,7 @@ def offer_joint_state(state, settings, stamp, stamp_ns, now, code, index, positi
 
 
 # ---------------------------------------------------------------------------------------------- readiness
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _waited(state, settings, i):
     """Is IMU i waited for (module docstring, Waited IMUs)?"""
     clock = state.clock[0]
@@ -387,7 +401,7 @@ def _waited(state, settings, i):
     return state.last_stamp[i] >= reference - settings.stale_timeout
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _complete_instant(state, settings):
     """Synchronized mode: set ``instant`` to the oldest instant every waited IMU has a queued sample of; samples
     older than the tolerance before the latest head can never complete one and are discarded. False if none."""
@@ -420,7 +434,7 @@ def _complete_instant(state, settings):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _ready_synchronized(state, settings):
     clock = state.clock[0]
     timeout = settings.stale_timeout
@@ -443,7 +457,7 @@ def _ready_synchronized(state, settings):
     return not (arriving and clock.js_stamp < clock.instant - settings.sync_tolerance)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _ready_free_running(state, settings):
     clock = state.clock[0]
     timeout = settings.stale_timeout
@@ -474,7 +488,7 @@ def _ready_free_running(state, settings):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def ready(state, settings):
     """Should a cycle run now (module docstring)? Sets the record's ``instant`` when it should."""
     clock = state.clock[0]
@@ -494,13 +508,13 @@ def ready(state, settings):
 
 
 # ---------------------------------------------------------------------------------------------- cycles
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _default_instant(state, settings):
     clock = state.clock[0]
     return clock.newest if math.isnan(clock.instant) else clock.instant
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     """Run a cycle at ``stamp`` (``stamp_ns`` -1: the newest input's, or round(stamp * 1e9) if another): take its
     samples from the queues and append the cycle to ``out``."""
@@ -530,12 +544,12 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     out.reset[c] = clock.reset_pending
     out.stamp_prev[c] = clock.stamp_prev
     for i in range(n_imu):
-        out.R_GS[c, i] = state.used_R[i]
-        out.w_S[c, i] = state.used_w[i]
+        _copy_sample(state.used_R[i], state.used_w[i], out.R_GS[c, i], out.w_S[c, i])
         out.stale[c, i] = math.isnan(state.last_stamp[i]) or state.last_stamp[i] < stamp - settings.stale_timeout
-    out.encoder_q[c] = state.encoder_q
-    out.encoder_v[c] = state.encoder_v
-    out.have_encoder[c] = state.have_encoder
+    for j in range(state.encoder_q.shape[0]):
+        out.encoder_q[c, j] = state.encoder_q[j]
+        out.encoder_v[c, j] = state.encoder_v[j]
+        out.have_encoder[c, j] = state.have_encoder[j]
     out.size[0] = c + 1
     if clock.forced:
         clock.flushed += 1
@@ -548,7 +562,7 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     clock.cycles += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def run_due_cycles(state, settings, input_index, out):
     """Every cycle that is ready now (several when queued instants wait), while ``out`` has room."""
     while out.size[0] < out.stamp.shape[0] and ready(state, settings):
@@ -565,7 +579,7 @@ state; ``row`` its row in the IMU arrays or joint-state index; ``now`` (M,) rece
 its stamp, code and its coordinates' CSR slice (``js_offsets``) of indices, positions and velocities."""
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def schedule(state, settings, inputs, out, status):
     """Offer every input of the window in order (:func:`offer_imu` / :func:`offer_joint_state`), running the
     cycles they complete into ``out``; ``status`` (M,) receives each input's status code."""
