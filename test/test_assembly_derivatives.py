@@ -98,8 +98,8 @@ def test_goal_gradient_and_error_jacobian_match_finite_differences(robot, error_
             np.testing.assert_allclose(jacobian, fd_wrt_v(plant, condition.calc_errors, q), atol=2e-7)
             # the goal gradient is the Jacobian-transpose of the errors, normalized (J_r⁻¹ᵀ φ = φ)
             errors = condition.calc_errors(q)
-            _, _, _, weights, observations = condition._active_observations()
-            observed = condition._is_observed(observations)
+            _, _, _, weights, observations = condition.active_observations()
+            observed = condition.is_observed(observations)
             np.testing.assert_allclose(jacobian.T @ errors / weights[observed].sum(), gradient_v, atol=1e-12)
             # w.r.t. q: dgoal/dq · N(q) = dgoal/dv, and central differences along random directions of q
             gradient_q = condition.calc_goal_gradient(q, wrt="q")

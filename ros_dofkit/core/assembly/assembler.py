@@ -129,7 +129,7 @@ class Assembler:
         weight = self._check_condition_weight(weight)
         if any(c is condition for c in self._conditions):
             raise AssemblyValueError(f"assembly condition {condition.name!r} is already adopted by this Assembler")
-        condition._attach(self)
+        condition.attach(self)
         self._conditions.append(condition)
         self._weights.append(weight)
         self._uninitialize()
@@ -372,7 +372,7 @@ class Assembler:
     def _uninitialize(self) -> None:
         self._initialized = False
         for condition in self._conditions:
-            condition._uninitialize()
+            condition.uninitialize()
 
     def is_initialized(self) -> bool:
         return self._initialized
@@ -381,8 +381,9 @@ class Assembler:
         if self._initialized:
             return
         plant = self.plant
-        rot = {k: [] for k in ("body", "R_BS", "row", "hard", "slot", "weight_ref", "cond")}
-        pos = {k: [] for k in ("body", "p_BS", "row", "hard", "slot", "weight_ref", "cond")}
+        rot = {k: [] for k in ("body", "R_BS", "row", "hard", "slot", "cond")}
+        pos = {k: [] for k in ("body", "p_BS", "row", "hard", "slot", "cond")}
+        self._rs_conditions, self._mk_conditions = [], []  # the conditions whose active sensors are packed
         m_goal = 0
         m_err = 0
         rot_offset = 0
@@ -403,12 +404,13 @@ class Assembler:
             if weight == 0.0:
                 continue
             hard = math.isinf(weight)
-            for ix in condition._active:
-                target["body"].append(int(condition._body_index[ix]))
-                target["R_BS" if is_rot else "p_BS"].append(condition._stations[ix])
+            (self._rs_conditions if is_rot else self._mk_conditions).append(condition)
+            packed = condition.packed()
+            for body, station, slot in zip(packed["body"], packed["station"], packed["obs_slot"], strict=True):
+                target["body"].append(int(body))
+                target["R_BS" if is_rot else "p_BS"].append(station)
                 target["hard"].append(1 if hard else 0)
-                target["slot"].append(offset + condition._sensor_to_obs[ix])
-                target["weight_ref"].append((condition, int(ix)))
+                target["slot"].append(offset + int(slot))
                 target["cond"].append(c_index)
                 if hard:
                     target["row"].append(m_err)
@@ -436,8 +438,6 @@ class Assembler:
             "slot": np.array(pos["slot"], dtype=np.int64),
             "cond": np.array(pos["cond"], dtype=np.int64),
         }
-        self._rs_weight_refs = rot["weight_ref"]
-        self._mk_weight_refs = pos["weight_ref"]
         # Free velocities and their bounds.
         locked_v = self._locked_v()
         free_v = [v for v in range(self._nv) if v not in locked_v]
@@ -475,10 +475,10 @@ class Assembler:
     # -- per-frame packing -------------------------------------------------------------------------------------------
     def _sensors(self):
         """The kernels' ``sensors`` tuple; rebuilt when a sensor weight changed (no re-initialization needed)."""
-        versions = tuple(c._weights_version for c in self._conditions)
+        versions = tuple(c.weights_version for c in self._conditions)
         if versions != self._weights_seen:
-            rs_w = np.array([c._weights[ix] for c, ix in self._rs_weight_refs], dtype=float)
-            mk_w = np.array([c._weights[ix] for c, ix in self._mk_weight_refs], dtype=float)
+            rs_w = np.concatenate([np.zeros(0)] + [c.active_weights() for c in self._rs_conditions])
+            mk_w = np.concatenate([np.zeros(0)] + [c.active_weights() for c in self._mk_conditions])
             cond_w = np.array([w if math.isfinite(w) else 1.0 for w in self._weights], dtype=float)
             rs, mk = self._rs, self._mk
             self._sensors_tuple = (
@@ -495,17 +495,17 @@ class Assembler:
     def _current_observations(self):
         """All observation slots (rotations, positions) of the adopted conditions, concatenated in adoption order."""
         if len(self._rot_slices) == 1:
-            obs_rot = self._rot_slices[0][0]._observations
+            obs_rot = self._rot_slices[0][0].observation_array()
         elif not self._rot_slices:
             obs_rot = self._empty_rot
         else:
-            obs_rot = np.concatenate([c._observations for c, _ in self._rot_slices])
+            obs_rot = np.concatenate([c.observation_array() for c, _ in self._rot_slices])
         if len(self._pos_slices) == 1:
-            obs_pos = self._pos_slices[0][0]._observations
+            obs_pos = self._pos_slices[0][0].observation_array()
         elif not self._pos_slices:
             obs_pos = self._empty_pos
         else:
-            obs_pos = np.concatenate([c._observations for c, _ in self._pos_slices])
+            obs_pos = np.concatenate([c.observation_array() for c, _ in self._pos_slices])
         return obs_rot, obs_pos
 
     # -- evaluation --------------------------------------------------------------------------------------------------
@@ -534,8 +534,8 @@ class Assembler:
                 continue
             errors = condition.calc_errors(q)
             jacobian = condition.calc_error_jacobian(q) if need_jacobian else np.zeros((len(errors), self._nv))
-            _, _, _, weights, obs = condition._active_observations()
-            observed = condition._is_observed(obs)
+            _, _, _, weights, obs = condition.active_observations()
+            observed = condition.is_observed(obs)
             any_contributing |= bool(np.any(observed))
             if math.isinf(weight):
                 r_c.append(errors)
@@ -727,7 +727,7 @@ class Assembler:
                 continue
             data = np.asarray(observations[condition], dtype=float)
             n = condition.get_num_observations()
-            expected = (T, n) + condition._station_shape
+            expected = (T, n) + condition.station_shape
             if data.shape != expected:
                 raise AssemblyValueError(
                     f"track_sequence: observations for {condition.name!r} must have shape {expected}, got {data.shape}"
@@ -818,9 +818,9 @@ class Assembler:
 
     def _set_frame_observations(self, obs_rot, obs_pos) -> None:
         for condition, offset in self._rot_slices:
-            condition._observations[...] = obs_rot[offset : offset + condition.get_num_observations()]
+            condition.restore_observations(obs_rot[offset : offset + condition.get_num_observations()])
         for condition, offset in self._pos_slices:
-            condition._observations[...] = obs_pos[offset : offset + condition.get_num_observations()]
+            condition.restore_observations(obs_pos[offset : offset + condition.get_num_observations()])
 
     def get_condition_names(self) -> list[str]:
         return [c.name for c in self._conditions]
