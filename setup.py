@@ -23,7 +23,7 @@ setup(
     name=PACKAGE_NAME,
     version=package_xml_version(),
     packages=find_packages(include=[PACKAGE_NAME, PACKAGE_NAME + ".*"]),
-    package_data={PACKAGE_NAME: ["models/*.urdf"]},
+    package_data={PACKAGE_NAME: ["models/*.urdf", "templates/*.csv"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
         ("share/" + PACKAGE_NAME, ["package.xml"]),

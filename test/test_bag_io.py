@@ -424,3 +424,24 @@ def test_without_pyyaml_every_bag_goes_through_rosbags(tmp_path, typestore, monk
         got = read_raw(path)
         assert list(zip(got.topics, got.stamps_ns.tolist(), [bytes(d) for d in got.data], strict=True)) == (
             _rosbags_view(path)[2])
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_bag_appears_complete_at_close_and_not_at_all_after_an_abort_or_an_exception(tmp_path, typestore, storage):
+    final = tmp_path / "out"
+    bag = BagWriter(final, storage=storage, typestore=typestore)
+    bag.write("/joint_states", 1_000, joint_state(typestore, 1_000, [0.1]))
+    assert not final.exists()  # written aside until complete
+    bag.close()
+    suffix = ".db3" if storage == "sqlite3" else ".mcap"
+    assert sorted(p.name for p in final.iterdir()) == ["metadata.yaml", f"out{suffix}"]  # named after the bag
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert [r.stamp_ns for r in read_bag(final)] == [1_000]
+
+    aborted = BagWriter(tmp_path / "aborted", storage=storage, typestore=typestore)
+    aborted.write("/joint_states", 1_000, joint_state(typestore, 1_000, [0.1]))
+    aborted.abort()
+    with pytest.raises(KeyboardInterrupt), BagWriter(tmp_path / "interrupted", storage=storage) as interrupted:
+        interrupted.write("/joint_states", 1_000, joint_state(interrupted.typestore, 1_000, [0.1]))
+        raise KeyboardInterrupt
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

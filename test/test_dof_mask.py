@@ -63,6 +63,25 @@ def test_size_value_constructor(size, value):
     assert list(mask) == [bool(value)] * int(size)
 
 
+@pytest.mark.parametrize(("size", "value"), [(3, True), (3, False), (0, True), (np.int64(2), np.True_)])
+def test_positional_size_value_constructor_as_pydrake(size, value):
+    # pydrake.planning.DofMask(size, value): the positional form gives the same mask as the keywords.
+    mask = DofMask(size, value)
+    assert mask == DofMask(size=size, value=value)
+    assert list(mask) == [bool(value)] * int(size)
+
+
+@pytest.mark.parametrize(
+    ("args", "mentioned"),
+    [((-3, True), "-3"), ((True, True), "integer"), ((2.0, True), "integer"), (("ab", True), "integer"),
+     ((2, 1), "bool"), (([True, False], True), "either values or size")],
+)
+def test_positional_size_value_constructor_rejects_bad_arguments(args, mentioned):
+    with pytest.raises((TypeError, ValueError), match=mentioned) as info:
+        DofMask(*args)
+    assert isinstance(info.value, DofMaskError)
+
+
 def test_negative_size_raises_value_error_naming_the_size():
     with pytest.raises(ValueError, match="-3") as info:
         DofMask(size=-3, value=True)
@@ -134,7 +153,8 @@ def test_values_constructor_rejects_non_sequences(values):
 
 
 def test_values_constructor_hint_for_size_value():
-    with pytest.raises(TypeError, match=r"size=n, value=b"):
+    # DofMask(4) has no value: refused (as pydrake, which has no one-argument int form), naming both spellings.
+    with pytest.raises(TypeError, match=r"DofMask\(n, b\) or DofMask\(size=n, value=b\)"):
         DofMask(4)
 
 

@@ -80,8 +80,8 @@ def test_config_rejects_duplicate_imu_names_and_topics():
         ({"accuracy": 1.0}, "accuracy"),
         ({"accuracy": 0.0}, "accuracy"),
         ({"velocity_regularization": 0.0}, "velocity_regularization"),
-        ({"estimated_joints": {"arm": "some"}}, "'all', 'none' or a list"),
-        ({"estimated_joints": {"arm": ["j1", "j1"]}}, "duplicated"),
+        ({"estimated_joints": {"arm": "some"}}, "must be 'all' or 'none', got 'some'; accepted forms: all, none"),
+        ({"estimated_joints": {"arm": ["j1", "j1"]}}, "given more than once: ['j1']"),
         ({"estimated_joints": ["arm"]}, "mapping"),
         ({"default_estimated": "most"}, "default_estimated"),
         ({"heading_axis": "w"}, "heading_axis"),
@@ -119,3 +119,42 @@ def test_rotation_matrix_result_is_read_only_copy():
     source[0, 0] = 5.0
     assert result[0, 0] == pytest.approx(np.cos(0.1))
     assert not result.flags.writeable
+
+
+@pytest.mark.parametrize(
+    "spec, normal",
+    [("all", "all"), ("none", "none"), (" all ", "all"), (["all"], "all"), (("none",), "none"),
+     (["j1", "j2"], ("j1", "j2")), ([], ())],
+)
+def test_estimated_joints_accepts_the_words_as_string_or_one_element_list(spec, normal):
+    # issue 21.1: `ur5: all` in YAML is a plain string; it must not be iterated character by character.
+    assert EstimatorConfig(estimated_joints={"ur5": spec}).estimated_joints == {"ur5": normal}
+
+
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("al", "a plain string must be 'all' or 'none', got 'al'; accepted forms: all, none, [all], [none], or a "
+               "list of joint or coordinate names such as [joint_a, joint_b] (one joint: [al])"),
+        ("shoulder_pan_joint", "(one joint: [shoulder_pan_joint])"),
+        (["all", "j1"], "'all' must stand alone, got ['all', 'j1']; accepted forms"),
+        (["none", "none"], "'none' must stand alone"),
+        ({"j1": True}, "got dict {'j1': True}; accepted forms"),
+        (3, "got int 3; accepted forms"),
+    ],
+)
+def test_estimated_joints_refuses_other_forms_showing_the_accepted_ones(spec, fragment):
+    with pytest.raises(EstimatorConfigError) as info:
+        EstimatorConfig(estimated_joints={"ur5": spec})
+    assert str(info.value).startswith("estimated_joints['ur5']: ")
+    assert fragment in str(info.value)
+
+
+def test_duplicated_names_are_listed_once_each():
+    # issue 21.5: ['a', 'l', 'l', 'l', 'a'] names 'a' and 'l' once each, in order of first appearance.
+    with pytest.raises(EstimatorConfigError) as info:
+        EstimatorConfig(estimated_joints={"ur5": ["l", "a", "l", "l", "a", "b"]})
+    assert str(info.value) == "estimated_joints['ur5']: joint names given more than once: ['l', 'a']"
+    imus = tuple(ImuConfig(n, "b", topic=f"t{k}") for k, n in enumerate(["x", "y", "x", "x"]))
+    with pytest.raises(EstimatorConfigError, match=r"got duplicates \['x'\]$"):
+        EstimatorConfig(imus=imus)

@@ -1,17 +1,20 @@
-"""ros_dofkit/core stays free of ROS: no module under it imports rclpy, rosidl or any message/service package.
+"""The package's import structure: ros_dofkit/core stays free of ROS, no import cycle between package modules, and
+no module imports another module of the package inside a function (which would hide a cycle).
 
-Parsed with ``ast`` (imports inside functions, ``try`` blocks and ``if TYPE_CHECKING`` count too); the failure
-names the file, line and import. The checker itself is tested on snippets so that it cannot pass vacuously.
+Parsed with ``ast`` (imports inside functions, ``try`` blocks and ``if TYPE_CHECKING`` count too); a failure names
+the file, line and import. The checkers themselves are tested on snippets so that they cannot pass vacuously.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
-CORE = Path(__file__).resolve().parent.parent / "ros_dofkit" / "core"
+PACKAGE = Path(__file__).resolve().parent.parent / "ros_dofkit"
+CORE = PACKAGE / "core"
 ROS_SUFFIXES = ("_msgs", "_srvs", "_interfaces")
 
 
@@ -86,3 +89,154 @@ def test_offline_replay_loads_no_ros_package():
                               cwd=Path(__file__).resolve().parents[1])
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------------------------- import graph
+#: Function-local imports of package modules that are there on purpose: ``(file, imported module prefix)`` -> why.
+#: Imports of modules outside the package (rclpy, matplotlib, scipy, launch, ...) are never checked: lazy imports of
+#: optional or heavy dependencies are fine.
+LOCAL_IMPORTS_ALLOWED = {
+    # `dofkit --help` builds every subcommand's parser: the work modules a subcommand calls load numpy, numba and
+    # rosbags (about a second), so each subcommand module imports them when it runs.
+    ("ros_dofkit/commands/", "ros_dofkit."): "subcommands import their work when they run (dofkit --help stays fast)",
+    # replay.demo holds the defaults of the demo/record options, read by `dofkit --help`; running the demo needs
+    # the estimator (numba), imported when it runs.
+    ("ros_dofkit/replay/demo.py", "ros_dofkit."): "dofkit --help reads demo's option defaults",
+}
+#: Files of other engineers (doc: /work/wt/BRIEF.md) rewritten in parallel with this check: their local imports are
+#: listed here, to be removed at merge (each is an intra-package import that can move to the top of its module).
+PENDING_AT_MERGE = {
+    ("ros_dofkit/core/estimator/__init__.py", "ros_dofkit.core.estimator"),
+    ("ros_dofkit/core/estimator/config.py", "ros_dofkit.core.spatial"),
+    ("ros_dofkit/core/estimator/estimator.py", "ros_dofkit.core.assembly"),
+    ("ros_dofkit/core/estimator/offline.py", "ros_dofkit.core."),
+    ("ros_dofkit/core/estimator/robot.py", "ros_dofkit.core.multibody"),
+    ("ros_dofkit/core/multibody/plant.py", "ros_dofkit.core.multibody.urdf"),
+    ("ros_dofkit/ros/estimator_messages.py", "ros_dofkit.core.spatial"),
+}
+
+
+class Import(NamedTuple):
+    """One import statement's target inside the package: where it is and whether it runs in a function."""
+
+    module: str  # the importing module
+    file: str  # its file, relative to the repository
+    line: int
+    target: str  # the imported package module
+    local: bool  # inside a function (runs when called, not when the module is imported)
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_imports(sources: dict[str, str], packages: set[str], top: str = "ros_dofkit") -> list[Import]:
+    """The imports of package modules in ``sources`` ({module name: source}); ``packages`` are the module names that
+    are packages (``__init__``), for resolving relative imports. ``from P import x`` targets ``P.x`` when that is a
+    module, else ``P``."""
+    found = []
+    for module, source in sources.items():
+        tree = ast.parse(source)
+        base = module if module in packages else module.rpartition(".")[0]
+        functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef
+                                                                                 | ast.Lambda)]
+        local_lines = {id(inner) for function in functions for inner in ast.walk(function)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    anchor = base.split(".")[:len(base.split(".")) - node.level + 1]
+                    origin = ".".join(anchor + ([node.module] if node.module else []))
+                else:
+                    origin = node.module or ""
+                targets = [f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in sources else origin
+                           for alias in node.names]
+            else:
+                continue
+            for target in dict.fromkeys(targets):
+                if target == top or target.startswith(top + "."):
+                    file = module.replace(".", "/") + ("/__init__.py" if module in packages else ".py")
+                    found.append(Import(module, file, node.lineno, target, id(node) in local_lines))
+    return found
+
+
+def import_cycles(imports: list[Import]) -> list[list[Import]]:
+    """The import cycles among package modules (every import counts, local ones too: a local import defers a cycle,
+    it does not remove it), each as the imports that close it, in order."""
+    graph: dict[str, list[Import]] = {}
+    for item in imports:
+        if item.target != item.module:
+            graph.setdefault(item.module, []).append(item)
+    cycles, seen = [], set()
+    for start in sorted(graph):
+        # Depth-first search for a path back to ``start`` through modules after it (each cycle found once).
+        stack = [(start, [])]
+        visited = set()
+        while stack:
+            node, path = stack.pop()
+            for edge in graph.get(node, []):
+                if edge.target == start:
+                    key = frozenset(e.module for e in [*path, edge])
+                    if key not in seen:
+                        seen.add(key)
+                        cycles.append([*path, edge])
+                elif edge.target > start and edge.target not in visited:
+                    visited.add(edge.target)
+                    stack.append((edge.target, [*path, edge]))
+    return cycles
+
+
+def describe(item: Import) -> str:
+    return f"{item.file}:{item.line}: imports {item.target}"
+
+
+CYCLE_SNIPPETS = {
+    "ros_dofkit": "",
+    "ros_dofkit.a": "import numpy\nfrom ros_dofkit import b\n",
+    "ros_dofkit.b": "def f():\n    from ros_dofkit.a import x\n    import matplotlib\n",
+    "ros_dofkit.c": "from . import a\n",
+    "ros_dofkit.sub": "from .d import y\n",
+    "ros_dofkit.sub.d": "from ..c import z\nfrom ros_dofkit.sub import e\n",
+    "ros_dofkit.sub.e": "",
+}
+
+
+def test_checker_finds_cycles_and_local_imports_with_their_lines():
+    imports = package_imports(CYCLE_SNIPPETS, {"ros_dofkit", "ros_dofkit.sub"})
+    assert sorted(imports) == sorted([
+        Import("ros_dofkit.a", "ros_dofkit/a.py", 2, "ros_dofkit.b", False),
+        Import("ros_dofkit.b", "ros_dofkit/b.py", 2, "ros_dofkit.a", True),
+        Import("ros_dofkit.c", "ros_dofkit/c.py", 1, "ros_dofkit.a", False),
+        Import("ros_dofkit.sub", "ros_dofkit/sub/__init__.py", 1, "ros_dofkit.sub.d", False),
+        Import("ros_dofkit.sub.d", "ros_dofkit/sub/d.py", 1, "ros_dofkit.c", False),
+        Import("ros_dofkit.sub.d", "ros_dofkit/sub/d.py", 2, "ros_dofkit.sub.e", False),
+    ])
+    assert [[describe(i) for i in cycle] for cycle in import_cycles(imports)] == [
+        ["ros_dofkit/a.py:2: imports ros_dofkit.b", "ros_dofkit/b.py:2: imports ros_dofkit.a"]]
+    assert import_cycles([i for i in imports if i.module != "ros_dofkit.b"]) == []
+
+
+def repository_imports() -> list[Import]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    sources = {module_name(path, PACKAGE): path.read_text(encoding="utf-8") for path in paths}
+    packages = {module_name(path, PACKAGE) for path in paths if path.name == "__init__.py"}
+    return package_imports(sources, packages)
+
+
+def test_no_import_cycle_between_package_modules():
+    cycles = import_cycles(repository_imports())
+    assert not cycles, "import cycles (split the shared part into a module both import):\n" + "\n".join(
+        " -> ".join(describe(item) for item in cycle) for cycle in cycles)
+
+
+def allowed(item: Import, table) -> bool:
+    return any(item.file.startswith(file) and item.target.startswith(prefix) for file, prefix in table)
+
+
+def test_no_function_local_import_of_a_package_module():
+    offenders = [describe(item) for item in repository_imports()
+                 if item.local and not allowed(item, LOCAL_IMPORTS_ALLOWED) and not allowed(item, PENDING_AT_MERGE)]
+    assert not offenders, ("package modules imported inside a function (import them at the top; a cycle that this "
+                           "would make must be split instead):\n" + "\n".join(offenders))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,5 +97,7 @@ def test_floating_maps_and_round_trips(quat, p, w, u):
     X = joint.calc_X_FM(q)
     np.testing.assert_allclose(X[:3, :3], spatial.quat_to_matrix(q[:4]), atol=1e-12)
     np.testing.assert_allclose(X[:3, 3], p)
-    # the stored quaternion need not be unit: X_FM uses its direction
-    np.testing.assert_allclose(joint.calc_X_FM(np.concatenate([3.0 * q[:4], p])), X, atol=1e-12)
+    # a stored quaternion within QUAT_NORM_TOLERANCE of unit length is normalized; farther ones raise (SPEC 9.7)
+    np.testing.assert_allclose(joint.calc_X_FM(np.concatenate([1.0009 * q[:4], p])), X, atol=1e-12)
+    with pytest.raises(spatial.QuaternionError, match="norm 3 is not within"):
+        joint.calc_X_FM(np.concatenate([3.0 * q[:4], p]))

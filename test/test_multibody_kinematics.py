@@ -181,3 +181,79 @@ def test_batches_keep_leading_axes(plant):
             np.testing.assert_allclose(J[a, b], plant.calc_jacobian(q[a, b], body), atol=0)
     assert plant.calc_n_matrix(q).shape == (2, 3, plant.num_positions(), plant.num_velocities())
     assert plant.integrate_positions(q, np.zeros(plant.num_velocities())).shape == q.shape
+
+
+def test_spatial_velocity_is_pose_derivative_and_jacobian_times_v(plant):
+    """Drake's EvalBodySpatialVelocityInWorld: [w_WB_W; v_WBo_W], against a central difference of the body pose
+    along q(t) = integrate(q, t v) (the motion with generalized velocity v) and against calc_jacobian @ v."""
+    rng = np.random.default_rng(7)
+    q = random_configuration(plant, rng)
+    v = rng.normal(size=plant.num_velocities())
+    h = 1e-6
+    X_plus = plant.calc_body_poses(plant.integrate_positions(q, h * v))
+    X_minus = plant.calc_body_poses(plant.integrate_positions(q, -h * v))
+    for body_index in _leaf_bodies(plant, 4, rng):
+        body = plant.get_body(body_index)
+        V = plant.calc_spatial_velocity(q, v, body)
+        assert V.shape == (6,)
+        w_fd = spatial.matrix_to_rotvec(X_plus[body_index, :3, :3] @ X_minus[body_index, :3, :3].T) / (2 * h)
+        v_fd = (X_plus[body_index, :3, 3] - X_minus[body_index, :3, 3]) / (2 * h)
+        np.testing.assert_allclose(V, np.concatenate([w_fd, v_fd]), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(V, plant.calc_jacobian(q, body) @ v, rtol=0, atol=1e-14)
+        np.testing.assert_array_equal(plant.calc_spatial_velocity(q, v, body.name), V)
+    # batched: q and v broadcast over leading axes
+    Q = np.stack([random_configuration(plant, rng) for _ in range(3)])
+    body = plant.get_body(plant.num_bodies() - 1)
+    V = plant.calc_spatial_velocity(Q, v, body)
+    assert V.shape == (3, 6)
+    for k in range(3):
+        np.testing.assert_allclose(V[k], plant.calc_spatial_velocity(Q[k], v, body), atol=1e-14)
+    with pytest.raises(ValueError, match=f"v: expected shape \\(..., {plant.num_velocities()}\\)"):
+        plant.calc_spatial_velocity(q, np.zeros(plant.num_velocities() + 1), body)
+
+
+def test_floating_quaternion_rule_of_the_kinematics():
+    """SPEC 9.7, as core.state: a floating quaternion within QUAT_NORM_TOLERANCE of unit length is normalized; a
+    zero, non-finite or farther one raises QuaternionError naming joint and batch index (not NaN poses)."""
+    plant = build("anymal_floating")
+    joint = plant.floating_base_joints()[0]
+    qs = joint.position_start
+    rng = np.random.default_rng(8)
+    q = random_configuration(plant, rng)
+    body = plant.get_body(plant.num_bodies() - 1)
+    near = q.copy()
+    near[qs:qs + 4] *= 1.0 + 0.9 * spatial.QUAT_NORM_TOLERANCE
+    np.testing.assert_allclose(plant.calc_body_poses(near), plant.calc_body_poses(q), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(plant.calc_jacobian(near, body), plant.calc_jacobian(q, body), rtol=0, atol=1e-14)
+    bad_values = {"zero": [0.0, 0.0, 0.0, 0.0], "nan": [np.nan, 0.0, 0.0, 0.0], "long": [1.01, 0.0, 0.0, 0.0]}
+    reasons = {"zero": "quaternion is zero", "nan": "non-finite", "long": "norm 1.01 is not within 0.001 of 1"}
+    calls = [
+        lambda q: plant.calc_body_poses(q),
+        lambda q: plant.calc_frame_pose(q, body),
+        lambda q: plant.calc_frame_poses(q, [body]),
+        lambda q: plant.calc_jacobian(q, body),
+        lambda q: plant.calc_angular_jacobian(q, body),
+        lambda q: plant.calc_spatial_velocity(q, np.zeros(plant.num_velocities()), body),
+    ]
+    for kind, quat in bad_values.items():
+        batch = np.tile(q, (2, 3, 1))
+        batch[1, 2, qs:qs + 4] = quat
+        for call in calls:
+            with np.errstate(all="raise"):  # no NumPy warning on the way: the check comes first
+                with pytest.raises(spatial.QuaternionError, match=reasons[kind]) as info:
+                    call(batch)
+            assert repr(joint.name) in str(info.value) and "batch index (1, 2)" in str(info.value)
+            assert isinstance(info.value, ValueError)
+
+
+def test_reference_kinematics_and_joint_pose_apply_the_same_quaternion_rule():
+    plant = build("anymal_floating")
+    joint = plant.floating_base_joints()[0]
+    state = plant.create_default_state()
+    state.q[joint.position_start:joint.position_start + 4] = [1.0005, 0.0, 0.0, 0.0]
+    np.testing.assert_allclose(joint.get_pose(state), np.eye(4), atol=1e-15)
+    state.q[joint.position_start:joint.position_start + 4] = 0.0
+    with np.errstate(all="raise"), pytest.raises(spatial.QuaternionError, match=f"floating joint {joint.name!r}"):
+        joint.get_pose(state)
+    with np.errstate(all="raise"), pytest.raises(spatial.QuaternionError, match="quaternion is zero"):
+        reference_body_poses(plant, state.q)

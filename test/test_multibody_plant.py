@@ -386,3 +386,64 @@ def test_dof_mask_works_through_the_articulated_view():
     assert mask.size() == 20 and mask.count() == 12
     with pytest.raises(ValueError):
         dof_mask.DofMask.make_from_model(plant, "arm")
+
+
+def test_joint_values_answer_to_the_pydrake_method_spelling():
+    """pydrake has Joint.default_positions() and the limit getters as methods; ros_dofkit has properties. Both
+    spellings work and give equal copies (a caller cannot modify the joint through either)."""
+    plant = two_link_plant()
+    joint = plant.get_joint_by_name("shoulder")
+    joint.set_position_limits([-1.0], [2.0])
+    for name in ("default_positions", "position_lower_limits", "position_upper_limits", "velocity_lower_limits",
+                 "velocity_upper_limits", "acceleration_lower_limits", "acceleration_upper_limits", "effort_limits"):
+        as_property = getattr(joint, name)
+        as_method = getattr(joint, name)()
+        assert type(as_method) is np.ndarray
+        np.testing.assert_array_equal(as_method, as_property)
+        as_method[...] = 42.0
+        as_property[...] = 42.0
+        assert not np.any(getattr(joint, name) == 42.0)
+    np.testing.assert_array_equal(joint.position_lower_limits(), [-1.0])
+    np.testing.assert_array_equal(plant.default_positions(), np.concatenate(
+        [plant.get_joint(i).default_positions() for i in plant.get_joint_indices() if plant.get_joint(i).num_positions]
+    ))
+
+
+BRANCHED_URDF = """<robot name="torso">
+  <link name="chest"/><link name="l_upper"/><link name="r_upper"/><link name="l_lower"/><link name="r_lower"/>
+  <joint name="l1" type="revolute"><parent link="chest"/><child link="l_upper"/><axis xyz="0 0 1"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="r1" type="revolute"><parent link="chest"/><child link="r_upper"/><axis xyz="0 0 1"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="l2" type="revolute"><parent link="l_upper"/><child link="l_lower"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="r2" type="revolute"><parent link="r_upper"/><child link="r_lower"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+</robot>"""
+
+
+def test_drake_coordinate_mapping_by_names():
+    """doc/architecture.md, Drake conventions 1 and 2: URDF order inside an instance, instances in the order added
+    and contiguous; the name recipe maps to and from an order like Drake's (depth-first, free bodies last)."""
+    plant = MultibodyPlant()
+    plant.add_urdf(BRANCHED_URDF, base_joint="floating")
+    plant.add_urdf(BRANCHED_URDF, model_name="fixed_torso")
+    plant.finalize()
+    assert plant.position_names("torso") == [f"chest_{s}" for s in ("qw", "qx", "qy", "qz", "x", "y", "z")] + [
+        "l1", "r1", "l2", "r2"]
+    assert plant.position_names("fixed_torso") == ["l1", "r1", "l2", "r2"]  # URDF order, not depth-first
+    assert plant.position_names() == plant.position_names("torso") + plant.position_names("fixed_torso")
+    assert plant.velocity_names("torso")[:6] == [f"chest_{s}" for s in ("wx", "wy", "wz", "vx", "vy", "vz")]
+    # Drake's order for this plant: the welded torso's tree first, depth-first; the free torso last.
+    depth_first = ["l1", "l2", "r1", "r2"]
+    drake_names = {"fixed_torso": depth_first, "torso": plant.position_names("torso")[:7] + depth_first}
+    rng = np.random.default_rng(3)
+    q = plant.default_positions() + rng.uniform(-0.5, 0.5, plant.num_positions())
+    q[:4] /= np.linalg.norm(q[:4])
+    q_drake = {}
+    for instance, names in drake_names.items():
+        ours = plant.position_names(instance)
+        q_drake[instance] = plant.get_positions(q, instance)[[ours.index(n) for n in names]]
+        perm = [names.index(n) for n in ours]  # the recipe of the doc, instance by instance
+        np.testing.assert_array_equal(q_drake[instance][perm], plant.get_positions(q, instance))
+    assert q_drake["fixed_torso"][1] == q[plant.get_joint_by_name("l2", "fixed_torso").position_start]

@@ -208,7 +208,8 @@ def test_serialized_outputs_equal_the_message_objects(mobile, quadruped):
             expected = selection.message(result, Time(sec=7, nanosec=8))
             assert deserialize_message(selection.serialized(result, 7, 8), JointState) == expected
         tf = TfBuilder(plant, frame_prefix="p/")
-        X_WB = plant.calc_body_poses(np.random.default_rng(1).uniform(-1, 1, plant.num_positions()))
+        dv = np.random.default_rng(1).uniform(-1, 1, plant.num_velocities())  # a random pose, unit quaternions
+        X_WB = plant.calc_body_poses(plant.integrate_positions(plant.default_positions(), dv))
         objects = TFMessage(transforms=tf.moving_transforms(X_WB, 9, 10))
         back = deserialize_message(tf.moving_transforms_serialized(X_WB, 9, 10), TFMessage)
         # Message equality, not bytes: rclpy's serialize_message leaves CDR padding bytes uninitialized, so two

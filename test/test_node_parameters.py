@@ -112,7 +112,9 @@ def test_estimator_config_from_parameters():
         ({"estimated.arm": ["all", "joint1"]}, "must stand alone"),
         ({"estimated.leg": ["all"]}, "unknown model instances ['leg']"),
         ({"imu_names": ["a"]}, "imus.a.body"),
-        ({"imu_names": ["a", "a"]}, "unique"),
+        ({"imu_names": ["a", "b", "a", "a"]}, "imu_names: names must be unique, got ['a'] more than once"),
+        ({"estimated.arm": "joint1"}, "estimated.arm: a plain string must be 'all' or 'none', got 'joint1'; "
+                                      "accepted forms: all, none, [all], [none]"),
         ({"imu_names": ["a"], "imus.a.body": "l", "imus.a.mounting": [2.0, 0, 0, 0]}, "expected values in"),
         ({"imu_names": ["a"], "imus.a.body": "l", "imus.a.mounting": [0.5, 0, 0, 0]}, "unit quaternion"),
         ({"accuracy": 0.9}, "accuracy"),
@@ -163,3 +165,31 @@ def test_config_files_build_a_working_estimator(path):
     result = estimator.step()
     assert result.q.shape == (plant.num_positions(),)
     assert estimator.estimated_mask.count() > 0 or estimator.floating_joints  # something is estimated
+
+
+@pytest.mark.parametrize("word", ["all", "none"])
+def test_estimated_plain_word_in_a_parameter_file_is_the_word(tmp_path, word):
+    # issue 21.1: `estimated: {arm: all}` was iterated character by character ("duplicated joint names (a, l, l)").
+    path = tmp_path / "p.yaml"
+    path.write_text(f"estimator:\n  ros__parameters:\n    estimated:\n      arm: {word}\n      base: [{word}]\n")
+    values = load_parameter_file(path)
+    assert values["estimated.arm"] == word
+    assert validate_value(estimated_parameter_spec("arm"), values["estimated.arm"]) is None
+    config = estimator_config_from_parameters(values, ["arm", "base"])
+    assert config.estimated_joints == {"arm": word, "base": word}
+
+
+@pytest.mark.ros
+def test_estimated_plain_word_through_rclpy_parameter_file(ros_node, tmp_path):
+    """The node's path: rcl parses the YAML (a plain string is a STRING parameter, not a STRING_ARRAY); the
+    estimated.* parameters are declared with dynamic typing, so `all` arrives as the word and builds the config."""
+    from ros_dofkit.nodes.common import declare_specs
+
+    path = tmp_path / "p.yaml"
+    path.write_text("estimator_params:\n  ros__parameters:\n    estimated:\n      arm: all\n      base: [joint1]\n")
+    node = ros_node.create_node("estimator_params", cli_args=["--ros-args", "--params-file", str(path)],
+                                use_global_arguments=False)
+    values = declare_specs(node, [estimated_parameter_spec("arm"), estimated_parameter_spec("base")])
+    assert values == {"estimated.arm": "all", "estimated.base": ["joint1"]}
+    config = estimator_config_from_parameters(values, ["arm", "base"])
+    assert config.estimated_joints == {"arm": "all", "base": ("joint1",)}

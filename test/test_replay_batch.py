@@ -16,19 +16,15 @@ import pytest
 
 from ros_dofkit.core.estimator import Estimator
 from ros_dofkit.core.estimator.offline import OfflineRun
-from ros_dofkit.replay.bags import (
-    MessageFactory,
-    NoEstimateError,
-    ReplaySetup,
-    bag_inputs,
-    check_input_topics,
-    replay_bag,
-    simulation_records,
-)
+from ros_dofkit.replay.bag_replay import NoEstimateError, replay_bag
 from ros_dofkit.replay.batch import iter_offline_inputs, read_offline_inputs
 from ros_dofkit.replay.demo import DemoOptions, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot
+from ros_dofkit.replay.inputs import bag_inputs, check_input_topics
+from ros_dofkit.replay.messages import MessageFactory
 from ros_dofkit.replay.pipeline import ReplayLoop
+from ros_dofkit.replay.record import simulation_records
+from ros_dofkit.replay.setup import ReplaySetup
 from ros_dofkit.ros.bag_io import BagWriter, read_bag, read_raw
 
 

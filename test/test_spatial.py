@@ -1,5 +1,6 @@
-"""ros_dofkit.core.spatial.matrix_to_quat: its compiled path gives scipy's results (the independent
-reference) for every case scipy distinguishes, and leaves the cases it does not handle to scipy."""
+"""ros_dofkit.core.spatial: matrix_to_quat's compiled path gives scipy's results (the independent reference) for
+every case scipy distinguishes, and leaves the cases it does not handle to scipy; the quaternion tolerance rule
+(quat_validity / quat_normalize, SPEC 9.7) on its boundary cases."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix
+from ros_dofkit.core.spatial import (
+    QUAT_NORM_TOLERANCE,
+    QuaternionError,
+    matrix_to_quat,
+    quat_normalize,
+    quat_to_matrix,
+    quat_validity,
+)
 
 
 def _scipy(R) -> np.ndarray:
@@ -84,3 +92,20 @@ def test_quat_to_matrix_single_equals_the_batched_path_bit_for_bit():
         np.testing.assert_array_equal(quat_to_matrix(list(q)), R)
     np.testing.assert_allclose(quat_to_matrix(quaternions[:400]), Rotation.from_quat(
         quaternions[:400], scalar_first=True).as_matrix(), atol=1e-15)
+
+
+def test_quaternion_rule_accepts_near_unit_and_names_the_first_bad_entry():
+    tol = QUAT_NORM_TOLERANCE
+    q = np.array([[1.0, 0, 0, 0], [0, 0, 0, 1 + 0.99 * tol], [0, 0, 0, 1 + 1.01 * tol], [0, 0, 0, 0],
+                  [np.nan, 0, 0, 1], [np.inf, 0, 0, 0]])
+    ok, norm = quat_validity(q)
+    assert ok.tolist() == [True, True, False, False, False, False]
+    np.testing.assert_allclose(norm[:4], [1.0, 1 + 0.99 * tol, 1 + 1.01 * tol, 0.0])
+    assert np.isnan(norm[4:]).all()
+    np.testing.assert_array_equal(quat_normalize(q[1]), [0, 0, 0, 1])
+    for row, reason in [(2, "norm 1.00101 is not within 0.001 of 1"), (3, "zero"), (4, "non-finite")]:
+        batch = np.tile(q[0], (2, 3, 1))
+        batch[1, 2] = q[row]
+        with pytest.raises(QuaternionError, match=reason) as info:
+            quat_normalize(batch)
+        assert "batch index (1, 2)" in str(info.value)

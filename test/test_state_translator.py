@@ -425,3 +425,21 @@ def test_decode_matches_a_dictionary_model_of_the_rules(data):
             for encoded_array, original in ((encoded.position, position), (encoded.velocity, velocity)):
                 expected = original[i] if original.size else np.nan
                 assert np.array_equal(encoded_array[i], expected, equal_nan=True)
+
+
+def test_encode_base_returns_the_w_nonnegative_quaternion(plant, translator):
+    """doc/architecture.md, Drake conventions 3: q keeps the sign it was given; encode_base / decode_base give
+    w >= 0."""
+    joint = plant.floating_base_joints()[0]
+    s = joint.position_start
+    q, _ = random_q_v(plant, np.random.default_rng(9))
+    quat = np.array([-0.5, 0.5, -0.5, 0.5])  # w < 0; its negative is the same rotation
+    q[s : s + 4] = quat
+    pose = translator.encode_base(q)
+    np.testing.assert_allclose(pose.quat_WB, -quat, atol=1e-15)  # the base body is the joint's M frame here
+    q_back, _ = translator.decode_base(pose, q, np.zeros(plant.num_velocities()))
+    np.testing.assert_allclose(q_back[s : s + 4], -quat, atol=1e-15)
+    np.testing.assert_allclose(plant.calc_body_poses(q_back), plant.calc_body_poses(q), atol=1e-14)
+    quat_drake = q[s : s + 4]  # what a Drake plant holds for the same state: the recipe flips back to its hemisphere
+    mapped = pose.quat_WB if pose.quat_WB @ quat_drake >= 0 else -pose.quat_WB
+    np.testing.assert_allclose(mapped, quat_drake, atol=1e-15)

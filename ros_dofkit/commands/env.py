@@ -1,5 +1,8 @@
 """``dofkit env``: where ROS 2 and the numerical packages come from in this environment.
 
+Where you are: a subcommand module (argument parsing and output); imports only the standard library, because it must
+run where the numerical or ROS packages it reports on are missing.
+
 Prints one line per dependency (version or location) and exits 1 when rclpy or a message package ros_dofkit needs
 is missing, so it doubles as a set-up check. Nothing is imported: packages are located with importlib.
 """

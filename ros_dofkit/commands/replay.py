@@ -1,6 +1,6 @@
 """``dofkit replay``: run the estimator offline over a bag and write its outputs to a new bag (no DDS).
 
-Where you are: a subcommand module (argument parsing and output); the work is ``ros_dofkit.replay.bags``.
+Where you are: a subcommand module (argument parsing and output); the work is ``ros_dofkit.replay.bag_replay``.
 Exit status 0 on success, 1 when the bag or the configuration cannot be used (the message says why).
 """
 
@@ -57,9 +57,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ros_dofkit.core.estimator.config import EstimatorConfigError
-    from ros_dofkit.replay.bags import ReplaySetup, replay_bag
+    from ros_dofkit.replay.bag_replay import replay_bag
     from ros_dofkit.replay.pipeline import ReplayError, plot_tracking
     from ros_dofkit.replay.progress import ProgressLine
+    from ros_dofkit.replay.setup import ReplaySetup
     from ros_dofkit.ros.bag_io import BagError
     from ros_dofkit.ros.parameters import ParameterValueError
 

@@ -97,6 +97,13 @@ def _describe(value) -> str:
     return f"{text} of type {type(value).__name__}"
 
 
+def _is_sequence_like(values) -> bool:
+    """Whether ``values`` can be the bools of a mask: an ordered iterable (not text, a set or a mapping)."""
+    return isinstance(values, (np.ndarray, DofMask)) or (
+        isinstance(values, Iterable) and not isinstance(values, (str, bytes, bytearray, AbstractSet, Mapping))
+    )
+
+
 def _bits_from_values(values) -> np.ndarray:
     """Convert a sequence of bools to a fresh 1-D bool array, rejecting anything that is not a bool."""
     if isinstance(values, DofMask):
@@ -112,10 +119,10 @@ def _bits_from_values(values) -> np.ndarray:
                 f"convert explicitly, e.g. values.astype(bool)"
             )
         values = values.tolist()
-    if isinstance(values, (str, bytes, bytearray, AbstractSet, Mapping)) or not isinstance(values, Iterable):
+    if not _is_sequence_like(values):
         raise DofMaskTypeError(
             f"DofMask values must be an ordered sequence of bools, got {_describe(values)}; "
-            f"for a mask of equal entries use DofMask(size=n, value=b)"
+            f"for a mask of equal entries use DofMask(n, b) or DofMask(size=n, value=b)"
         )
     entries = list(values)
     for i, entry in enumerate(entries):
@@ -146,7 +153,8 @@ class DofMask:
     Constructors (Drake: ``DofMask()``, ``DofMask(int size, bool value)``, ``DofMask(std::vector<bool>)``)::
 
         DofMask()                          # size 0, count 0
-        DofMask(size=5, value=True)        # five selected dofs (size/value are keyword-only)
+        DofMask(5, True)                   # five selected dofs (pydrake's positional (size, value));
+        DofMask(size=5, value=True)        # the same by keyword. DofMask(5) alone raises (no value)
         DofMask([True, False, True])       # or values=[...]; any ordered iterable of bools,
                                            # a numpy bool array, or another DofMask
 
@@ -161,8 +169,11 @@ class DofMask:
     # ``mask == array`` instead of an elementwise comparison.
     __array_ufunc__ = None
 
-    def __init__(self, values: Iterable[bool] | np.ndarray | DofMask | None = None, *,
-                 size: int | None = None, value: bool | None = None):
+    def __init__(self, values: Iterable[bool] | np.ndarray | DofMask | int | None = None,
+                 value: bool | None = None, *, size: int | None = None):
+        if values is not None and value is not None and size is None and not _is_sequence_like(values):
+            # pydrake's positional DofMask(size, value): a first argument that is no sequence is the size.
+            values, size = None, values
         if values is not None:
             if size is not None or value is not None:
                 raise DofMaskTypeError(

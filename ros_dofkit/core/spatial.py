@@ -1,5 +1,8 @@
 """Rotations, quaternions and rigid transforms, batched over leading axes.
 
+Where you are: ``ros_dofkit.core``, at the bottom: imports NumPy and numba (SciPy lazily, for one reference path)
+and no other package module; every layer uses it.
+
 Conventions (DESIGN.md):
 
 * Quaternions are scalar-first ``(w, x, y, z)`` and Hamilton (``i*j = k``). They appear as
@@ -30,6 +33,29 @@ class QuaternionError(ValueError):
     """A quaternion is zero, not finite, or too far from unit length to be a rotation."""
 
 
+def quat_validity(q, tolerance: float = QUAT_NORM_TOLERANCE) -> tuple[np.ndarray, np.ndarray]:
+    """``(ok, norm)`` per quaternion of ``q`` (..., 4): ``ok`` is True when every entry is finite and
+    ``| |q| - 1 | <= tolerance`` (so a zero quaternion is never ok); ``norm`` is ``|q|`` (NaN where an entry is
+    not finite). The rule of :func:`quat_normalize`, for callers that must name the offending entry themselves.
+    """
+    q = np.asarray(q, dtype=float)
+    finite = np.all(np.isfinite(q), axis=-1)
+    norm = np.where(finite, np.linalg.norm(np.where(finite[..., None], q, 0.0), axis=-1), np.nan)
+    with np.errstate(invalid="ignore"):
+        ok = finite & (norm > 0.0) & (np.abs(norm - 1.0) <= tolerance)
+    return ok, norm
+
+
+def describe_quaternion_problem(quat, norm: float, tolerance: float = QUAT_NORM_TOLERANCE) -> str:
+    """Why one quaternion failed :func:`quat_validity`: non-finite, zero, or its norm outside the tolerance."""
+    quat = np.asarray(quat, dtype=float)
+    if not np.all(np.isfinite(quat)):
+        return f"quaternion {quat.tolist()} has a non-finite entry"
+    if norm == 0.0:
+        return "quaternion is zero (no rotation)"
+    return f"quaternion norm {norm:.6g} is not within {tolerance:g} of 1"
+
+
 def quat_normalize(q, tolerance: float = QUAT_NORM_TOLERANCE) -> np.ndarray:
     """Return ``q / |q|`` after checking that ``q`` is a plausible unit quaternion.
 
@@ -40,18 +66,14 @@ def quat_normalize(q, tolerance: float = QUAT_NORM_TOLERANCE) -> np.ndarray:
     q = np.asarray(q, dtype=float)
     if q.shape[-1:] != (4,):
         raise QuaternionError(f"expected a quaternion (w, x, y, z) of shape (..., 4), got shape {q.shape}")
-    if not np.all(np.isfinite(q)):
-        bad = np.argwhere(~np.all(np.isfinite(q), axis=-1))
-        raise QuaternionError(f"quaternion has a non-finite entry (first at batch index {tuple(bad[0])})")
-    norm = np.linalg.norm(q, axis=-1, keepdims=True)
-    off = np.abs(norm[..., 0] - 1.0)
-    if np.any(norm[..., 0] == 0.0) or np.any(off > tolerance):
-        index = np.unravel_index(np.argmax(off), off.shape) if off.ndim else ()
+    ok, norm = quat_validity(q, tolerance)
+    if not np.all(ok):
+        index = tuple(int(i) for i in np.argwhere(~ok)[0]) if ok.ndim else ()
         raise QuaternionError(
-            f"quaternion norm {float(norm[index][0]):.6g} at batch index {index} is not within "
-            f"{tolerance:g} of 1; a zero or non-unit quaternion is not a rotation"
+            f"{describe_quaternion_problem(q[index], float(norm[index]), tolerance)} at batch index {index}; "
+            "a zero, non-finite or non-unit quaternion is not a rotation"
         )
-    return q / norm
+    return q / norm[..., None]
 
 
 def quat_conjugate(q) -> np.ndarray:

@@ -1,10 +1,13 @@
 """Offline replay in bulk: a bag's raw messages -> arrays -> the batched estimator -> encoded outputs -> a bag.
 
-You are in ``ros_dofkit.replay``. ``dofkit replay`` takes this path by default; it computes what the streaming
-path (:class:`~ros_dofkit.replay.pipeline.ReplayLoop` over ``process_imu`` / ``process_joint_state``) computes, but
-decodes and encodes whole topics with ``ros_dofkit.ros.cdr``, runs the cycle rules compiled and the solver over
-sequences (``ros_dofkit.core.estimator.offline``), and writes the output bag with bulk inserts. A bag is read in
-windows of a bounded number of messages (:func:`iter_offline_inputs`), so memory does not grow with its length.
+You are in ``ros_dofkit.replay``; imports ``ros_dofkit.ros.bag_io`` (raw messages) and ``ros_dofkit.ros.cdr`` (bulk
+decoding), ``replay.inputs`` (the topic checks both paths share) and the core's ``OfflineInputs``; used by
+``replay.bag_replay``. ``dofkit replay`` takes this path by default (every configuration); it computes what the
+streaming path (:class:`~ros_dofkit.replay.pipeline.ReplayLoop` over ``process_imu`` / ``process_joint_state``)
+computes, bit for bit, but decodes and encodes whole topics with ``ros_dofkit.ros.cdr``, runs the cycle rules over
+a window at a time and the solver over sequences (``Estimator.feed``), and writes the output bag with bulk inserts.
+A bag is read in windows of a bounded number of messages (:func:`iter_offline_inputs`), so memory does not grow with
+its length.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from rosbags.serde import SerdeError
 
 from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds
 from ros_dofkit.core.estimator.offline import OfflineInputs
+from ros_dofkit.replay.inputs import validate_input_topics
 from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw
 from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
 
@@ -36,12 +40,10 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
     of the window's ``truth_topic`` messages.
 
     ``topics``: the bag's ``{topic: (msgtype, count)}`` already checked against ``setup``
-    (``bags.check_input_topics``), or a dict to fill: when empty, the topics are checked while the bag is opened
-    (one opening) and written into it. Raises :class:`BagError` for a bag that cannot drive ``setup`` or a message
-    that cannot be decoded (when the window holding it is read).
+    (``replay.inputs.check_input_topics``), or a dict to fill: when empty, the topics are checked while the bag is
+    opened (one opening) and written into it. Raises :class:`BagError` for a bag that cannot drive ``setup`` or a
+    message that cannot be decoded (when the window holding it is read).
     """
-    from ros_dofkit.replay.bags import validate_input_topics
-
     checked_already = dict(topics) if topics else None
     seen = topics if topics is not None else {}
 
@@ -89,7 +91,7 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     except _DECODE_ERRORS as error:
         raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
 
-    # As ros.imu_messages.imu_message_to_arrays + bags.bag_inputs: a field whose covariance[0] is -1 is absent
+    # As ros.imu_messages.imu_message_to_arrays + inputs.bag_inputs: a field whose covariance[0] is -1 is absent
     # (NaN), and presence is read from the first component.
     xyzw = imus.orientation_xyzw
     quaternion = np.where((imus.orientation_covariance[:, :1] == -1), np.nan, xyzw[:, [3, 0, 1, 2]])

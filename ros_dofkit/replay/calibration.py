@@ -1,13 +1,14 @@
 """Calibration of an offline replay from a time window of the bag (``dofkit replay --calibrate START END``).
 
-You are in ``ros_dofkit.replay``. A configuration whose IMU mountings are ``calibrate`` (or that sets a
-``heading_reference``) cannot estimate until the node's ~/calibrate service has run while the robot held its
-calibration pose. Offline, the bag says when that was: the inputs stamped in [START, END) seconds after the bag's
-first input stamp are given to an estimator core (``add_imu`` / ``add_joint_state``, no cycles), whose public
-``Estimator.calibrate`` (OpenSense's IMUPlacer) returns the mountings R_BS and the world alignment R_WG. The
-calibrated parameters are the configuration with those fixed (``calibrated_parameters``): the whole bag then
-replays as with any known mounting (on the batched path), and the same parameters, written to a file, let the
-live node start calibrated.
+You are in ``ros_dofkit.replay``; imports the estimator core, ``ros_dofkit.ros.parameters`` (the node's parameter
+schema) and ``replay.demo_robot`` (parameter files as YAML); used by ``replay.bag_replay``. A configuration whose
+IMU mountings are ``calibrate`` (or that sets a ``heading_reference``) cannot estimate until the node's ~/calibrate
+service has run while the robot held its calibration pose. Offline, the bag says when that was: the inputs stamped
+in [START, END) seconds after the bag's first input stamp are given to an estimator core (``add_imu`` /
+``add_joint_state``, no cycles), whose public ``Estimator.calibrate`` (OpenSense's IMUPlacer) returns the mountings
+R_BS and the world alignment R_WG. The calibrated parameters are the configuration with those fixed
+(``calibrated_parameters``): the whole bag then replays as with any known mounting (on the batched path), and the
+same parameters, written to a file, let the live node start calibrated.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from ros_dofkit.core.estimator import Estimator
+from ros_dofkit.core.estimator.estimator import EstimatorStateError
 from ros_dofkit.core.spatial import matrix_to_quat
+from ros_dofkit.replay.demo_robot import parameter_yaml
 from ros_dofkit.replay.pipeline import ReplayError
+from ros_dofkit.ros.output_files import write_text
+from ros_dofkit.ros.parameters import estimator_config_from_parameters, validate_parameters
 
 #: Parameters that only matter before calibration: dropped from the calibrated configuration.
 _PRE_CALIBRATION_PARAMETERS = ("heading_reference", "heading_axis")
@@ -33,7 +38,7 @@ class BagCalibration:
     ``start_s``, ``end_s``: the window, seconds after ``first_stamp_ns`` (the bag's first input header stamp);
     ``result``: the estimator's :class:`~ros_dofkit.core.estimator.estimator.CalibrationResult` (R_BS per
     calibrated IMU, R_WG, heading angle, spread, samples averaged per IMU); ``parameters``: the calibrated flat
-    node parameters; ``setup``: the :class:`~ros_dofkit.replay.bags.ReplaySetup` built from them (same plant).
+    node parameters; ``setup``: the :class:`~ros_dofkit.replay.setup.ReplaySetup` built from them (same plant).
     """
 
     start_s: float
@@ -72,15 +77,11 @@ def calibrated_parameters(values: dict, result) -> dict:
 
 def write_parameter_file(parameters: dict, path, comment: str) -> None:
     """Write flat node parameters as a ROS 2 parameter file (``/**: ros__parameters:``) with a comment line."""
-    from ros_dofkit.replay.demo_robot import parameter_yaml
-
-    Path(path).write_text(f"# {comment}\n" + parameter_yaml(parameters), encoding="utf-8")
+    write_text(path, f"# {comment}\n" + parameter_yaml(parameters))
 
 
 def setup_with_parameters(setup, parameters: dict):
     """``setup`` (a ReplaySetup) with its configuration rebuilt from ``parameters`` on the same plant."""
-    from ros_dofkit.ros.parameters import estimator_config_from_parameters, validate_parameters
-
     reasons = validate_parameters(parameters)
     if reasons:
         raise ReplayError("calibrated parameters are invalid: " + "; ".join(reasons))
@@ -118,9 +119,6 @@ def calibrate_from_inputs(inputs, setup, start_s: float, end_s: float, max_sprea
     window (see :func:`check_window`), a window after the bag's end, an IMU to calibrate without a sample in the
     window, or a failed calibration (the estimator's reason: moved during the window, nothing to calibrate, ...).
     """
-    from ros_dofkit.core.estimator import Estimator
-    from ros_dofkit.core.estimator.estimator import EstimatorStateError
-
     start_s, end_s = check_window(start_s, end_s)
     config = setup.config
     stamp_ns = inputs.stamp_ns if inputs.stamp_ns is not None else np.round(inputs.input_stamps() * 1e9)

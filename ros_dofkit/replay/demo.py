@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ros_dofkit.ros.output_files import write_text
+
 #: Accuracy the demo promises with the default noise: RMS error of every estimated joint below this (deg).
 DEFAULT_MAX_RMS_DEG = 2.0
 DEFAULT_DURATION_S = 15.0
@@ -95,7 +97,7 @@ def write_outputs(outcome_results, truth, report, options, passed, path, out_dir
     summary_path = out_dir / "summary.txt"
     plot_tracking(outcome_results, truth, joint_names, plot_path,
                   title=f"dofkit demo: estimated vs true joint angles (noise '{options.noise}')")
-    summary_path.write_text(summary_text(report, options, passed, path) + "\n", encoding="utf-8")
+    write_text(summary_path, summary_text(report, options, passed, path) + "\n")
     return plot_path, summary_path
 
 

@@ -28,6 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ros_dofkit.replay.demo import DemoOutcome, simulate_demo, write_outputs
+from ros_dofkit.replay.demo_robot import build_demo_robot, parameter_yaml
+from ros_dofkit.replay.messages import MessageFactory
+from ros_dofkit.replay.pipeline import tracking_report, truth_from_simulation
+from ros_dofkit.replay.record import simulation_records
+from ros_dofkit.replay.setup import absolute_topic
+
 NODE_START_TIMEOUT_S = 60.0
 MATCH_TIMEOUT_S = 30.0
 
@@ -124,11 +131,6 @@ def run_demo_dds(options, out_dir=None, progress=None):
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Imu, JointState
     from std_msgs.msg import Float64MultiArray
-
-    from ros_dofkit.replay.bags import MessageFactory, absolute_topic, simulation_records
-    from ros_dofkit.replay.demo import DemoOutcome, simulate_demo, write_outputs
-    from ros_dofkit.replay.demo_robot import build_demo_robot, parameter_yaml
-    from ros_dofkit.replay.pipeline import tracking_report, truth_from_simulation
 
     robot = build_demo_robot()
     run = simulate_demo(robot, options)

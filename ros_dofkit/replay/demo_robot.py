@@ -1,6 +1,7 @@
 """The demo's built-in robot: the shipped 7-dof arm, four IMUs, encoders on the two shoulder joints.
 
-You are in ``ros_dofkit.replay``. One description serves every consumer: the simulator (where the IMUs sit, how
+You are in ``ros_dofkit.replay``; imports the core's robot builder and simulator types and the node's parameter
+schema (``ros_dofkit.ros.parameters``). One description serves every consumer: the simulator (where the IMUs sit, how
 the arm moves), the estimator core (an :class:`EstimatorConfig`) and the estimator node (the same settings as
 ROS parameters, written to a parameter YAML). It mirrors config/arm_4imu.yaml except that the wrist IMU's
 mounting is known (the demo does not run a calibration step). Everything it needs ships inside the package.
@@ -12,7 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ros_dofkit.core.estimator.robot import build_plant
+from ros_dofkit.core.simulation import SimulatedImu
 from ros_dofkit.core.spatial import quat_to_matrix
+from ros_dofkit.ros.parameters import estimator_config_from_parameters, model_specs_from_parameters
 
 #: Shipped URDF (ros_dofkit/models) and model instance name.
 DEMO_URDF = "arm7.urdf"
@@ -113,10 +117,6 @@ def _yaml_value(value) -> str:
 
 def build_demo_robot() -> DemoRobot:
     """Plant, simulated IMUs, estimator configuration and node parameters of the demo robot."""
-    from ros_dofkit.core.estimator.robot import build_plant
-    from ros_dofkit.core.simulation import SimulatedImu
-    from ros_dofkit.ros.parameters import estimator_config_from_parameters, model_specs_from_parameters
-
     parameters = demo_parameters()
     plant = build_plant(model_specs_from_parameters(parameters))
     instance_names = [plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())]

@@ -17,8 +17,11 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+from ros_dofkit.ros.output_files import write_file
 
 
 class ReplayError(ValueError):
@@ -332,5 +335,9 @@ def plot_tracking(results, truth: Truth | None, joint_names, path, title: str = 
     axes[0, 0].set_title(title)
     axes[-1, 0].set_xlabel("time [s]")
     figure.tight_layout()
-    figure.savefig(path, dpi=90)
-    plt.close(figure)
+    # Written aside and renamed: the path holds a whole image or none. The format follows the final name's suffix.
+    image_format = Path(path).suffix.lstrip(".").lower() or "png"
+    try:
+        write_file(path, lambda partial: figure.savefig(partial, dpi=90, format=image_format))
+    finally:
+        plt.close(figure)

@@ -1,17 +1,29 @@
 """Recording the demo simulator to a ROS 2 bag (``dofkit record``), with the estimator configuration beside it.
 
-You are in ``ros_dofkit.replay``. The bag holds what the live robot would publish (Imu per sensor, encoder
-JointState) plus the truth on ``/ground_truth/joint_states`` and, optionally, ``/clock``; the parameter file
-written next to it configures the estimator for that bag (``dofkit replay BAG --config FILE``, or the node).
+You are in ``ros_dofkit.replay``. Imports the demo robot and simulator (``replay.demo``, ``replay.demo_robot``,
+``core.simulation``), ``replay.messages`` / ``replay.setup`` for the messages and topics and ``ros_dofkit.ros``
+to write (``bag_io``, ``imu_messages``, ``output_files``); ``demo_dds`` publishes :func:`simulation_records` live.
+The bag holds what the live robot would publish (Imu per sensor, encoder JointState) plus the truth on
+``/ground_truth/joint_states`` and, optionally, ``/clock``; the parameter file written next to it configures the
+estimator for that bag (``dofkit replay BAG --config FILE``, or the node).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ros_dofkit.replay.bags import CLOCK_TOPIC, MessageFactory, absolute_topic, simulation_records
+from ros_dofkit.core.simulation import noise_preset
+from ros_dofkit.replay.demo import simulate_demo
+from ros_dofkit.replay.demo_robot import build_demo_robot, parameter_yaml
+from ros_dofkit.replay.messages import MessageFactory
+from ros_dofkit.replay.pipeline import ReplayError
+from ros_dofkit.replay.setup import CLOCK_TOPIC, TRUTH_TOPIC, absolute_topic
 from ros_dofkit.ros.bag_io import BagError, BagWriter
+from ros_dofkit.ros.imu_messages import make_imu_message
+from ros_dofkit.ros.output_files import write_text
 
 
 @dataclass(frozen=True)
@@ -22,6 +34,48 @@ class RecordOutcome:
     config_path: Path | None
     counts: dict
     duration_s: float
+
+
+def simulation_records(run, factory: MessageFactory, imu_topics: dict, joint_states_topic: str = "/joint_states",
+                       truth_topic: str | None = TRUTH_TOPIC, clock_topic: str | None = None,
+                       noise=None, stamp_offset_ns: int = 0) -> Iterator[tuple[str, int, object]]:
+    """``(topic, stamp_ns, message)`` of a :class:`~ros_dofkit.core.simulation.SimulationRun`, in stamp order.
+
+    ``imu_topics`` maps IMU name -> topic. Bag stamps equal header stamps. The truth (all articulated
+    coordinates) and ``/clock`` are written on the IMU time grid when their topics are given. ``noise`` (a
+    SensorNoise) fills the IMU covariances with the configured standard deviations. ``stamp_offset_ns`` is added
+    to every stamp (e.g. to put simulated time onto the wall clock).
+    """
+    missing = [r.name for r in run.imus if r.name not in imu_topics]
+    if missing:
+        raise ReplayError(f"no topic for simulated IMU(s) {missing}; topics given for {sorted(imu_topics)}")
+    stddevs = {}
+    if noise is not None:
+        stddevs = dict(orientation_stddev=math.radians(noise.orientation_deg) or None,
+                       angular_velocity_stddev=noise.gyro or None,
+                       linear_acceleration_stddev=noise.accelerometer or None)
+    entries = []  # (stamp_ns, order, topic, builder)
+    for stamp, kind, name, k in run.events():
+        stamp_ns = int(round(stamp * 1e9)) + stamp_offset_ns
+        if kind == "imu":
+            readings = run.imu(name)
+            entries.append((stamp_ns, 2, imu_topics[name], lambda ns, r=readings, k=k: make_imu_message(
+                factory.typestore, ns, f"{r.name}_imu", r.quaternion_wxyz[k], r.angular_velocity[k],
+                r.linear_acceleration[k], **stddevs)))
+        else:
+            encoders = run.encoders
+            entries.append((stamp_ns, 1, joint_states_topic, lambda ns, e=encoders, k=k: factory.joint_state(
+                ns, e.names, e.positions[k], e.velocities[k])))
+    for k, stamp in enumerate(run.times):
+        stamp_ns = int(round(float(stamp) * 1e9)) + stamp_offset_ns
+        if clock_topic is not None:
+            entries.append((stamp_ns, 0, clock_topic, lambda ns: factory.clock(ns)))
+        if truth_topic is not None:
+            entries.append((stamp_ns, 3, truth_topic, lambda ns, k=k: factory.joint_state(
+                ns, run.truth_names, run.truth_positions[k], run.truth_velocities[k])))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    for stamp_ns, _, topic, build in entries:
+        yield topic, stamp_ns, build(stamp_ns)
 
 
 def default_config_path(bag_path) -> Path:
@@ -36,10 +90,6 @@ def record_demo(out_path, options, storage: str = "sqlite3", clock: bool = False
     Refuses to overwrite the bag or the configuration file (:class:`BagError`). ``config_path`` False-like
     (empty string) skips the configuration file; None writes :func:`default_config_path`.
     """
-    from ros_dofkit.core.simulation import noise_preset
-    from ros_dofkit.replay.demo import simulate_demo
-    from ros_dofkit.replay.demo_robot import build_demo_robot, parameter_yaml
-
     out_path = Path(out_path)
     config_path = default_config_path(out_path) if config_path is None else (Path(config_path) if config_path
                                                                              else None)
@@ -57,7 +107,9 @@ def record_demo(out_path, options, storage: str = "sqlite3", clock: bool = False
     with BagWriter(out_path, storage=storage, typestore=factory.typestore) as bag:
         counts = bag.write_all(records)
     if config_path is not None:
-        config_path.write_text(
-            "# ros_dofkit estimator configuration for the bag " + out_path.name + " (written by dofkit record)\n"
-            + parameter_yaml(robot.parameters), encoding="utf-8")
+        try:
+            write_text(config_path, "# ros_dofkit estimator configuration for the bag " + out_path.name
+                       + " (written by dofkit record)\n" + parameter_yaml(robot.parameters), overwrite=False)
+        except FileExistsError as error:
+            raise BagError(str(error)) from None
     return RecordOutcome(out_path, config_path, counts, float(run.times[-1] - run.times[0]))

@@ -28,7 +28,6 @@ Every other layout (mcap, split or compressed bags, raw .db3 files) goes through
 from __future__ import annotations
 
 import difflib
-import os
 import sqlite3
 import struct
 from collections import Counter
@@ -42,15 +41,14 @@ from typing import NamedTuple, Self
 import numpy as np
 from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
 from rosbags.serde import SerdeError
-from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys import get_types_from_msg, get_typestore
 
 from ros_dofkit.ros import mcap_chunks
+from ros_dofkit.ros.cdr import DEFAULT_DISTRO, DISTROS, CdrLayoutError, joint_state_message
+from ros_dofkit.ros.output_files import PartialFolder
 
 #: Storage back-ends (the rosbag2 plugin names).
 STORAGES = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
-#: ROS 2 distributions whose message definitions can be used.
-DISTROS = {"humble": Stores.ROS2_HUMBLE, "jazzy": Stores.ROS2_JAZZY, "kilted": Stores.ROS2_KILTED}
-DEFAULT_DISTRO = "jazzy"
 # rosbag2 metadata version written: 9, the version Jazzy's rosbag2 writes (rosbags can write only 8 or 9).
 _BAG_VERSION = 9
 # metadata.yaml versions read directly (newer ones go through rosbags, which knows what it supports).
@@ -220,18 +218,17 @@ class _Sqlite3File:
         }
 
     def close(self) -> None:
-        """Commit, then write metadata.yaml (through a temporary file: a reader never sees half of it)."""
+        """Commit, then write metadata.yaml (the folder is still the writer's partial one: BagWriter moves it into
+        place after this)."""
         information = self.metadata()
         text = yaml.dump(information, Dumper=_YAML_DUMPER, default_flow_style=False, sort_keys=False).strip()
         self.connection.execute("INSERT INTO metadata(metadata_version, metadata) VALUES(?, ?)", (_BAG_VERSION, text))
         self.connection.execute(self.INDEX)
         self.connection.execute("COMMIT")
         self.connection.close()
-        metadata = self.directory / "metadata.yaml"
-        temporary = metadata.with_suffix(".yaml.tmp")
-        temporary.write_text(yaml.dump({"rosbag2_bagfile_information": information}, Dumper=_YAML_DUMPER,
-                                       default_flow_style=False, sort_keys=False), encoding="utf-8")
-        os.replace(temporary, metadata)
+        (self.directory / "metadata.yaml").write_text(yaml.dump(
+            {"rosbag2_bagfile_information": information}, Dumper=_YAML_DUMPER, default_flow_style=False,
+            sort_keys=False), encoding="utf-8")
 
     def abort(self) -> None:
         try:
@@ -260,6 +257,10 @@ class BagWriter:
 
     A topic is created on its first record with the record's message type, or beforehand with
     :meth:`add_topic`; every later record on the topic must have that type. Refuses to touch an existing path.
+    The bag is complete or absent at ``path``: it is written aside (``ros_dofkit.ros.output_files``:
+    ``.<name>.partial-<pid>/<name>``) and renamed onto ``path`` by :meth:`close`; :meth:`abort` (and leaving the
+    ``with`` block by an exception, KeyboardInterrupt and signals included) removes it instead. A partial bag of
+    an earlier process that was killed while writing ``path`` is removed, with a one-line note on stderr.
     ``journal=False`` (sqlite3): no rollback journal and no fsync while writing, for output that the caller
     deletes when writing fails (offline replay); a crash then leaves a damaged file rather than a shorter one.
     """
@@ -270,8 +271,6 @@ class BagWriter:
         self.storage = storage
         plugin = _storage_plugin(storage)
         self.typestore = typestore if typestore is not None else make_typestore(distro)
-        if self.path.exists():
-            raise BagError(f"refusing to overwrite {self.path}: it exists already; choose a new output path")
         self._topic_ids: dict[str, int] = {}
         self._msgtypes: dict[str, str] = {}
         self._counts: dict[str, int] = {}
@@ -279,24 +278,35 @@ class BagWriter:
         self._writer = None
         self._file = None
         try:
-            if storage == "sqlite3" and yaml is not None:
-                self.path.mkdir(mode=0o755, parents=True)
-                self._file = _Sqlite3File(self.path, distro, journal=journal)
-            else:
-                self._writer = Writer(self.path, version=_BAG_VERSION, storage_plugin=plugin)
-                self._writer.open()
+            self._output = PartialFolder(self.path)
         except FileExistsError:
             raise BagError(f"refusing to overwrite {self.path}: it exists already; choose a new output path") from None
-        except (WriterError, OSError, sqlite3.Error) as error:
+        except OSError as error:
             raise BagError(f"cannot create the bag {self.path}: {error}") from None
+        try:
+            if storage == "sqlite3" and yaml is not None:
+                self._output.path.mkdir(mode=0o755)
+                self._file = _Sqlite3File(self._output.path, distro, journal=journal)
+            else:
+                self._writer = Writer(self._output.path, version=_BAG_VERSION, storage_plugin=plugin)
+                self._writer.open()
+        except (WriterError, OSError, sqlite3.Error) as error:
+            self._output.discard()
+            raise BagError(f"cannot create the bag {self.path}: {error}") from None
+        except BaseException:
+            self._output.discard()
+            raise
         self._connections: dict[str, object] = {}  # mcap: rosbags' connections
         self._open = True
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
 
     @property
     def counts(self) -> dict[str, int]:
@@ -409,16 +419,40 @@ class BagWriter:
         return self.counts
 
     def close(self) -> None:
+        """Finish the bag and move it onto :attr:`path` (a second call does nothing)."""
         if self._open:
             self._open = False
-            if self._file is not None:
-                try:
-                    self._file.close()
-                except (OSError, sqlite3.Error) as error:
+            try:
+                if self._file is not None:
+                    try:
+                        self._file.close()
+                    except (OSError, sqlite3.Error) as error:
+                        self._file.abort()
+                        raise BagError(f"cannot finish the bag {self.path}: {error}") from None
+                else:
+                    self._writer.close()
+                self._output.commit()
+            except FileExistsError as error:
+                self._output.discard()
+                raise BagError(str(error)) from None
+            except BaseException:
+                self._output.discard()
+                raise
+
+    def abort(self) -> None:
+        """Stop writing and remove the unfinished bag: nothing appears at :attr:`path` (after :meth:`close`, the
+        finished bag stays)."""
+        if self._open:
+            self._open = False
+            try:
+                if self._file is not None:
                     self._file.abort()
-                    raise BagError(f"cannot finish the bag {self.path}: {error}") from None
-            else:
-                self._writer.close()
+                else:
+                    self._writer.close()
+            except Exception:  # noqa: BLE001 -- the files are removed next, whatever state they are in
+                pass
+            finally:
+                self._output.discard()
 
     def _check_open(self) -> None:
         if not self._open:
@@ -500,8 +534,6 @@ def _deserialize(typestore, raw, msgtype: str):
     except SerdeError:
         if msgtype != "sensor_msgs/msg/JointState":
             raise
-        from ros_dofkit.ros.cdr import CdrLayoutError, joint_state_message
-
         try:
             return joint_state_message(raw, typestore)
         except (CdrLayoutError, struct.error, IndexError, UnicodeDecodeError):

@@ -1,6 +1,7 @@
 """Bulk CDR codecs for the few message types offline replay reads and writes, in NumPy.
 
-Where you are: ``ros_dofkit.ros`` (the ROS edge). rosbags' generic (de)serializers walk a message field by field
+Where you are: ``ros_dofkit.ros`` (the ROS edge); imports NumPy and rosbags only (``bag_io`` imports this module,
+for its JointState reader and the distributions). rosbags' generic (de)serializers walk a message field by field
 in Python (tens of microseconds per message); replay moves tens of thousands of messages whose layout repeats
 message after message. Here a message type's layout is computed once and whole batches are read or written as
 rows of a byte matrix: values sit at fixed offsets, so one NumPy view per field decodes (or fills) every message.
@@ -26,8 +27,13 @@ from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
+from rosbags.typesys import Stores, get_typestore
 
 from ros_dofkit.core.estimator.inputs import stamp_nanoseconds
+
+#: ROS 2 distributions whose message definitions (rosbags typestores) bags and codecs use (``bag_io`` re-exports).
+DISTROS = {"humble": Stores.ROS2_HUMBLE, "jazzy": Stores.ROS2_JAZZY, "kilted": Stores.ROS2_KILTED}
+DEFAULT_DISTRO = "jazzy"
 
 #: Encapsulation header of little-endian plain CDR (the only representation encoded or fast-decoded here).
 CDR_LE_HEADER = b"\x00\x01\x00\x00"
@@ -41,12 +47,15 @@ class CdrLayoutError(ValueError):
     """A message does not have the layout a fast codec expects (the caller falls back to rosbags)."""
 
 
-def _align(offset: int, size: int) -> int:
+def align(offset: int, size: int) -> int:
+    """``offset`` rounded up to a multiple of ``size`` (CDR alignment, counted after the encapsulation header)."""
     return offset + (-offset % size)
 
 
-class _Builder:
-    """Appends CDR fields to a little-endian message body and remembers where named values were put."""
+class TemplateBuilder:
+    """Builds one little-endian CDR message field by field, with zeros where values go, and remembers the byte
+    offsets (encapsulation header included) of the named values: the template both the bulk encoders here and the
+    per-message encoders of ``ros_dofkit.ros.live_cdr`` fill in."""
 
     def __init__(self):
         self.body = bytearray()
@@ -88,7 +97,7 @@ class _Builder:
 class _Template:
     """One encoded message with zero values, and the offsets at which a batch fills in its values."""
 
-    def __init__(self, builder: _Builder):
+    def __init__(self, builder: TemplateBuilder):
         self.bytes = np.frombuffer(builder.message(), dtype=np.uint8)
         self.offsets = builder.offsets
 
@@ -129,6 +138,43 @@ def _batch(count: int, name: str, array, width: int | None) -> np.ndarray:
     return array
 
 
+# ---------------------------------------------------------------------------------------------- templates
+#: The float64 sequences of a sensor_msgs/JointState, in wire order.
+JOINT_STATE_ARRAYS = ("position", "velocity", "effort")
+
+
+def joint_state_template(names, frame_id: str = "", position: bool = True, velocity: bool = True,
+                         effort: bool = True) -> TemplateBuilder:
+    """sensor_msgs/JointState with ``names``: offsets ``stamp`` and, for each array given (else empty), ``position``
+    / ``velocity`` / ``effort`` (``len(names)`` float64 each)."""
+    builder = TemplateBuilder()
+    builder.header(frame_id, "stamp")
+    builder.primitive("I", len(names))
+    for name in names:
+        builder.string(name)
+    for key, present in zip(JOINT_STATE_ARRAYS, (position, velocity, effort), strict=True):
+        width = len(names) if present else 0
+        builder.primitive("I", width)
+        builder.float64s(width, key)
+    return builder
+
+
+def tf_message_template(parents, children) -> TemplateBuilder:
+    """tf2_msgs/TFMessage of the transforms ``parents[i]`` -> ``children[i]``: offsets ``stamp{i}``,
+    ``translation{i}`` (3 float64) and ``rotation{i}`` (4 float64, (x, y, z, w)), the rotation right after the
+    translation (7 contiguous float64 per transform)."""
+    if len(children) != len(parents):
+        raise ValueError(f"expected as many child frames as parent frames, got {len(children)} and {len(parents)}")
+    builder = TemplateBuilder()
+    builder.primitive("I", len(parents))
+    for i, (parent, child) in enumerate(zip(parents, children, strict=True)):
+        builder.header(parent, f"stamp{i}")
+        builder.string(child)
+        builder.float64s(3, f"translation{i}")
+        builder.float64s(4, f"rotation{i}")
+    return builder
+
+
 # ---------------------------------------------------------------------------------------------- encoders
 def encode_joint_states(stamps_ns, names, positions=None, velocities=None, efforts=None,
                         frame_id: str = "") -> list[bytes]:
@@ -138,19 +184,10 @@ def encode_joint_states(stamps_ns, names, positions=None, velocities=None, effor
     """
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     count, n = stamps_ns.size, len(names)
-    fields = {}
-    builder = _Builder()
-    builder.header(frame_id, "stamp")
-    builder.primitive("I", n)
-    for name in names:
-        builder.string(name)
-    for key, values in (("position", positions), ("velocity", velocities), ("effort", efforts)):
-        width = 0 if values is None else n
-        builder.primitive("I", width)
-        builder.float64s(width, key)
-        if values is not None:
-            fields[key] = _batch(count, key, values, n)
-    template = _Template(builder)
+    given = {key: values for key, values in (("position", positions), ("velocity", velocities),
+                                              ("effort", efforts)) if values is not None}
+    fields = {key: _batch(count, key, values, n) for key, values in given.items()}
+    template = _Template(joint_state_template(names, frame_id, *(key in given for key in JOINT_STATE_ARRAYS)))
     rows = template.fill(count)
     _put_stamps(rows, template.offsets["stamp"], stamps_ns)
     for key, values in fields.items():
@@ -165,18 +202,9 @@ def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_x
     """
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     count, k = stamps_ns.size, len(parents)
-    if len(children) != k:
-        raise ValueError(f"expected as many child frames as parent frames, got {len(children)} and {k}")
+    template = _Template(tf_message_template(parents, children))
     translations = np.asarray(translations, dtype=float).reshape(count, k, 3)
     quaternions_xyzw = np.asarray(quaternions_xyzw, dtype=float).reshape(count, k, 4)
-    builder = _Builder()
-    builder.primitive("I", k)
-    for i, (parent, child) in enumerate(zip(parents, children, strict=True)):
-        builder.header(parent, f"stamp{i}")
-        builder.string(child)
-        builder.float64s(3, f"translation{i}")
-        builder.float64s(4, f"rotation{i}")
-    template = _Template(builder)
     rows = template.fill(count)
     for i in range(k):
         _put_stamps(rows, template.offsets[f"stamp{i}"], stamps_ns)
@@ -191,7 +219,7 @@ def encode_odometry(stamps_ns, frame_id: str, child_frame_id: str, positions, qu
     angular (N, 3); covariances (N, 36) or None for zeros."""
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     count = stamps_ns.size
-    builder = _Builder()
+    builder = TemplateBuilder()
     builder.header(frame_id, "stamp")
     builder.string(child_frame_id)
     builder.float64s(3, "position")
@@ -218,7 +246,7 @@ def encode_float64_multi_arrays(label: str, values) -> list[bytes]:
     if values.ndim != 2:
         raise ValueError(f"values: expected (N, n), got shape {values.shape}")
     count, n = values.shape
-    builder = _Builder()
+    builder = TemplateBuilder()
     builder.primitive("I", 1)
     builder.string(label)
     builder.primitive("I", n)
@@ -282,7 +310,7 @@ class ImuBatch:
 def _imu_body_offset(frame_length: int) -> int:
     """Offset (after the encapsulation header) of Imu.orientation for a frame_id of ``frame_length`` bytes
     (NUL included)."""
-    return _align(12 + frame_length, 8)
+    return align(12 + frame_length, 8)
 
 
 _IMU_FIELDS = (("orientation_xyzw", 0, 4), ("orientation_covariance", 32, 9), ("angular_velocity", 104, 3),
@@ -385,7 +413,7 @@ def _parse_joint_state_layout(data) -> tuple:
         raise CdrLayoutError("frame_id is not NUL-terminated")
     frame_id = bytes(data[offset:offset + frame_length - 1]).decode("utf-8")
     offset += frame_length
-    offset = _HEADER + _align(offset - _HEADER, 4)
+    offset = _HEADER + align(offset - _HEADER, 4)
     count = _uint32(data, offset)
     content.append(range(offset, offset + 4))
     offset += 4
@@ -393,7 +421,7 @@ def _parse_joint_state_layout(data) -> tuple:
         raise CdrLayoutError("name count beyond the message")
     names = []
     for _ in range(count):
-        offset = _HEADER + _align(offset - _HEADER, 4)
+        offset = _HEADER + align(offset - _HEADER, 4)
         length = _uint32(data, offset)
         content.append(range(offset, offset + 4 + length))
         offset += 4
@@ -403,11 +431,11 @@ def _parse_joint_state_layout(data) -> tuple:
         offset += length
     fields = {}
     for key in ("position", "velocity", "effort"):
-        count_offset = _HEADER + _align(offset - _HEADER, 4)
+        count_offset = _HEADER + align(offset - _HEADER, 4)
         n = _uint32(data, count_offset)
         offset = count_offset + 4
         if n:
-            offset = _HEADER + _align(offset - _HEADER, 8)
+            offset = _HEADER + align(offset - _HEADER, 8)
         fields[key] = (n, count_offset, offset)
         offset += 8 * n
         if offset > len(data):
@@ -501,9 +529,8 @@ _TYPESTORE = None
 
 
 def _default_typestore():
+    """The rosbags typestore of :data:`DEFAULT_DISTRO`, made once, for decoders called without one."""
     global _TYPESTORE
     if _TYPESTORE is None:
-        from ros_dofkit.ros.bag_io import make_typestore
-
-        _TYPESTORE = make_typestore()
+        _TYPESTORE = get_typestore(DISTROS[DEFAULT_DISTRO])
     return _TYPESTORE

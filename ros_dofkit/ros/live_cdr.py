@@ -10,12 +10,13 @@ a bag and wrong for one message. Here:
   length, and raises :class:`MalformedMessageError` for anything that is not a complete Imu (wrong encapsulation,
   truncated, trailing bytes, a frame_id without its NUL or not UTF-8);
 * :class:`JointStateEncoder` and :class:`TfMessageEncoder` serialize the node's outputs, whose names and sizes
-  never change, by writing the stamp and the values into a byte template made once.
+  never change, by writing the stamp and the values into a byte template made once (``cdr.joint_state_template``,
+  ``cdr.tf_message_template``: the templates of the bulk encoders too, one layout code for both).
 
 Wire format (XCDR1 as ROS 2 uses it; see ``ros_dofkit.ros.cdr``): a 4-byte encapsulation header (byte 1 is 1 for
 little endian, 0 for big endian), then the fields; alignment is counted from the end of the header; strings are
 a uint32 length including the NUL. The bytes produced are identical to rosbags' ``serialize_cdr`` and read back
-by rclpy's ``deserialize_message`` as the same message (checked in test/test_node_live_cdr.py); rclpy's own
+by rclpy's ``deserialize_message`` as the same message (checked in test/test_live_cdr.py); rclpy's own
 serializer differs only in padding bytes, which it leaves uninitialized.
 """
 
@@ -25,7 +26,9 @@ import struct
 
 import numpy as np
 
-_HEADER = 4
+from ros_dofkit.ros.cdr import CDR_LE_HEADER, align, joint_state_template, tf_message_template
+
+_HEADER = len(CDR_LE_HEADER)
 # Imu after its header: orientation (4), orientation_covariance (9), angular_velocity (3), its covariance (9),
 # linear_acceleration (3), its covariance (9): 37 float64.
 _IMU_DOUBLES = 37
@@ -35,10 +38,6 @@ _IMU_BODY_BE = struct.Struct(">37d")
 
 class MalformedMessageError(ValueError):
     """Serialized bytes that are not a complete message of the expected type; the text says what was wrong."""
-
-
-def _align8(offset: int) -> int:
-    return offset + (-offset % 8)
 
 
 def decode_imu(data) -> tuple:
@@ -56,7 +55,7 @@ def decode_imu(data) -> tuple:
     order = "<" if data[1] == 1 else ">"
     sec, nanosec, length = struct.unpack_from(order + "iII", data, _HEADER)
     text_end = _HEADER + 12 + length
-    body = _HEADER + _align8(12 + length)
+    body = _HEADER + align(12 + length, 8)
     expected = body + 8 * _IMU_DOUBLES
     # Up to 7 trailing bytes are tolerated: serializers may pad the payload to their own alignment (rclpy's
     # serialize_message pads to 8); more means the bytes are something else.
@@ -73,58 +72,17 @@ def decode_imu(data) -> tuple:
     return sec, nanosec, frame_id, values
 
 
-class _Template:
-    """A little-endian message body assembled field by field; remembers the offsets of the values to fill."""
-
-    def __init__(self):
-        self.body = bytearray(b"\x00\x01\x00\x00")
-        self.offsets: list[int] = []
-
-    def _pad(self, size: int) -> None:
-        # Alignment counts from the end of the 4-byte encapsulation header.
-        self.body.extend(b"\x00" * (-(len(self.body) - _HEADER) % size))
-
-    def uint32(self, value: int) -> None:
-        self._pad(4)
-        self.body.extend(struct.pack("<I", value))
-
-    def stamp(self) -> None:
-        self._pad(4)
-        self.offsets.append(len(self.body))
-        self.body.extend(bytes(8))
-
-    def string(self, text: str) -> None:
-        encoded = text.encode("utf-8") + b"\x00"
-        self.uint32(len(encoded))
-        self.body.extend(encoded)
-
-    def doubles(self, count: int) -> None:
-        if count:
-            self._pad(8)
-        self.offsets.append(len(self.body))
-        self.body.extend(bytes(8 * count))
-
-
 class JointStateEncoder:
     """Serializes ``sensor_msgs/JointState`` messages with fixed ``names`` (positions and velocities, no effort)."""
 
     def __init__(self, names, frame_id: str = ""):
         self.names = tuple(names)
-        template = _Template()
-        template.stamp()
-        template.string(frame_id)
-        template.uint32(len(self.names))
-        for name in self.names:
-            template.string(name)
-        template.uint32(len(self.names))
-        template.doubles(len(self.names))
-        template.uint32(len(self.names))
-        template.doubles(len(self.names))
-        template.uint32(0)  # effort: empty
-        self._template = bytes(template.body)
-        self._stamp, self._position, self._velocity = template.offsets
-        self._values = struct.Struct(f"<{len(self.names)}d")
-        self._buffer = bytearray(self._template)
+        count = len(self.names)
+        template = joint_state_template(self.names, frame_id, effort=False)
+        self._stamp, self._position, self._velocity = (template.offsets[key] for key in ("stamp", "position",
+                                                                                           "velocity"))
+        self._values = struct.Struct(f"<{count}d")
+        self._buffer = bytearray(template.message())
 
     def encode(self, sec: int, nanosec: int, positions, velocities) -> bytes:
         """The message's bytes; ``positions``/``velocities`` are sequences of ``len(names)`` floats."""
@@ -141,21 +99,12 @@ class TfMessageEncoder:
 
     def __init__(self, parents, children):
         parents, children = tuple(parents), tuple(children)
-        if len(parents) != len(children):
-            raise ValueError(f"expected as many child frames as parent frames, got {len(children)} and "
-                             f"{len(parents)}")
-        template = _Template()
-        template.uint32(len(parents))
-        for parent, child in zip(parents, children, strict=True):
-            template.stamp()
-            template.string(parent)
-            template.string(child)
-            template.doubles(7)  # translation (x, y, z), rotation (x, y, z, w): contiguous, 8-aligned
-        offsets = template.offsets
+        template = tf_message_template(parents, children)  # ValueError unless as many children as parents
         self.count = len(parents)
-        self._stamps = offsets[0::2]
-        self._values = offsets[1::2]
-        self._buffer = bytearray(template.body)
+        self._stamps = [template.offsets[f"stamp{i}"] for i in range(self.count)]
+        # translation (x, y, z) then rotation (x, y, z, w): 7 contiguous float64 per transform
+        self._values = [template.offsets[f"translation{i}"] for i in range(self.count)]
+        self._buffer = bytearray(template.message())
         self._seven = struct.Struct("<7d")
         self._stamp = struct.Struct("<iI")
 

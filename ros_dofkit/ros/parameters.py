@@ -24,6 +24,8 @@ from ros_dofkit.core.estimator.config import (
     EstimatorConfig,
     EstimatorConfigError,
     ImuConfig,
+    estimated_entry,
+    repeated_names,
 )
 from ros_dofkit.core.estimator.robot import BASE_JOINTS, ModelSpec
 
@@ -57,6 +59,8 @@ class ParameterSpec:
     value_range: tuple | None = None
     choices: tuple | None = None
     sizes: tuple | None = None
+    #: a STRING_ARRAY parameter that also takes one plain string (declared with dynamic typing), e.g. ``all``
+    accepts_string: bool = False
 
     def constraints(self) -> str:
         parts = []
@@ -148,11 +152,11 @@ def imu_parameter_specs(imu_name: str) -> tuple:
 
 
 def estimated_parameter_spec(instance_name: str) -> ParameterSpec:
-    """``estimated.<instance>``: joints or coordinates estimated, or ["all"] / ["none"]."""
+    """``estimated.<instance>``: joints or coordinates estimated, or all / none (a string or a one-element list)."""
     return ParameterSpec(
         f"estimated.{instance_name}", STRING_ARRAY, ["all"],
-        "estimated joints/coordinates of this instance, or [all] / [none]; the rest are measured (locked at "
-        "encoder values)", read_only=True,
+        "estimated joints/coordinates of this instance, or all / none (also [all] / [none]); the rest are measured "
+        "(locked at encoder values)", read_only=True, accepts_string=True,
     )
 
 
@@ -166,7 +170,9 @@ def _type_ok(spec: ParameterSpec, value) -> bool:
     if spec.type == DOUBLE:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if spec.type == STRING_ARRAY:
-        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        return (spec.accepts_string and isinstance(value, str)) or (
+            isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        )
     if spec.type == DOUBLE_ARRAY:
         return isinstance(value, (list, tuple, np.ndarray)) and all(
             isinstance(v, (int, float, np.floating)) and not isinstance(v, bool) for v in value
@@ -178,7 +184,7 @@ def validate_value(spec: ParameterSpec, value) -> str | None:
     """None if ``value`` is acceptable for ``spec``, else the reason (expected vs received)."""
     if not _type_ok(spec, value):
         return f"{spec.name}: expected {spec.type}, got {type(value).__name__} {value!r}"
-    items = list(value) if spec.type in (STRING_ARRAY, DOUBLE_ARRAY) else [value]
+    items = list(value) if spec.type in (STRING_ARRAY, DOUBLE_ARRAY) and not isinstance(value, str) else [value]
     if spec.sizes is not None and len(items) not in spec.sizes:
         return f"{spec.name}: expected length in {list(spec.sizes)}, got {len(items)}"
     if spec.value_range is not None:
@@ -211,6 +217,7 @@ def make_descriptor(spec: ParameterSpec):
         description=spec.description,
         additional_constraints=spec.constraints(),
         read_only=spec.read_only,
+        dynamic_typing=spec.accepts_string,
     )
     if spec.value_range is not None and spec.type == DOUBLE:
         descriptor.floating_point_range = [
@@ -261,8 +268,8 @@ def imu_configs_from_parameters(values: dict) -> tuple:
     """ImuConfig per name in ``imu_names`` from the ``imus.<name>.*`` values (defaults from the schema)."""
     configs = []
     names = list(values.get("imu_names", []) or [])
-    if len(set(names)) != len(names):
-        raise ParameterValueError(f"imu_names: names must be unique, got {names}")
+    if repeated_names(names):
+        raise ParameterValueError(f"imu_names: names must be unique, got {repeated_names(names)} more than once")
     for name in names:
         specs = {spec.name.rsplit(".", 1)[1]: spec for spec in imu_parameter_specs(name)}
         get = {key: values.get(spec.name, spec.default) for key, spec in specs.items()}
@@ -297,13 +304,10 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
     estimated = {}
     for instance in instance_names:
         spec = estimated_parameter_spec(instance)
-        value = list(values.get(spec.name, spec.default))
-        if value in (["all"], ["none"]):
-            estimated[instance] = value[0]
-        elif "all" in value or "none" in value:
-            raise ParameterValueError(f"{spec.name}: 'all' and 'none' must stand alone, got {value}")
-        else:
-            estimated[instance] = tuple(value)
+        try:
+            estimated[instance] = estimated_entry(values.get(spec.name, spec.default), spec.name)
+        except EstimatorConfigError as error:
+            raise ParameterValueError(str(error)) from error
     unknown = sorted(
         key.split(".", 1)[1] for key in values if key.startswith("estimated.") and key.split(".", 1)[1]
         not in instance_names

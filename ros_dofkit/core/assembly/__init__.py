@@ -1,5 +1,8 @@
 """ros_dofkit.core.assembly: orientation-sensor (IMU) and marker inverse kinematics, as Simbody's Assembler does it.
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core, above ``core.multibody`` and ``core.spatial``); this
+file only re-exports its modules' public names.
+
 * :class:`OrientationSensors` and :class:`Markers` — assembly conditions (SPEC section 3, decisions 9.4-9.6).
 * :class:`Assembler` — adopts conditions as goals or hard errors, locks and bounds coordinates, and solves with a
   compiled Gauss-Newton / Levenberg-Marquardt iteration (``assemble``, ``track``, ``track_sequence``).

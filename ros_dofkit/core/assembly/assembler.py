@@ -1,6 +1,9 @@
 """The Assembler: finds the configuration q that best satisfies the adopted assembly conditions (Simbody's
 ``SimTK::Assembler``), frame after frame.
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy, ``core.spatial``, the assembly
+conditions and ``kernels`` (numba).
+
 Problem. With goal conditions c (weight 0 < W_c < ∞) and error conditions (weight ∞):
 
     minimize  F(q) = Σ_c W_c goal_c(q)     subject to  errors(q) = 0,   lo <= q_i <= hi_i (restricted q's),
@@ -47,6 +50,7 @@ from ros_dofkit.core.assembly.errors import (
     TrackFailed,
     near_matches,
 )
+from ros_dofkit.core.assembly.observations import sequence_inputs
 from ros_dofkit.core.assembly.orientation_sensors import OrientationSensors
 from ros_dofkit.core.multibody.compiled import forward_kinematics
 
@@ -686,15 +690,21 @@ class Assembler:
             )
         return F
 
-    def track_sequence(self, times, observations, positions=None, return_info: bool = False, body_poses=None):
+    def track_sequence(self, times, observations, positions=None, return_info: bool = False, body_poses=None,
+                       sensors=None):
         """Warm-started track() over T frames in one compiled loop; returns Q (T, nq).
 
-        ``observations``: for a single adopted sensor condition, its frames as one array, (T, n_obs, 3, 3) for
-        OrientationSensors or (T, n_obs, 3) for Markers; otherwise a dict {condition: array} (a condition left out
-        of the dict is unobserved in every frame). Each frame does what
-        ``move_all_observations`` + ``track(times[t])`` does (locked q's keep their current values). Afterwards
-        the internal q is the last frame's and the conditions hold the last frame's observations. With
-        ``return_info`` also returns {"goal": (T,), "error_norm": (T,), "status": (T,)}. Raises
+        ``observations``: for a single adopted sensor condition, its frames as one array, (T, n_obs, 3, 3) rotations
+        or (T, n_obs, 4) unit quaternions (w, x, y, z) for OrientationSensors, (T, n_obs, 3) for Markers; otherwise a
+        dict {condition: array} (a condition left out of the dict is unobserved in every frame). Column k of a
+        condition is its observation slot k: the order of its ``define_observation_order``, else the order its
+        sensors were added. ``sensors`` names the columns instead: a list of sensor names (or indices), one per
+        column, for the single condition, or a dict {condition: names}; named columns go to their sensors' slots and
+        sensors not named are unobserved. Quaternions follow ``move_all_observations`` (normalized within
+        ``spatial.QUAT_NORM_TOLERANCE``, four NaNs = unobserved, others raise naming sensor and frame).
+        Each frame does what ``move_all_observations`` + ``track(times[t])`` does (locked q's keep their current
+        values). Afterwards the internal q is the last frame's and the conditions hold the last frame's observations.
+        With ``return_info`` also returns {"goal": (T,), "error_norm": (T,), "status": (T,)}. Raises
         :class:`TrackFailed` naming the first frame whose error norm exceeds the tolerance.
 
         ``positions`` (T, nq), optional: per-frame values of the *locked* coordinates (e.g. joints measured by
@@ -720,6 +730,7 @@ class Assembler:
                     "{condition: (T, n_obs, ...) array}"
                 )
             observations = {sensor_conditions[0]: observations}
+        observations = sequence_inputs(observations, sensors)
         obs_rot = np.full((T, self._n_rot_obs, 3, 3), np.nan)
         obs_pos = np.full((T, self._n_pos_obs, 3), np.nan)
         for condition, offset in self._rot_slices + self._pos_slices:

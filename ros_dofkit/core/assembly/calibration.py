@@ -1,6 +1,9 @@
 """IMU calibration: the sensor-to-body rotations R_BS from one static pose (OpenSense's ``IMUPlacer``, SPEC 8.1,
 adapted to ROS).
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy, ``core.spatial``, ``so3`` and
+``orientation_sensors``.
+
 Frames. X is an IMU's own world frame (what ``sensor_msgs/Imu.orientation`` is relative to: ENU for REP-145
 devices, or NED); G is the model world W of the plant, z up (REP-103), so the model's vertical axis is **+z**
 (OpenSim's is +y; that is the one deliberate difference). S is the IMU frame, B the body it is mounted on.

@@ -1,5 +1,7 @@
 """Assembly conditions: the base class, and the shared bookkeeping of sensor sets (OrientationSensors, Markers).
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy and ``assembly.errors`` only.
+
 Simbody's ``AssemblyCondition`` is something an ``Assembler`` adopts, either as a *goal* (a scalar ≥ 0 to
 minimize, with a finite weight) or as *errors* (equations to drive to zero, weight ∞). Here a condition
 evaluates its goal, goal gradient, errors and error Jacobian at any configuration q of the adopting

@@ -1,5 +1,8 @@
 """Exceptions of ros_dofkit.core.assembly (the IMU/marker inverse-kinematics layer).
 
+Where you are: ``ros_dofkit.core.assembly``; imports only the standard library, so that every assembly module can
+import it.
+
 Each derives from the built-in type a caller would naturally catch: ``ValueError`` for bad values, ``IndexError``
 for indices out of range, ``RuntimeError`` for a solver that could not meet its tolerance or a call made in the
 wrong state.

@@ -1,5 +1,8 @@
 """Compiled (numba) kernels of the assembly solver: kinematics over ``plant.tree``, residuals, the LM loop, tracking.
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy and numba only: the compiled path reads
+``plant.tree``'s arrays, not the plant.
+
 Everything the Assembler does per iteration runs here without Python in the loop. The readable statement of the
 same math is in ``orientation_sensors.py`` / ``markers.py`` (residuals and Jacobians through the plant's public
 kinematics) and ``Assembler._solve_reference`` (the same iteration in Python); tests hold the two paths together.

@@ -1,5 +1,8 @@
 """Markers: position sensors as an assembly condition (Simbody's ``SimTK::Markers``).
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy and ``assembly.condition``, ``errors``
+and ``orientation_sensors``.
+
 A *marker* is a station S fixed on body B at ``p_BS`` (Simbody: ``markerInB``), with a weight w ≥ 0. An
 *observation* is a measured ground-frame position ``p_GO`` (3,; NaN anywhere = unobserved). At a configuration q,
 with ``p_GS = p_GB(q) + R_GB(q) p_BS`` and ``d = p_GS − p_GO``, over the active markers with finite observations:
@@ -20,6 +23,7 @@ import numpy as np
 
 from ros_dofkit.core.assembly.condition import SensorSet
 from ros_dofkit.core.assembly.errors import AssemblyValueError
+from ros_dofkit.core.assembly.observations import observation_input
 from ros_dofkit.core.assembly.orientation_sensors import _body
 
 
@@ -86,9 +90,14 @@ class Markers(SensorSet):
         """Simbody: ``getMarkersOnBody`` (needs an adopting Assembler)."""
         return self._sensors_on_body(body)
 
-    def move_all_observations(self, p_GO) -> None:
-        """Set every observation, shape ``(get_num_observations(), 3)``. Simbody: ``moveAllObservations``."""
-        self._move_all_observations(p_GO)
+    def move_all_observations(self, p_GO, sensors=None) -> None:
+        """Set every observation, shape ``(get_num_observations(), 3)``. Simbody: ``moveAllObservations``.
+
+        Column k is observation slot k (the order of ``define_observation_order``, else the order markers were
+        added); ``sensors`` (marker names or indices, one per column) names the columns instead, markers not named
+        being unobserved.
+        """
+        self._move_all_observations(observation_input(self, p_GO, sensors, what="move_all_observations"))
 
     def move_one_observation(self, ox: int, p_GO) -> None:
         """Simbody: ``moveOneObservation``."""

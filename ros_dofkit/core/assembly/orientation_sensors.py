@@ -1,5 +1,8 @@
 """OrientationSensors: IMU orientations as an assembly condition (Simbody's ``SimTK::OrientationSensors``).
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy and ``assembly.condition``, ``errors``
+and ``so3``.
+
 An *osensor* is a frame S fixed on body B by the rotation ``R_BS`` (Simbody: ``orientationInB``), with a weight
 w ≥ 0. An *observation* is a measured ground-frame orientation ``R_GO`` (3x3; NaN anywhere = unobserved). At a
 configuration q, with ``R_GS = R_GB(q) R_BS`` and the rotation-error vector ``φ = a n̂_G = log(R_GO R_GSᵀ)``
@@ -22,6 +25,7 @@ import numpy as np
 from ros_dofkit.core.assembly import so3
 from ros_dofkit.core.assembly.condition import SensorSet
 from ros_dofkit.core.assembly.errors import AssemblyValueError
+from ros_dofkit.core.assembly.observations import observation_input
 
 #: Tolerance on |RᵀR − I| and |det R − 1| for a mounting rotation R_BS.
 ROTATION_TOLERANCE = 1e-6
@@ -114,12 +118,18 @@ class OrientationSensors(SensorSet):
         return self._sensors_on_body(body)
 
     # -- per frame ---------------------------------------------------------------------------------------------
-    def move_all_observations(self, R_GO) -> None:
-        """Set every observation: shape ``(get_num_observations(), 3, 3)``. Simbody: ``moveAllObservations``.
+    def move_all_observations(self, R_GO, sensors=None) -> None:
+        """Set every observation. Simbody: ``moveAllObservations``.
 
-        If no observation order was defined yet, the identity order is set up first.
+        ``R_GO`` holds one column per observation slot: ``(get_num_observations(), 3, 3)`` rotations, or
+        ``(get_num_observations(), 4)`` unit quaternions (w, x, y, z) as IMUs give them (normalized within
+        ``spatial.QUAT_NORM_TOLERANCE``; four NaNs = unobserved; zero, non-finite or far from unit raises
+        AssemblyValueError naming the sensor). Column k is slot k: the order given to
+        :meth:`define_observation_order`, or, if none was defined (the identity order is then set up), the order in
+        which the osensors were added. ``sensors`` (names or indices, one per column) names the columns instead:
+        each goes to its osensor's slot, and osensors not named are unobserved. See ``observations.py``.
         """
-        self._move_all_observations(R_GO)
+        self._move_all_observations(observation_input(self, R_GO, sensors, what="move_all_observations"))
 
     def move_one_observation(self, ox: int, R_GO) -> None:
         """Set observation slot ``ox`` (3x3, NaN = unobserved). Simbody: ``moveOneObservation``."""

@@ -1,5 +1,7 @@
 """Rotation-error math of the orientation-sensor assembly condition (reference NumPy implementation).
 
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy and ``core.spatial`` only.
+
 For an orientation sensor S with current orientation ``R_GS`` and observed orientation ``R_GO`` (both in
 ground G), Simbody's OrientationSensors measures the error rotation ``R_SO = R_GSᵀ R_GO`` (expressed in S) by
 its angle-axis ``(a, n̂_S)``. ros_dofkit works with the *rotation-error vector expressed in G*,

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import numpy as np
+
+# One class per name across the core (ros_dofkit.core.errors): an unknown name is an EstimatorConfigError here
+# and the plant's UnknownNameError at once.
+from ros_dofkit.core.errors import EstimatorConfigError, UnknownNameError
+from ros_dofkit.core.spatial import QuaternionError, quat_normalize, quat_to_matrix
 
 #: Mounting value that asks for the mounting rotation to be computed by calibration (SPEC section 8.4).
 CALIBRATE = "calibrate"
@@ -24,15 +30,14 @@ CALIBRATE = "calibrate"
 #: Signed axes accepted as a heading reference (OpenSense's ``base_heading_axis``).
 HEADING_AXES = ("x", "-x", "y", "-y", "z", "-z")
 
+#: The words an ``estimated_joints`` entry may be instead of a list of joint names.
+ESTIMATED_WORDS = ("all", "none")
+
+_ESTIMATED_FORMS = (
+    "accepted forms: all, none, [all], [none], or a list of joint or coordinate names such as [joint_a, joint_b]"
+)
+
 _ROTATION_TOLERANCE = 1e-6
-
-
-class EstimatorConfigError(ValueError):
-    """A configuration value is malformed, out of range or inconsistent with the robot."""
-
-
-class UnknownNameError(EstimatorConfigError):
-    """A configured name (body, joint, model instance, sensor) does not exist; the message lists alternatives."""
 
 
 def describe_unknown(kind: str, name: str, valid: Sequence[str]) -> str:
@@ -43,6 +48,41 @@ def describe_unknown(kind: str, name: str, valid: Sequence[str]) -> str:
     return f"unknown {kind} {name!r}{hint} valid {kind}s are: {', '.join(repr(v) for v in valid) or '(none)'}"
 
 
+def repeated_names(names: Iterable[str]) -> list:
+    """Each name that occurs more than once in ``names``, listed once, in the order of its first occurrence."""
+    names = list(names)
+    return [n for i, n in enumerate(names) if names.count(n) > 1 and names.index(n) == i]
+
+
+def estimated_entry(value, what: str):
+    """One ``estimated_joints`` value in its normal form: ``"all"`` / ``"none"``, or a tuple of joint/coordinate names.
+
+    ``all`` and ``none`` may be written as a plain string (``ur5: all`` in YAML) or as a one-element list
+    (``ur5: [all]``, the form a ROS string-array parameter takes); inside a longer list they are refused. Any other
+    string is refused (a single joint is written ``[joint_a]``), and so is a name given twice: the messages name
+    ``what`` and list the accepted forms.
+    """
+    if isinstance(value, str):
+        if value.strip() in ESTIMATED_WORDS:
+            return value.strip()
+        raise EstimatorConfigError(
+            f"{what}: a plain string must be 'all' or 'none', got {value!r}; {_ESTIMATED_FORMS} "
+            f"(one joint: [{value.strip()}])"
+        )
+    if isinstance(value, (bytes, Mapping, AbstractSet)) or not isinstance(value, Iterable):
+        raise EstimatorConfigError(f"{what}: got {type(value).__name__} {value!r}; {_ESTIMATED_FORMS}")
+    entries = tuple(_check_name(j, f"{what} entry") for j in value)
+    if len(entries) == 1 and entries[0] in ESTIMATED_WORDS:
+        return entries[0]
+    words = [e for e in entries if e in ESTIMATED_WORDS]
+    if words:
+        raise EstimatorConfigError(f"{what}: {words[0]!r} must stand alone, got {list(entries)}; {_ESTIMATED_FORMS}")
+    repeated = repeated_names(entries)
+    if repeated:
+        raise EstimatorConfigError(f"{what}: joint names given more than once: {repeated}")
+    return entries
+
+
 def as_rotation_matrix(value, what: str) -> np.ndarray:
     """Return ``value`` as a read-only proper rotation matrix, accepting a 3x3 matrix or a (w, x, y, z) quaternion.
 
@@ -51,14 +91,10 @@ def as_rotation_matrix(value, what: str) -> np.ndarray:
     """
     array = np.asarray(value, dtype=float)
     if array.shape == (4,):
-        norm = np.linalg.norm(array)
-        if not np.all(np.isfinite(array)) or abs(norm - 1.0) > 1e-3:
-            raise EstimatorConfigError(
-                f"{what}: expected a unit quaternion (w, x, y, z), got {array.tolist()} with norm {norm:.6g}"
-            )
-        from ros_dofkit.core.spatial import quat_to_matrix
-
-        array = quat_to_matrix(array / norm)
+        try:
+            array = quat_to_matrix(quat_normalize(array))
+        except QuaternionError as error:
+            raise EstimatorConfigError(f"{what}: expected a unit quaternion (w, x, y, z), got {error}") from error
     if array.shape != (3, 3):
         raise EstimatorConfigError(
             f"{what}: expected a 3x3 rotation matrix or a quaternion (w, x, y, z), got shape {array.shape}"
@@ -148,7 +184,8 @@ class EstimatorConfig:
     Attributes:
         imus: the orientation sensors, names unique.
         estimated_joints: per model instance name, the joints whose coordinates are estimated (freed in the
-            assembler), or ``"all"`` / ``"none"``. Instances not listed get ``default_estimated``. Every other
+            assembler), or ``"all"`` / ``"none"`` (also accepted as ``["all"]`` / ``["none"]``; see
+            :func:`estimated_entry`). Instances not listed get ``default_estimated``. Every other
             articulated coordinate is *measured*: locked at its encoder value. Floating bases are handled apart
             (SPEC 9.2): their rotation is estimated, their translation is held (IMU orientations cannot observe it).
         default_estimated: ``"all"`` or ``"none"`` for instances absent from ``estimated_joints``.
@@ -200,11 +237,10 @@ class EstimatorConfig:
             if not isinstance(imu, ImuConfig):
                 raise EstimatorConfigError(f"imus: expected ImuConfig entries, got {type(imu).__name__}")
         names = [imu.name for imu in imus]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        duplicates = repeated_names(names)
         if duplicates:
             raise EstimatorConfigError(f"imus: sensor names must be unique, got duplicates {duplicates}")
-        topics = [imu.topic for imu in imus]
-        shared = sorted({t for t in topics if topics.count(t) > 1})
+        shared = repeated_names(imu.topic for imu in imus)
         if shared:
             raise EstimatorConfigError(f"imus: each IMU needs its own topic, got shared topics {shared}")
         object.__setattr__(self, "imus", imus)
@@ -217,19 +253,9 @@ class EstimatorConfig:
         normalized = {}
         for instance, spec in self.estimated_joints.items():
             _check_name(instance, "estimated_joints key")
-            if isinstance(spec, str):
-                if spec not in ("all", "none"):
-                    raise EstimatorConfigError(
-                        f"estimated_joints[{instance!r}]: expected 'all', 'none' or a list of joint names, got {spec!r}"
-                    )
-                normalized[instance] = spec
-            else:
-                joints = tuple(_check_name(j, f"estimated_joints[{instance!r}] entry") for j in spec)
-                if len(set(joints)) != len(joints):
-                    raise EstimatorConfigError(f"estimated_joints[{instance!r}]: duplicated joint names {joints}")
-                normalized[instance] = joints
+            normalized[instance] = estimated_entry(spec, f"estimated_joints[{instance!r}]")
         object.__setattr__(self, "estimated_joints", normalized)
-        if self.default_estimated not in ("all", "none"):
+        if self.default_estimated not in ESTIMATED_WORDS:
             raise EstimatorConfigError(f"default_estimated: expected 'all' or 'none', got {self.default_estimated!r}")
 
         object.__setattr__(

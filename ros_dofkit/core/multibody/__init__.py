@@ -1,5 +1,8 @@
 """ros_dofkit.core.multibody: a kinematic multibody plant (Drake's MultibodyPlant, kinematics only).
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core, above ``core.spatial`` and ``core.errors``); this file
+only re-exports its modules' public names.
+
 Model instances of bodies and joints (weld, revolute, prismatic, planar, quaternion floating, URDF mimic),
 URDF loading, forward kinematics and frame Jacobians over flat arrays (``plant.tree``), batched over q.
 The contract is doc/architecture.md, "The plant".

@@ -1,5 +1,7 @@
 """ros_dofkit.core.multibody.bodies: bodies, frames fixed on bodies, joint actuators and the plant state.
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core); imports NumPy and ``multibody.errors`` only.
+
 These are plain records owned by a :class:`~ros_dofkit.core.multibody.plant.MultibodyPlant`; the plant creates
 them (``add_body``, ``add_frame``, ``add_joint_actuator``, ``create_default_state``) and assigns their indices.
 """

@@ -1,40 +1,27 @@
 """ros_dofkit.core.multibody.errors: the exceptions the plant, its joints and the URDF parser raise.
 
+Where you are: ``ros_dofkit.core.multibody``, below the plant's other modules.
+
 Each class derives from the built-in type a caller would naturally catch (doc/architecture.md, "Errors").
+Imports only ``ros_dofkit.core.errors``, whose classes (shared with ``core.state`` and ``core.estimator``: one
+class per name) are re-exported here: ``MultibodyValueError``, ``UnknownNameError``, ``PlantNotFinalizedError``.
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
+from ros_dofkit.core.errors import MultibodyValueError, PlantNotFinalizedError, UnknownNameError
 
-
-class MultibodyValueError(ValueError):
-    """A value or array handed to the plant or a joint has the wrong size, sign, order or is not finite."""
-
-
-class UnknownNameError(MultibodyValueError):
-    """A body, joint, frame, actuator or model instance name that does not exist.
-
-    The message lists the closest valid names (difflib) so that typos are easy to fix.
-    """
-
-    def __init__(self, kind: str, name: str, valid_names: Iterable[str], where: str = ""):
-        valid = sorted(set(valid_names))
-        close = difflib.get_close_matches(str(name), valid, n=5, cutoff=0.5)
-        location = f" in {where}" if where else ""
-        if close:
-            hint = f"did you mean {', '.join(repr(c) for c in close)}?"
-        elif valid:
-            shown = ", ".join(repr(v) for v in valid[:20])
-            hint = f"valid names are {shown}" + (" ..." if len(valid) > 20 else "")
-        else:
-            hint = f"there are no {kind}s"
-        super().__init__(f"no {kind} named {name!r}{location}; {hint}")
-        self.kind = kind
-        self.name = name
-        self.near_matches = close
-        self.valid_names = valid
+__all__ = [
+    "AmbiguousNameError",
+    "JointNotSupportedError",
+    "MultibodyIndexError",
+    "MultibodyValueError",
+    "PlantFinalizedError",
+    "PlantNotFinalizedError",
+    "TopologyError",
+    "URDFError",
+    "UnknownNameError",
+]
 
 
 class AmbiguousNameError(MultibodyValueError):
@@ -43,10 +30,6 @@ class AmbiguousNameError(MultibodyValueError):
 
 class PlantFinalizedError(RuntimeError):
     """A building call (add_body, add_joint, ...) after ``MultibodyPlant.finalize()``."""
-
-
-class PlantNotFinalizedError(RuntimeError):
-    """A query that needs coordinates or kinematics before ``MultibodyPlant.finalize()``."""
 
 
 class TopologyError(MultibodyValueError):

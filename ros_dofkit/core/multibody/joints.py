@@ -1,5 +1,8 @@
 """ros_dofkit.core.multibody.joints: the joint types of the plant and their kinematics.
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core); imports NumPy, ``core.spatial`` and
+``multibody.bodies`` / ``errors``.
+
 A joint connects a parent body P to a child body C through a frame F fixed on P (``frame_on_parent``, pose
 ``X_PF``) and a frame M fixed on C (``frame_on_child``, pose ``X_CM``); the joint sets ``X_FM(q)``, so
 ``X_WC = X_WP @ X_PF @ X_FM(q) @ inv(X_CM)`` (doc/architecture.md, "Joint frames").
@@ -60,6 +63,22 @@ def _as_frame(frame, what: str) -> Frame:
     if not isinstance(frame, Frame):
         raise TypeError(f"{what}: expected a Frame or Body, got {type(frame).__name__}")
     return frame
+
+
+class JointValues(np.ndarray):
+    """Per-coordinate values of a joint (default positions, limits): a plain float array that can also be called.
+
+    ros_dofkit exposes these as properties (``joint.default_positions``) where pydrake has methods
+    (``joint.default_positions()``); calling the array returns a copy of it, so code ported from pydrake runs
+    unchanged and both spellings give the same values.
+    """
+
+    def __call__(self) -> np.ndarray:
+        return np.array(self, dtype=float)
+
+
+def _joint_values(values: np.ndarray) -> JointValues:
+    return np.array(values, dtype=float).view(JointValues)
 
 
 @dataclass(frozen=True)
@@ -192,8 +211,9 @@ class Joint:
             raise PlantFinalizedError(f"joint {self.name!r}: {what} must be called before the plant is finalized")
 
     @property
-    def default_positions(self) -> np.ndarray:
-        return self._default_positions.copy()
+    def default_positions(self) -> JointValues:
+        """Drake ``default_positions()``: a copy, (num_positions,); ``joint.default_positions()`` works too."""
+        return _joint_values(self._default_positions)
 
     def set_default_positions(self, default_positions) -> None:
         """Drake ``set_default_positions``; size must be ``num_positions``. Limits are not enforced (as Drake)."""
@@ -235,13 +255,14 @@ class Joint:
             raise MultibodyValueError(f"joint {self.name!r}: effort limits must be > 0, got {limits.tolist()}")
         self._effort_limits = limits
 
-    effort_limits = property(lambda self: self._effort_limits.copy())
-    position_lower_limits = property(lambda self: self._position_limits[0].copy())
-    position_upper_limits = property(lambda self: self._position_limits[1].copy())
-    velocity_lower_limits = property(lambda self: self._velocity_limits[0].copy())
-    velocity_upper_limits = property(lambda self: self._velocity_limits[1].copy())
-    acceleration_lower_limits = property(lambda self: self._acceleration_limits[0].copy())
-    acceleration_upper_limits = property(lambda self: self._acceleration_limits[1].copy())
+    # Copies as JointValues, so that pydrake's method spelling (``joint.position_lower_limits()``) works as well.
+    effort_limits = property(lambda self: _joint_values(self._effort_limits))
+    position_lower_limits = property(lambda self: _joint_values(self._position_limits[0]))
+    position_upper_limits = property(lambda self: _joint_values(self._position_limits[1]))
+    velocity_lower_limits = property(lambda self: _joint_values(self._velocity_limits[0]))
+    velocity_upper_limits = property(lambda self: _joint_values(self._velocity_limits[1]))
+    acceleration_lower_limits = property(lambda self: _joint_values(self._acceleration_limits[0]))
+    acceleration_upper_limits = property(lambda self: _joint_values(self._acceleration_limits[1]))
 
     def _check_damping(self, damping) -> np.ndarray:
         if np.ndim(damping) == 0:
@@ -723,7 +744,9 @@ class QuaternionFloatingJoint(Joint):
     """Free motion of M in F (Drake ``QuaternionFloatingJoint``; URDF ``floating``).
 
     ``q = [qw, qx, qy, qz, x, y, z]`` (q_FM, p_FoMo_F); ``v = [w_FM_F, v_FMo_F]`` (6). The quaternion is
-    normalized when used, so ``X_FM = (R(q/|q|), p)``. v != q̇: ``q̇_quat = ½ (0, w_FM_F) ⊗ q_FM`` and ``ṗ = v``.
+    normalized when used, so ``X_FM = (R(q/|q|), p)``, if it is within ``spatial.QUAT_NORM_TOLERANCE`` of unit
+    length (else QuaternionError, as in the plant's kinematics).
+    v != q̇: ``q̇_quat = ½ (0, w_FM_F) ⊗ q_FM`` and ``ṗ = v``.
     ``integrate`` composes ``exp(dω) ⊗ q_FM`` with dω expressed in F.
     """
 
@@ -809,8 +832,12 @@ class QuaternionFloatingJoint(Joint):
         return self.set_velocities(state, V_FM_F)
 
     def calc_X_FM(self, q_joint) -> np.ndarray:
+        """``(R(quat/|quat|), p)``; the quaternion rule of the plant's kinematics (``spatial.quat_normalize``)."""
         q_joint = np.asarray(q_joint, dtype=float)
-        quat = q_joint[..., :4] / np.linalg.norm(q_joint[..., :4], axis=-1, keepdims=True)
+        try:
+            quat = spatial.quat_normalize(q_joint[..., :4])
+        except spatial.QuaternionError as error:
+            raise spatial.QuaternionError(f"floating joint {self.name!r}: {error}") from error
         return spatial.make_transform(spatial.quat_to_matrix(quat), q_joint[..., 4:7])
 
     def calc_motion_subspace(self, q_joint) -> np.ndarray:

@@ -1,6 +1,9 @@
 """ros_dofkit.core.multibody.kinematics: the readable reference implementation of forward kinematics and
 frame Jacobians, written over Joint objects and their own ``calc_X_FM`` / ``calc_motion_subspace``.
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core); imports NumPy and ``core.spatial`` only (it works on
+the Joint objects it is given).
+
 The plant computes with the flat-array path in ``tree.py``; this module is the independent statement of the
 same math that tests hold it to (1e-12). Batched: q has shape (B, nq).
 """

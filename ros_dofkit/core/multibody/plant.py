@@ -1,6 +1,9 @@
 """ros_dofkit.core.multibody.plant: MultibodyPlant, a kinematic model of one or more robots (Drake's
 MultibodyPlant, kinematics only), and ArticulatedView, the plant seen through its v == q̇ coordinates.
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core); imports NumPy, ``core.spatial`` and the other
+``multibody`` modules.
+
 Build (add_model_instance / add_urdf / add_body / add_joint / add_frame / add_joint_actuator), then finalize()
 to assign generalized coordinates and freeze; then query and compute kinematics. The contract with the other
 modules is doc/architecture.md, "The plant".
@@ -37,7 +40,10 @@ class MultibodyPlant:
     Model instance 0 is ``"world"``; user instances are numbered from 1 in the order added. Generalized
     coordinates are assigned at :meth:`finalize`: instances in the order added, inside an instance joints in
     parent-before-child order (URDF order for URDF models). ``q`` arguments of kinematics functions have shape
-    ``(nq,)`` or ``(..., nq)``; results carry the same leading axes.
+    ``(nq,)`` or ``(..., nq)``; results carry the same leading axes. In the kinematics (poses, Jacobians, spatial
+    velocities) a floating joint's quaternion is normalized when ``| |quat| - 1 | <= spatial.QUAT_NORM_TOLERANCE``
+    (1e-3, the rule of ``core.state`` and the node's IMU input, SPEC 9.7); a zero, non-finite or farther quaternion
+    raises ``spatial.QuaternionError`` (a ValueError) naming the joint and the batch index.
     """
 
     def __init__(self, name: str = "plant"):
@@ -50,6 +56,7 @@ class MultibodyPlant:
         self._inboard: dict[int, Joint] = {}
         self._finalized = False
         self._tree: KinematicTree | None = None
+        self._tree_floating_q = np.zeros((0, 4), dtype=np.int64)  # q indices of each floating quaternion
         self._nq = 0
         self._nv = 0
 
@@ -199,6 +206,9 @@ class MultibodyPlant:
             frame.index = len(self._bodies) + k
         self._finalized = True
         self._tree = self._build_tree()
+        self._tree_floating_q = np.array(
+            [np.arange(j.position_start, j.position_start + 4) for j in self.floating_base_joints()], dtype=np.int64
+        ).reshape(-1, 4)
 
     def is_finalized(self) -> bool:
         return self._finalized
@@ -415,10 +425,11 @@ class MultibodyPlant:
             return self._nv
         return sum(j.num_velocities for j in self._joints_of(self._instance_index(model_instance)))
 
-    def _coordinate_joints(self) -> list[Joint]:
-        """Joints with coordinates, in coordinate order."""
+    def _coordinate_joints(self, model_instance=None) -> list[Joint]:
+        """Joints with coordinates (of one model instance, or all), in coordinate order."""
         self._check_finalized("coordinates")
-        return sorted((j for j in self._joints if j.num_positions), key=lambda j: j.position_start)
+        joints = self._joints if model_instance is None else self._joints_of(self._instance_index(model_instance))
+        return sorted((j for j in joints if j.num_positions), key=lambda j: j.position_start)
 
     def _instance_slice(self, model_instance, positions: bool) -> slice:
         self._check_finalized("per-instance coordinates")
@@ -465,12 +476,20 @@ class MultibodyPlant:
         target[..., sl] = self._check_size(v_instance, sl.stop - sl.start, "v_instance")
         return target
 
-    def position_names(self) -> list[str]:
-        """Drake ``GetPositionNames`` without instance prefix: joint name, or joint name + "_" + suffix."""
-        return [self._coordinate_name(j, s) for j in self._coordinate_joints() for s in j.position_suffixes]
+    def position_names(self, model_instance=None) -> list[str]:
+        """Names of q in q order (of one model instance: in its order): joint name, or joint name + "_" + suffix.
 
-    def velocity_names(self) -> list[str]:
-        return [self._coordinate_name(j, s) for j in self._coordinate_joints() for s in j.velocity_suffixes]
+        Drake's ``GetPositionNames([model_instance,] add_model_instance_prefix=False, always_add_suffix=False)``
+        gives the same names for the same joints, in Drake's order: pair coordinates with Drake by these names,
+        never by index (doc/architecture.md, "Conventions that differ from Drake's").
+        """
+        return [self._coordinate_name(j, s) for j in self._coordinate_joints(model_instance)
+                for s in j.position_suffixes]
+
+    def velocity_names(self, model_instance=None) -> list[str]:
+        """Names of v in v order (Drake ``GetVelocityNames``, as :meth:`position_names`)."""
+        return [self._coordinate_name(j, s) for j in self._coordinate_joints(model_instance)
+                for s in j.velocity_suffixes]
 
     @staticmethod
     def _coordinate_name(joint: Joint, suffix: str) -> str:
@@ -536,23 +555,44 @@ class MultibodyPlant:
         q = self._check_size(q, self._nq, "q")
         return q.reshape(-1, self._nq), q.shape[:-1]
 
+    def _kinematics_batch(self, q) -> tuple[np.ndarray, tuple[int, ...]]:
+        """:meth:`_batch` plus the quaternion rule of the kinematics (SPEC 9.7, as ``core.state``): every floating
+        joint's quaternion must be finite with ``| |q| - 1 | <= spatial.QUAT_NORM_TOLERANCE``; such a quaternion is
+        normalized when used (``tree_kinematics``), anything else raises QuaternionError naming joint and batch
+        index (a zero quaternion would otherwise give NaN poses)."""
+        q2, batch = self._batch(q)
+        index = self._tree_floating_q
+        if index.size:
+            ok, norm = spatial.quat_validity(q2[:, index])  # (B, n_floating)
+            if not ok.all():
+                b, k = (int(i) for i in np.argwhere(~ok)[0])
+                joint = self.floating_base_joints()[k]
+                where = tuple(int(i) for i in np.unravel_index(b, batch)) if batch else ()
+                raise spatial.QuaternionError(
+                    f"plant {self.name!r} kinematics: floating joint {joint.name!r} has q[{index[k, 0]}:"
+                    f"{index[k, 0] + 4}] = {q2[b, index[k]].tolist()} at batch index {where}: "
+                    f"{spatial.describe_quaternion_problem(q2[b, index[k]], float(norm[b, k]))}; expected a unit "
+                    f"quaternion (w, x, y, z) (within {spatial.QUAT_NORM_TOLERANCE:g} of unit length, then normalized)"
+                )
+        return q2, batch
+
     def calc_body_poses(self, q) -> np.ndarray:
         """``X_WB`` for every body, (..., num_bodies, 4, 4); body 0 (world) is the identity."""
-        q2, batch = self._batch(q)
+        q2, batch = self._kinematics_batch(q)
         X_WB, _, _ = tree_kinematics(self._tree, q2)
         return X_WB.reshape(batch + X_WB.shape[1:])
 
     def calc_frame_pose(self, q, frame) -> np.ndarray:
         """``X_WF`` (..., 4, 4) of a Frame, Body or frame name (Drake ``CalcRelativeTransform(world, F)``)."""
         frame = self._as_frame(frame)
-        q2, batch = self._batch(q)
+        q2, batch = self._kinematics_batch(q)
         X_WB, _, _ = tree_kinematics(self._tree, q2)
         return (X_WB[:, frame.body.index] @ frame.X_BF).reshape(batch + (4, 4))
 
     def calc_frame_poses(self, q, frames: Sequence) -> np.ndarray:
         """``X_WF`` (..., len(frames), 4, 4) of several frames from one kinematic sweep."""
         frames = [self._as_frame(f) for f in frames]
-        q2, batch = self._batch(q)
+        q2, batch = self._kinematics_batch(q)
         X_WB, _, _ = tree_kinematics(self._tree, q2)
         bodies = [f.body.index for f in frames]
         X = X_WB[:, bodies] @ np.array([f.X_BF for f in frames]).reshape(len(frames), 4, 4)
@@ -566,12 +606,23 @@ class MultibodyPlant:
         p_FoQ_F = np.zeros(3) if p_FoQ_F is None else self._check_size(p_FoQ_F, 3, "p_FoQ_F")
         if p_FoQ_F.shape != (3,):
             raise MultibodyValueError(f"p_FoQ_F: expected shape (3,), got {p_FoQ_F.shape}")
-        q2, batch = self._batch(q)
+        q2, batch = self._kinematics_batch(q)
         X_WB, R_WF, p_WMo = tree_kinematics(self._tree, q2)
         X_WF = X_WB[:, frame.body.index] @ frame.X_BF
         p_WQ = X_WF[:, :3, :3] @ p_FoQ_F + X_WF[:, :3, 3]
         J = tree_jacobian(self._tree, R_WF, p_WMo, frame.body.index, p_WQ)
         return J.reshape(batch + (6, self._nv))
+
+    def calc_spatial_velocity(self, q, v, body) -> np.ndarray:
+        """``V_WB_W = [w_WB_W; v_WBo_W]`` (..., 6): the spatial velocity of ``body`` (a Body, body name or Frame)
+        in the world, angular velocity first, then the velocity of the body origin Bo, both expressed in W.
+        Drake ``EvalBodySpatialVelocityInWorld(context, body)`` (given a Frame: the velocity of that frame's origin,
+        Drake ``CalcSpatialVelocityInWorld``). Equal to ``calc_jacobian(q, body) @ v``; q (..., nq) and v (..., nv)
+        broadcast over their leading axes.
+        """
+        v = self._check_size(v, self._nv, "v")
+        J = self.calc_jacobian(q, body)
+        return (J @ v[..., None])[..., 0]
 
     def calc_angular_jacobian(self, q, frame) -> np.ndarray:
         """``J_w`` (..., 3, nv) with ``w_WF_W = J_w v`` (Drake ``CalcJacobianAngularVelocity``)."""

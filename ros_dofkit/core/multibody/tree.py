@@ -1,5 +1,7 @@
 """ros_dofkit.core.multibody.tree: the kinematic tree as flat arrays, and kinematics as loops over them.
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core); imports NumPy and ``core.spatial`` only.
+
 This is the path the plant computes with and the layout compiled kernels (numba, in core/assembly) read.
 The readable reference over Joint objects is in ``kinematics.py``; tests hold the two to 1e-12.
 """

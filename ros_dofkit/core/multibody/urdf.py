@@ -1,5 +1,8 @@
 """ros_dofkit.core.multibody.urdf: URDF parsing (xml.etree) and loading a URDF into a MultibodyPlant.
 
+Where you are: ``ros_dofkit.core.multibody`` (ROS-free core); imports NumPy, ``xml.etree``, ``core.spatial`` and
+``multibody.bodies`` / ``errors`` / ``joints``.
+
 ``parse_urdf`` turns a document into a validated :class:`URDFModel` (links, joints, transmissions) or raises
 :class:`~ros_dofkit.core.multibody.errors.URDFError` naming the offending element; ``add_urdf_to_plant`` builds
 bodies, frames, joints and actuators from it (``MultibodyPlant.add_urdf`` calls it).

@@ -40,10 +40,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ros_dofkit.core.recordings import imu_series
+from ros_dofkit.core.recordings.errors import RecordingError
+from ros_dofkit.core.recordings.imu_series import (  # noqa: F401 (re-exported: the x-IMU3 reader's constants)
+    EARTH_CONVENTIONS,
+    STANDARD_GRAVITY,
+    ImuSeries,
+)
 from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE, matrix_to_quat, quat_multiply
-
-#: Standard gravity (CGPM 1901, ISO 80000-3), the x-IMU3 accelerometer's "g", in m/s².
-STANDARD_GRAVITY = 9.80665
 
 QUATERNION_FILE = "Quaternion.csv"
 INERTIAL_FILE = "Inertial.csv"
@@ -60,15 +64,6 @@ INERTIAL_HEADER = (
     "Accelerometer Z (g)",
 )
 
-#: R_WE for each earth convention the x-IMU3 AHRS can report in, W = ENU (x east, y north, z up).
-#: Columns are E's axes expressed in ENU: NWU x=north -> +y, y=west -> -x, z=up -> +z (a +90 degree turn about z);
-#: NED x=north -> +y, y=east -> +x, z=down -> -z.
-EARTH_CONVENTIONS: dict[str, np.ndarray] = {
-    "NWU": np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]),
-    "ENU": np.eye(3),
-    "NED": np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]),
-}
-
 DEFAULT_EARTH_CONVENTION = "NWU"
 DEFAULT_MATCH_TOLERANCE_US = 1000
 
@@ -77,104 +72,37 @@ DEFAULT_MATCH_TOLERANCE_US = 1000
 _GUI_FOLDER_SUFFIX = re.compile(r"^(?P<name>.+?) [0-9A-Fa-f]{8} \([^)]*\)$")
 
 
-class XIMU3RecordingError(ValueError):
+class XIMU3RecordingError(RecordingError):
     """An x-IMU3 recording is missing, malformed or inconsistent; ``path`` and ``line`` (1-based) locate it."""
-
-    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None):
-        self.path = None if path is None else Path(path)
-        self.line = line
-        where = ""
-        if path is not None:
-            where = f"{path}" + (f", line {line}" if line is not None else "") + ": "
-        super().__init__(where + message)
 
 
 def earth_to_enu_rotation(convention: str) -> np.ndarray:
-    """``R_WE``: the device earth frame E (``"NWU"``, ``"ENU"`` or ``"NED"``) expressed in ENU (W)."""
-    if not isinstance(convention, str):
-        raise TypeError(f"earth convention must be a string, one of {sorted(EARTH_CONVENTIONS)}; got {convention!r}")
-    key = convention.upper()
-    if key not in EARTH_CONVENTIONS:
-        raise XIMU3RecordingError(
-            f"unknown earth convention {convention!r}; expected one of {sorted(EARTH_CONVENTIONS)}"
-        )
-    return EARTH_CONVENTIONS[key].copy()
+    """``R_WE``: the device earth frame E (``"NWU"``, ``"ENU"`` or ``"NED"``) expressed in ENU (W)
+    (:func:`ros_dofkit.core.recordings.imu_series.earth_to_enu_rotation`, raising :class:`XIMU3RecordingError`)."""
+    try:
+        return imu_series.earth_to_enu_rotation(convention)
+    except RecordingError as error:
+        raise XIMU3RecordingError(str(error)) from None
 
 
 @dataclass(frozen=True)
-class XIMU3Device:
-    """One device's samples on a merged, strictly increasing timeline (length n).
+class XIMU3Device(ImuSeries):
+    """One device's samples on a merged, strictly increasing timeline (an :class:`ImuSeries`, W = ENU; NaN where
+    the sample has no quaternion row or no inertial row).
 
-    Attributes:
+    Attributes (besides ImuSeries'):
         name: the device name (folder name, without the x-IMU3 GUI's " <serial> (<interface>)" suffix).
         folder: where it was read from.
-        timestamp_us: int64 (n,), device clock in microseconds.
-        quaternion_wxyz: (n, 4) ``R_WS`` as (w, x, y, z), W = ENU, unit norm; NaN rows where the sample has no
-            orientation.
-        angular_velocity: (n, 3) ``w_WS_S`` in rad/s (gyroscope, sensor frame); NaN where no inertial row.
-        linear_acceleration: (n, 3) specific force in the sensor frame in m/s² (includes gravity: +g along the
-            axis pointing up at rest); NaN where no inertial row.
         earth_convention: the device earth frame the file was converted from.
         device_name, serial_number: from Command.json's ping response when present, else None.
     """
 
-    name: str
+    error = XIMU3RecordingError
+
     folder: Path
-    timestamp_us: np.ndarray
-    quaternion_wxyz: np.ndarray
-    angular_velocity: np.ndarray
-    linear_acceleration: np.ndarray
     earth_convention: str = DEFAULT_EARTH_CONVENTION
     device_name: str | None = None
     serial_number: str | None = None
-
-    def __post_init__(self):
-        n = len(self.timestamp_us)
-        shapes = {
-            "quaternion_wxyz": (self.quaternion_wxyz.shape, (n, 4)),
-            "angular_velocity": (self.angular_velocity.shape, (n, 3)),
-            "linear_acceleration": (self.linear_acceleration.shape, (n, 3)),
-        }
-        for what, (got, want) in shapes.items():
-            if got != want:
-                raise XIMU3RecordingError(f"{self.name}: {what} has shape {got}, expected {want} for {n} timestamps")
-        if n > 1 and not np.all(np.diff(self.timestamp_us) > 0):
-            raise XIMU3RecordingError(f"{self.name}: timestamps must be strictly increasing")
-
-    def __len__(self) -> int:
-        return len(self.timestamp_us)
-
-    @property
-    def time(self) -> np.ndarray:
-        """Device time in seconds (float64): ``timestamp_us / 1e6``, correctly rounded (== float("917.428272"))."""
-        return self.timestamp_us / 1e6
-
-    @property
-    def has_orientation(self) -> np.ndarray:
-        """bool (n,): the sample has a quaternion."""
-        return ~np.isnan(self.quaternion_wxyz[:, 0])
-
-    @property
-    def has_inertial(self) -> np.ndarray:
-        """bool (n,): the sample has gyroscope and accelerometer readings."""
-        return ~np.isnan(self.angular_velocity[:, 0])
-
-    def select(self, mask) -> XIMU3Device:
-        """A copy holding only the samples where ``mask`` (bool (n,)) is True."""
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != (len(self),):
-            raise XIMU3RecordingError(f"{self.name}: mask has shape {mask.shape}, expected ({len(self)},)")
-        return XIMU3Device(
-            name=self.name,
-            folder=self.folder,
-            timestamp_us=self.timestamp_us[mask],
-            quaternion_wxyz=self.quaternion_wxyz[mask],
-            angular_velocity=self.angular_velocity[mask],
-            linear_acceleration=self.linear_acceleration[mask],
-            earth_convention=self.earth_convention,
-            device_name=self.device_name,
-            serial_number=self.serial_number,
-        )
 
 
 @dataclass(frozen=True)

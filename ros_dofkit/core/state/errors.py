@@ -1,7 +1,11 @@
 """Typed exceptions of ``ros_dofkit.core.state`` (floating-base conversions, state spaces, translator).
 
+Where you are: ``ros_dofkit.core.state``; imports ``core.errors`` and ``core.spatial`` (QuaternionError) only.
+
 Each derives from the built-in type a caller would catch (architecture.md, "Errors"). Quaternion problems
-raise :class:`ros_dofkit.core.spatial.QuaternionError` (a ``ValueError``), re-exported here for convenience.
+raise :class:`ros_dofkit.core.spatial.QuaternionError` (a ``ValueError``), re-exported here for convenience, as are
+``UnknownNameError`` and ``PlantNotFinalizedError`` of ``ros_dofkit.core.errors`` (one class per name across the
+core: catching ``ros_dofkit.core.multibody.UnknownNameError`` catches this module's too).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from ros_dofkit.core.errors import PlantNotFinalizedError, UnknownNameError
 from ros_dofkit.core.spatial import QuaternionError
 
 __all__ = [
@@ -40,16 +45,8 @@ class UnsupportedModelError(ValueError):
     """The plant has a structure this module cannot represent (e.g. two floating joints in one instance)."""
 
 
-class UnknownNameError(ValueError):
-    """A model instance or joint name that does not exist; the message lists near matches."""
-
-
 class JointStateMessageError(ValueError):
     """A JointState-like message is malformed and was rejected whole (nothing was decoded)."""
-
-
-class PlantNotFinalizedError(RuntimeError):
-    """The plant must be finalized before its coordinates can be queried."""
 
 
 def near_matches_text(name: str, valid: Iterable[str], limit: int = 5) -> str:

@@ -22,8 +22,11 @@ from scipy.spatial.transform import Rotation
 from ros_dofkit import cli
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
 from ros_dofkit.core.spatial import rotation_angle
-from ros_dofkit.replay.bags import MessageFactory, NoEstimateError, ReplaySetup, replay_bag, simulation_records
+from ros_dofkit.replay.bag_replay import NoEstimateError, replay_bag
+from ros_dofkit.replay.messages import MessageFactory
 from ros_dofkit.replay.pipeline import ReplayError
+from ros_dofkit.replay.record import simulation_records
+from ros_dofkit.replay.setup import ReplaySetup
 from ros_dofkit.ros.bag_io import BagWriter, read_bag
 from ros_dofkit.ros.parameters import estimator_config_from_parameters, load_parameter_file
 

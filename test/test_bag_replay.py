@@ -14,10 +14,13 @@ import pytest
 
 from ros_dofkit import cli
 from ros_dofkit.core.spatial import quat_to_matrix
-from ros_dofkit.replay.bags import MessageFactory, ReplaySetup, replay_bag, simulation_records
+from ros_dofkit.replay.bag_replay import replay_bag
 from ros_dofkit.replay.demo import DemoOptions, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot
+from ros_dofkit.replay.messages import MessageFactory
 from ros_dofkit.replay.pipeline import Truth
+from ros_dofkit.replay.record import simulation_records
+from ros_dofkit.replay.setup import ReplaySetup
 from ros_dofkit.ros.bag_io import BagError, BagWriter, read_bag
 
 

@@ -1,0 +1,89 @@
+"""A bag's estimator inputs, message by message: topic checks, inputs in stamp order, the truth they carry.
+
+Where you are: ``ros_dofkit.replay``. Imports ``ros_dofkit.ros.bag_io`` (reading), ``ros_dofkit.ros.imu_messages``
+(Imu -> arrays) and ``replay.setup`` / ``messages`` / ``pipeline``. The batched reader (``replay.batch``) checks
+a bag's topics with :func:`validate_input_topics` too, so both paths accept and refuse the same bags.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ros_dofkit.replay.messages import header_stamp_ns, seconds
+from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, Truth
+from ros_dofkit.replay.setup import IMU_MSGTYPE, JOINT_STATE_MSGTYPE, TRUTH_TOPIC, ReplaySetup
+from ros_dofkit.ros.bag_io import BagError, bag_topics, read_bag
+from ros_dofkit.ros.imu_messages import imu_message_to_arrays
+
+
+def check_input_topics(path, setup: ReplaySetup) -> dict:
+    """The bag's ``{topic: (msgtype, count)}`` after checking that it can drive ``setup``'s estimator.
+
+    Raises :class:`BagError` naming the problem: no IMU topic of the configuration in the bag (listing what
+    the configuration expects and what the bag has), or a configured topic carrying another message type.
+    """
+    return validate_input_topics(path, bag_topics(path), setup)
+
+
+def validate_input_topics(path, topics: dict, setup: ReplaySetup) -> dict:
+    """:func:`check_input_topics` on a bag's ``{topic: (msgtype, count)}`` already read; returns it."""
+    expected = {topic: IMU_MSGTYPE for topic in setup.imu_topics}
+    expected[setup.joint_states_topic] = JOINT_STATE_MSGTYPE
+    expected[TRUTH_TOPIC] = JOINT_STATE_MSGTYPE
+    for topic, msgtype in expected.items():
+        if topic in topics and topics[topic][0] != msgtype:
+            raise BagError(f"{path}: topic {topic} carries {topics[topic][0]}, but the configuration reads "
+                           f"{msgtype} there")
+    present = [topic for topic in setup.imu_topics if topic in topics]
+    if not present:
+        raise BagError(f"{path} has none of the configured IMU topics {sorted(setup.imu_topics)}; its topics are "
+                       f"{ {t: m for t, (m, _) in topics.items()} } (check imus.<name>.topic in the configuration)")
+    return topics
+
+
+def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None = None):
+    """The estimator inputs of a bag in stamp order (generator); truth messages go to ``truth_sink`` as
+    ``(stamp_ns, names, positions)`` when given. The bag's topics are checked first (:func:`check_input_topics`).
+    Yields ``(stamp_ns, input)`` pairs: the header stamp in nanoseconds and the ImuInput / JointStateInput."""
+    topics = check_input_topics(path, setup)
+    wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in topics]
+    if truth_sink is not None and TRUTH_TOPIC in topics:
+        wanted.append(TRUTH_TOPIC)
+    for record in read_bag(path, topics=wanted, typestore=typestore):  # a garbled message raises BagError there
+        message = record.message
+        if record.topic == TRUTH_TOPIC:
+            truth_sink.append((header_stamp_ns(message), tuple(message.name), np.asarray(message.position)))
+            continue
+        if record.topic == setup.joint_states_topic:
+            stamp_ns = header_stamp_ns(message)
+            velocities = np.asarray(message.velocity, dtype=float)
+            yield stamp_ns, JointStateInput(seconds(stamp_ns), tuple(message.name),
+                                            np.asarray(message.position, dtype=float),
+                                            velocities if velocities.size else None)
+            continue
+        arrays = imu_message_to_arrays(message)
+        quaternion, gyro = arrays["quaternion_wxyz"], arrays["angular_velocity"]
+        orientation_present = not np.isnan(quaternion[0])
+        gyro_present = not np.isnan(gyro[0])
+        yield arrays["stamp_ns"], ImuInput(setup.imu_topics[record.topic], seconds(arrays["stamp_ns"]),
+                                           quaternion, gyro if gyro_present else None, orientation_present,
+                                           gyro_present)
+
+
+def truth_from_records(records) -> Truth | None:
+    """A :class:`Truth` from ``(stamp_ns, names, positions)`` records (those with the names of the first), or None
+    when fewer than two such records exist."""
+    if len(records) < 2:
+        return None
+    names = records[0][1]
+    width = len(names)
+    rows = [(ns, p) for ns, n, p in records if n == names and len(p) == width]
+    if len(rows) < 2:
+        return None
+    # seconds() over every stamp at once (int64 nanoseconds * 1e-9 rounds exactly as the scalar does).
+    stamps = np.fromiter((ns for ns, _ in rows), dtype=np.int64, count=len(rows)) * 1e-9
+    order = np.argsort(stamps, kind="stable")
+    stamps = stamps[order]
+    keep = np.concatenate([[True], np.diff(stamps) > 0])
+    positions = np.stack([p for _, p in rows]).astype(float, copy=False).reshape(len(rows), width)[order]
+    return Truth(stamps[keep], names, positions[keep])

@@ -1,0 +1,155 @@
+"""A replay's results written to a bag as the node publishes them: the node's topics, layouts and stamps.
+
+Where you are: ``ros_dofkit.replay``. Imports ``ros_dofkit.ros.bag_io`` (the open bag), ``ros_dofkit.ros.cdr``
+(bulk encoding), ``ros_dofkit.ros.tf_tree`` (frame names and the /tf vs /tf_static split, as the node's
+TfBuilder) and ``core.estimator.offline.relative_poses``; ``replay.messages`` for message-by-message writing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ros_dofkit.core.estimator.offline import relative_poses
+from ros_dofkit.core.spatial import matrix_to_quat
+from ros_dofkit.replay.messages import MessageFactory
+from ros_dofkit.replay.setup import JOINT_STATE_MSGTYPE, ReplaySetup
+from ros_dofkit.ros import cdr
+from ros_dofkit.ros.bag_io import BagWriter
+from ros_dofkit.ros.tf_tree import frame_ids, moving_and_fixed_bodies
+
+
+class OutputWriter:
+    """Writes each cycle's outputs (the node's topics and layouts) to an open :class:`BagWriter`."""
+
+    #: Cycles queued before they are written (bounds the memory of long replays).
+    BATCH = 256
+
+    def __init__(self, bag: BagWriter, setup: ReplaySetup, estimator, factory: MessageFactory):
+        self.bag = bag
+        self.factory = factory
+        plant = setup.plant
+        self._namespace = setup.output_namespace
+        view = estimator.articulated_view
+        self._names = tuple(estimator.joint_state_names)
+        self._art_q = np.asarray(view.q_indices, dtype=np.int64)
+        self._art_v = np.asarray(view.v_indices, dtype=np.int64)
+        self._instances = []
+        for instance, mask in estimator.instance_masks.items():
+            selected = np.asarray(list(mask), dtype=bool)
+            if selected.any():
+                self._instances.append((f"{self._namespace}/{instance}/joint_states",
+                                        tuple(n for n, s in zip(self._names, selected, strict=True) if s),
+                                        self._art_q[selected], self._art_v[selected]))
+        # Frame names and the /tf vs /tf_static split as the node's TfBuilder makes them.
+        self._frame_ids = frame_ids(plant, setup.frame_prefix, setup.world_frame)
+        self._parent = np.asarray(plant.tree.parent)
+        self._moving, self._fixed = (list(bodies) for bodies in moving_and_fixed_bodies(plant))
+        self._plant = plant
+        self._odometry = []
+        for joint in estimator.floating_joints:
+            if joint.parent_body.index != 0:
+                continue
+            instance = plant.get_model_instance_name(joint.model_instance)
+            R_WF = np.asarray(joint.frame_on_parent.X_BF)[:3, :3]
+            self._odometry.append((f"{self._namespace}/odometry/{instance}", joint.child_body.index,
+                                   joint.velocity_start, R_WF))
+        self._sensor_names = tuple(estimator.config.imu_names)
+        self._errors_label = "sensor_error_deg:" + ",".join(self._sensor_names)
+        self._static_written = False
+        self._pending: list = []
+
+    def _relative(self, X_WB, bodies):
+        """(parent frames, child frames, X_PC (..., n, 4, 4)) of ``bodies``: X_PC = inv(X_WP) X_WC, batched over
+        the leading axes of ``X_WB`` (..., num_bodies, 4, 4)."""
+        bodies = np.asarray(bodies, dtype=np.int64)
+        parents = self._parent[bodies]
+        X_PC = relative_poses(X_WB, parents, bodies)
+        return ([self._frame_ids[p] for p in parents], [self._frame_ids[b] for b in bodies], X_PC)
+
+    def write(self, result, stamp_ns: int) -> None:
+        """Queue one cycle's outputs; they are written in batches of :data:`BATCH` (TF rotations converted
+        together) and by :meth:`flush`, which must be called before the bag is closed."""
+        self._pending.append((result, stamp_ns))
+        if len(self._pending) >= self.BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every queued cycle, in order."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        factory, bag = self.factory, self.bag
+        if not self._static_written and self._fixed:
+            stamp_ns = pending[0][1]
+            X_default = self._plant.calc_body_poses(self._plant.default_positions())
+            bag.write("/tf_static", stamp_ns, factory.tf_message(stamp_ns, *self._relative(X_default, self._fixed)))
+        self._static_written = True
+        if self._moving:
+            X_WB = np.stack([np.asarray(result.X_WB) for result, _ in pending])
+            parents, children, X_PC = self._relative(X_WB, self._moving)
+            quaternions = matrix_to_quat(X_PC[..., :3, :3])
+        for k, (result, stamp_ns) in enumerate(pending):
+            q, v = np.asarray(result.q), np.asarray(result.v)
+            bag.write(f"{self._namespace}/joint_states", stamp_ns,
+                      factory.joint_state(stamp_ns, self._names, q[self._art_q], v[self._art_v]))
+            for topic, names, q_index, v_index in self._instances:
+                bag.write(topic, stamp_ns, factory.joint_state(stamp_ns, names, q[q_index], v[v_index]))
+            for topic, body, v_start, R_WF in self._odometry:
+                X_WB_k = np.asarray(result.X_WB[body])
+                odometry = factory.odometry(stamp_ns, self._frame_ids[0], self._frame_ids[body], X_WB_k,
+                                            R_WF @ v[v_start:v_start + 3], R_WF @ v[v_start + 3:v_start + 6])
+                bag.write(topic, stamp_ns, odometry)
+            if self._moving:
+                bag.write("/tf", stamp_ns, factory.tf_message(stamp_ns, parents, children, X_PC[k], quaternions[k]))
+            bag.write(f"{self._namespace}/sensor_errors", stamp_ns, factory.float_array(
+                self._errors_label, [result.sensor_errors_deg[name] for name in self._sensor_names]))
+
+    def write_run(self, run, rows) -> None:
+        """Write the cycles ``rows`` of an :class:`~ros_dofkit.core.estimator.offline.OfflineRun` at once: the same
+        topics, messages and order as :meth:`write` + :meth:`flush`, encoded in bulk (``ros_dofkit.ros.cdr``)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return
+        self.flush()
+        bag = self.bag
+        stamps = np.asarray(run.stamp_ns)[rows]
+        if not self._static_written and self._fixed:
+            # Encoded here too: rosbags' serializer would first generate its code for TFMessage (~10 ms a replay).
+            stamp_ns = int(stamps[0])
+            X_default = self._plant.calc_body_poses(self._plant.default_positions())
+            parents, children, X_PC = self._relative(X_default, self._fixed)
+            quaternions = matrix_to_quat(X_PC[:, :3, :3])
+            bag.add_topic("/tf_static", "tf2_msgs/msg/TFMessage")
+            bag.write_raw([("/tf_static", stamp_ns, cdr.encode_tf_messages(
+                [stamp_ns], parents, children, X_PC[None, :, :3, 3], quaternions[None][..., [1, 2, 3, 0]])[0])])
+        self._static_written = True
+        q, v, X_WB = run.q[rows], run.v[rows], run.X_WB[rows]
+        streams = []  # (topic, msgtype, encoded messages), in the per-cycle order of flush()
+        topic = f"{self._namespace}/joint_states"
+        streams.append((topic, JOINT_STATE_MSGTYPE,
+                        cdr.encode_joint_states(stamps, self._names, q[:, self._art_q], v[:, self._art_v])))
+        for topic, names, q_index, v_index in self._instances:
+            streams.append((topic, JOINT_STATE_MSGTYPE, cdr.encode_joint_states(stamps, names, q[:, q_index],
+                                                                                v[:, v_index])))
+        for topic, body, v_start, R_WF in self._odometry:
+            R_WB = X_WB[:, body, :3, :3]
+            w_W = v[:, v_start:v_start + 3] @ R_WF.T
+            v_W = v[:, v_start + 3:v_start + 6] @ R_WF.T
+            R_BW = np.swapaxes(R_WB, -1, -2)
+            linear = np.einsum("nij,nj->ni", R_BW, v_W)
+            angular = np.einsum("nij,nj->ni", R_BW, w_W)
+            quaternions = matrix_to_quat(R_WB)
+            streams.append((topic, "nav_msgs/msg/Odometry", cdr.encode_odometry(
+                stamps, self._frame_ids[0], self._frame_ids[body], X_WB[:, body, :3, 3], quaternions[:, [1, 2, 3, 0]],
+                linear, angular)))
+        if self._moving:
+            parents, children, X_PC = self._relative(X_WB, self._moving)
+            quaternions = matrix_to_quat(X_PC[..., :3, :3])
+            streams.append(("/tf", "tf2_msgs/msg/TFMessage", cdr.encode_tf_messages(
+                stamps, parents, children, X_PC[..., :3, 3], quaternions[..., [1, 2, 3, 0]])))
+        columns = [list(run.sensor_names).index(name) for name in self._sensor_names]
+        streams.append((f"{self._namespace}/sensor_errors", "std_msgs/msg/Float64MultiArray",
+                        cdr.encode_float64_multi_arrays(self._errors_label, run.sensor_errors_deg[rows][:, columns])))
+        for topic, msgtype, _ in streams:
+            bag.add_topic(topic, msgtype)
+        bag.write_streams(stamps, [(topic, messages) for topic, _, messages in streams])
