@@ -199,7 +199,7 @@ def validate_imus(quaternion_wxyz, angular_velocity, orientation_present, angula
 
 
 # ---------------------------------------------------------------------------------------------- memory
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def reset(state, settings):
     """Forget every input (a clock jump back): nothing heard, encoders at their defaults, a reset pending."""
     state.last_stamp[:] = np.nan
@@ -401,7 +401,7 @@ def _waited(state, settings, i):
     return state.last_stamp[i] >= reference - settings.stale_timeout
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def _complete_instant(state, settings):
     """Synchronized mode: set ``instant`` to the oldest instant every waited IMU has a queued sample of; samples
     older than the tolerance before the latest head can never complete one and are discarded. False if none."""
@@ -434,7 +434,7 @@ def _complete_instant(state, settings):
     return False
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def _ready_synchronized(state, settings):
     clock = state.clock[0]
     timeout = settings.stale_timeout
@@ -514,7 +514,7 @@ def _default_instant(state, settings):
     return clock.newest if math.isnan(clock.instant) else clock.instant
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     """Run a cycle at ``stamp`` (``stamp_ns`` -1: the newest input's, or round(stamp * 1e9) if another): take its
     samples from the queues and append the cycle to ``out``."""
@@ -583,14 +583,18 @@ its stamp, code and its coordinates' CSR slice (``js_offsets``) of indices, posi
 def schedule(state, settings, inputs, out, status):
     """Offer every input of the window in order (:func:`offer_imu` / :func:`offer_joint_state`), running the
     cycles they complete into ``out``; ``status`` (M,) receives each input's status code."""
-    for e in range(inputs.kind.shape[0]):
-        r = inputs.row[e]
-        if inputs.kind[e] == 0:
-            status[e] = offer_imu(state, settings, inputs.imu_sensor[r], inputs.imu_stamp[r], inputs.stamp_ns[e],
-                                  inputs.now[e], inputs.imu_code[r], inputs.imu_R_GS[r], inputs.imu_w_S[r], e, True,
-                                  out)
+    # The window's arrays taken out of their record once (an access per input costs a reference count each).
+    kind, row, now, stamp_ns = inputs.kind, inputs.row, inputs.now, inputs.stamp_ns
+    imu_sensor, imu_stamp, imu_code, imu_R_GS, imu_w_S = (inputs.imu_sensor, inputs.imu_stamp, inputs.imu_code,
+                                                          inputs.imu_R_GS, inputs.imu_w_S)
+    js_stamp, js_code, js_offsets = inputs.js_stamp, inputs.js_code, inputs.js_offsets
+    js_index, js_position, js_velocity = inputs.js_index, inputs.js_position, inputs.js_velocity
+    for e in range(kind.shape[0]):
+        r = row[e]
+        if kind[e] == 0:
+            status[e] = offer_imu(state, settings, imu_sensor[r], imu_stamp[r], stamp_ns[e], now[e], imu_code[r],
+                                  imu_R_GS[r], imu_w_S[r], e, True, out)
         else:
-            a, b = inputs.js_offsets[r], inputs.js_offsets[r + 1]
-            status[e] = offer_joint_state(state, settings, inputs.js_stamp[r], inputs.stamp_ns[e], inputs.now[e],
-                                          inputs.js_code[r], inputs.js_index[a:b], inputs.js_position[a:b],
-                                          inputs.js_velocity[a:b], e, True, out)
+            a, b = js_offsets[r], js_offsets[r + 1]
+            status[e] = offer_joint_state(state, settings, js_stamp[r], stamp_ns[e], now[e], js_code[r],
+                                          js_index[a:b], js_position[a:b], js_velocity[a:b], e, True, out)
