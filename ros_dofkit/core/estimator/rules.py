@@ -218,12 +218,18 @@ def reset(state, settings):
     clock.first = np.nan
     clock.last_clock = np.nan
     clock.js_stamp = np.nan
+    _start_waiting(clock, True)
+    clock.resets += 1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _start_waiting(clock, after_reset):
+    """Nothing unused since the last cycle (or reset); the next cycle is the first after a reset or not."""
     clock.js_fresh = False
     clock.overdue = False
-    clock.reset_pending = True
-    clock.instant = np.nan
     clock.forced = False
-    clock.resets += 1
+    clock.instant = np.nan
+    clock.reset_pending = after_reset
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -553,11 +559,7 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     out.size[0] = c + 1
     if clock.forced:
         clock.flushed += 1
-    clock.reset_pending = False
-    clock.js_fresh = False
-    clock.overdue = False
-    clock.forced = False
-    clock.instant = np.nan
+    _start_waiting(clock, False)
     clock.stamp_prev = stamp
     clock.cycles += 1
 
