@@ -222,13 +222,12 @@ class Estimator:
 
     def statistics(self) -> dict:
         """Cycle counters: cycles, resets (clock jumps), overwritten_samples (IMU samples dropped before any cycle
-        used them: lost data), flushed_cycles (cycles run without every waited input: a late IMU, or an unused
-        joint state about to be replaced), late_samples (samples stamped at or before the previous cycle: their
-        instant had its cycle), solve_failures."""
+        used them: lost data), flushed_cycles (cycles run early because a source's next sample arrived before the
+        others of its instant), solve_failures."""
         clock = self._state.clock[0]
         return {"cycles": self._cycles, "resets": int(clock["resets"]),
                 "overwritten_samples": int(clock["overwritten"]),
-                "flushed_cycles": int(clock["flushed"]), "late_samples": int(clock["late"]),
+                "flushed_cycles": int(clock["flushed"]),
                 "solve_failures": self._solve_failures}
 
     def stale_sensors(self, now: float) -> tuple:

@@ -20,14 +20,12 @@ The rules (DESIGN.md's data flow; ``now`` NaN = no receive clock, as offline):
 * **Waited IMUs.** A cycle waits for the IMUs heard within ``stale_timeout_s`` before the previous cycle, and,
   during the first ``stale_timeout_s`` after a start or reset, for those not heard yet. An IMU whose newest stamp
   is older than the cycle's stamp minus ``stale_timeout_s`` is stale in that cycle (unobserved).
-* **One instant, one cycle** (free-running, ``sync_tolerance_s`` = 0). Each IMU queues its unused samples. A cycle
-  takes the oldest unused sample of every IMU that has one (the others keep their last one) and runs when every
-  waited IMU has one, at the newest stamp it takes. Samples of one instant arriving in any order therefore make
-  one cycle, even when the next instant's first samples come before the last of this one; a sample stamped no
-  later than the previous cycle (its instant has had its cycle) only replaces its IMU's held sample and is
-  counted as ``late_samples``; a cycle never runs at a stamp at or before the previous one. An IMU holding
-  :data:`FREE_RUNNING_DEPTH` unused samples runs the cycle without the missing ones (counted as
-  ``flushed_cycles``): a silent IMU delays cycles by at most two sample periods until it goes stale.
+* **Free-running** (``sync_tolerance_s`` = 0): a cycle runs at the newest input stamp when every waited IMU has
+  an unused sample; an IMU's new sample arriving while its previous one is unused first runs that cycle with what
+  is buffered (``flushed_cycles``: a late IMU costs at most one sample period, a sensor's instants are never
+  mixed). Samples of one instant arriving within the DDS spread make one cycle as long as the sets do not
+  interleave; when they do (delays beyond a sample period), partial cycles run (issue 16.7 is open: a queue
+  matched by stamp was tried and made results depend on the delivery order after a dropout).
 * **Synchronized** (``sync_tolerance_s`` > 0): a cycle runs for the oldest instant every waited IMU has a queued
   sample of (stamps within the tolerance); older samples are discarded (``overwritten_samples``); when a waited
   IMU falls silent, the oldest queued instant runs once it has waited ``stale_timeout_s``.
@@ -69,8 +67,6 @@ ACCEPTED_UNKNOWN_NAMES = -3  # kept; some joint names were unknown (counted)
 
 #: Unused samples an IMU can queue (synchronized mode: half a second at 500 Hz); an older one is dropped.
 QUEUE_LENGTH = 256
-#: Free-running: an IMU holding this many unused samples runs the cycle without the missing IMUs.
-FREE_RUNNING_DEPTH = 3
 
 #: The scalar memory of the rules (one record).
 CLOCK = np.dtype([
@@ -82,9 +78,7 @@ CLOCK = np.dtype([
     ("overdue", np.bool_),  # manual mode: a sample replaced an unused one; the next ready() is true
     ("reset_pending", np.bool_),  # the next cycle is the first after a start or reset (solved from scratch)
     ("instant", np.float64), ("instant_ns", np.int64),  # the instant ready() found (NaN: none)
-    ("forced", np.bool_),  # ready() found a cycle without every waited IMU
     ("cycles", np.int64), ("resets", np.int64), ("overwritten", np.int64), ("flushed", np.int64),
-    ("late", np.int64),
 ], align=True)
 
 RulesSettings = namedtuple("RulesSettings", [
@@ -227,7 +221,6 @@ def _start_waiting(clock, after_reset):
     """Nothing unused since the last cycle (or reset); the next cycle is the first after a reset or not."""
     clock.js_fresh = False
     clock.overdue = False
-    clock.forced = False
     clock.instant = np.nan
     clock.reset_pending = after_reset
 
@@ -340,16 +333,15 @@ def offer_imu(state, settings, i, stamp, stamp_ns, now, code, R_GS, w_S, input_i
     clock = state.clock[0]
     if settings.sync_tolerance > 0.0:
         _push(state, i, stamp, stamp_ns, R_GS, w_S)
-    elif not run_cycles:
+    else:
+        if (run_cycles and state.queue_count[i] > 0 and state.queue_stamp[i, state.queue_head[i]] < stamp
+                and state.queue_stamp[i, state.queue_head[i]] >= clock.newest - settings.stale_timeout):
+            clock.flushed += 1  # the unused sample's cycle runs first: a sensor's instants are never mixed
+            take_cycle(state, settings, _default_instant(state, settings), -1, input_index, out)
         if state.queue_count[i] > 0:
-            clock.overwritten += 1
+            clock.overwritten += 1  # replaced unused: some live sensor is late; the next cycle runs without it
             clock.overdue = True
             state.queue_count[i] = 0
-        _push(state, i, stamp, stamp_ns, R_GS, w_S)
-    elif not math.isnan(clock.stamp_prev) and stamp <= clock.stamp_prev:
-        clock.late += 1  # its instant has had its cycle: held for the next one, starts none
-        _copy_sample(R_GS, w_S, state.used_R[i], state.used_w[i])
-    else:
         _push(state, i, stamp, stamp_ns, R_GS, w_S)
     state.last_stamp[i] = stamp
     _note_stamp(clock, stamp, stamp_ns)
@@ -473,24 +465,11 @@ def _ready_free_running(state, settings):
         starting = clock.newest < clock.first + timeout
         if arriving or (starting and math.isnan(clock.js_stamp) and settings.measured_count > 0):
             return False
-    complete, forced = True, False
-    instant, instant_ns = -np.inf, -1
     for i in range(state.last_stamp.shape[0]):
-        count = state.queue_count[i]
-        if count >= FREE_RUNNING_DEPTH:
-            forced = True
-        if _waited(state, settings, i) and not (count > 0 and state.last_stamp[i] >= clock.newest - timeout):
-            complete = False
-        if count > 0 and state.queue_stamp[i, state.queue_head[i]] > instant:
-            instant, instant_ns = state.queue_stamp[i, state.queue_head[i]], state.queue_ns[i, state.queue_head[i]]
-    if not (complete or forced):
-        return False
-    if instant == -np.inf:
-        instant, instant_ns = clock.newest, clock.newest_ns
-    if not math.isnan(clock.stamp_prev) and instant <= clock.stamp_prev:
-        return False  # one instant, one cycle
-    clock.instant, clock.instant_ns = instant, instant_ns
-    clock.forced = forced and not complete
+        if _waited(state, settings, i) and not (state.queue_count[i] > 0
+                                                and state.last_stamp[i] >= clock.newest - settings.stale_timeout):
+            return False
+    clock.instant, clock.instant_ns = clock.newest, clock.newest_ns
     return True
 
 
@@ -557,8 +536,6 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
         out.encoder_v[c, j] = state.encoder_v[j]
         out.have_encoder[c, j] = state.have_encoder[j]
     out.size[0] = c + 1
-    if clock.forced:
-        clock.flushed += 1
     _start_waiting(clock, False)
     clock.stamp_prev = stamp
     clock.cycles += 1
