@@ -22,10 +22,26 @@ parts:
   OpenSense's IMUPlacer creates them. :meth:`OpenSimPeer.check_against_plant` compares OpenSim's forward
   kinematics of every IMU frame with the plant's at random configurations.
 
-* :class:`OpenSimImuIk` drives ``opensim.InverseKinematicsSolver`` with an ``OrientationsReference`` exactly as
-  OpenSense's IMUInverseKinematicsTool does (SPEC §3.6, §8.2): accuracy 1e-4, translational coordinates
-  locked, column labels equal to the frame names, ``assemble`` at the first time, then ``track`` at every
-  following time.
+* :class:`OpenSimImuIk` drives ``opensim.InverseKinematicsSolver`` with an ``OrientationsReference`` as
+  OpenSense's IMUInverseKinematicsTool does (SPEC §3.6, §8.2): accuracy 1e-4, column labels equal to the frame
+  names, ``assemble`` at the first time, then ``track`` at every following time. How it holds the coordinates
+  the IMUs do not observe is its ``lock_mode`` (:data:`LOCK_MODES`).
+
+Why the lock mode matters. OpenSim locks a coordinate with a ``SimTK::Constraint::PrescribedMotion``
+(opensim-core Coordinate.cpp, ``_lockedConstraintIndex``). Simbody's Assembler adopts the system's constraints
+as an assembly *error* (weight Infinity), and with any error term its optimizer is InteriorPoint (IPOPT) instead
+of LBFGS: "Optimizer will choose LBFGS for unconstrained (or just bounds-constrained) problems, InteriorPoint for
+constrained problems" (simbody Simbody/src/Assembler.cpp, ``Assembler::reinitializeWithExtraQsLocked``). So
+OpenSense's configuration (floating-base translations locked) runs every frame through IPOPT, several times slower and
+less accurate than LBFGS on the same goal. OpenSim offers two ways to the LBFGS path with the same solution:
+
+* ``"assembler"``: the same coordinates locked, each also given a ``CoordinateReference``. For a locked coordinate
+  with a reference, OpenSim's ``AssemblySolver::setupGoals`` calls ``Assembler::lockQ`` (the q leaves the
+  optimization) and unlocks the constraint in its working state (opensim-core AssemblySolver.cpp): the lock
+  ros_dofkit uses, solved by LBFGS.
+* ``"free"``: no coordinate locked. The orientation goal does not depend on a coordinate no IMU observes (its
+  gradient is zero), so LBFGS leaves it at its starting value: the same solution, one more free q.
+* ``"constraint"``: OpenSense's own configuration (locked coordinates as constraints: IPOPT), for reference.
 
 ``opensim`` is a benchmark extra (``pip install opensim``); importing this module does not need it, the
 classes raise :class:`OpenSimUnavailableError` when it is missing.
@@ -50,6 +66,11 @@ from ros_dofkit.core.spatial import (
 
 #: The version the benchmark numbers in benchmarks/README.md were measured with.
 OPENSIM_PIN = "opensim==4.6"
+
+#: How :class:`OpenSimImuIk` holds the peer's locked coordinates (see the module docstring): "assembler"
+#: (Assembler::lockQ, LBFGS) and "free" (no lock, LBFGS), of similar speed here, then "constraint" (OpenSense's
+#: locks as constraints, IPOPT, several times slower).
+LOCK_MODES = ("assembler", "free", "constraint")
 
 # Plant joint type codes (doc/architecture.md, "Flat arrays").
 _WELD, _REVOLUTE, _PRISMATIC, _PLANAR, _FLOATING = 0, 1, 2, 3, 4
@@ -182,7 +203,9 @@ class OpenSimPeer:
         imus: the sensors, each on a plant body.
         locked_positions: plant q indices held at their default values. Translational coordinates of floating
             joints are always locked too, as OpenSense's IMUInverseKinematicsTool does (orientation sensors
-            cannot observe them). A mimic joint is only accepted when its source coordinate is locked.
+            cannot observe them). These are the model's default locks; :class:`OpenSimImuIk`'s ``lock_mode``
+            decides how (or whether) a solve holds them. A mimic joint is only accepted when its source coordinate
+            is locked (it is frozen as a weld at the source's default value).
         default_positions: (nq,) plant configuration used for the OpenSim coordinates' default values (the
             locked values and the starting point of ``assemble``); the plant's defaults when omitted.
 
@@ -190,6 +213,7 @@ class OpenSimPeer:
         model: the ``opensim.Model`` (already through ``initSystem``).
         state: its working ``SimTK::State``.
         imu_frames: the ``PhysicalOffsetFrame`` of each IMU, in the order of ``imus``.
+        locked_coordinates: the ``opensim.Coordinate`` objects locked by default, in model order.
     """
 
     def __init__(self, plant, imus, locked_positions=(), default_positions=None):
@@ -226,6 +250,7 @@ class OpenSimPeer:
         self.model.setName(f"{getattr(plant, 'name', 'plant')}_opensim_peer")
         self._bodies = [self.model.getGround()]
         self._slots: list[_CoordinateSlot] = []
+        self.locked_coordinates = []
         for b in range(1, tree.num_bodies):
             self._add_body_and_joint(b, tree, body_names[b], joint_names[b])
         self.imu_frames = []
@@ -330,6 +355,8 @@ class OpenSimPeer:
             translational = kind == _FLOATING and k >= 3
             locked = translational or (q_index is not None and q_index in self.locked_positions)
             coordinate.setDefaultLocked(bool(locked))
+            if locked:
+                self.locked_coordinates.append(coordinate)
 
     def _freeze_mimic(self, b, tree, joint_name):
         source = int(tree.mimic_q[b])
@@ -518,13 +545,30 @@ class OpenSimImuIk:
     Args:
         peer: the converted model.
         accuracy: solver accuracy (IMUInverseKinematicsTool uses 1e-4).
+        lock_mode: how the peer's locked coordinates are held, one of :data:`LOCK_MODES` (module docstring):
+            "constraint" is OpenSense's configuration (IPOPT), "assembler" and "free" give the same solution
+            through LBFGS.
     """
 
-    def __init__(self, peer: OpenSimPeer, accuracy: float = 1e-4):
+    def __init__(self, peer: OpenSimPeer, accuracy: float = 1e-4, lock_mode: str = "constraint"):
         if not 0 < accuracy < 1:
             raise ValueError(f"expected 0 < accuracy < 1, received {accuracy}")
+        if lock_mode not in LOCK_MODES:
+            raise ValueError(f"expected a lock_mode among {LOCK_MODES}, received {lock_mode!r}")
         self.peer = peer
         self.accuracy = float(accuracy)
+        self.lock_mode = lock_mode
+
+    def _coordinate_references(self, state):
+        """One CoordinateReference per locked coordinate at its locked value in "assembler" mode (AssemblySolver
+        then calls Assembler::lockQ for it); none otherwise."""
+        osim = self.peer._osim
+        references = osim.SimTKArrayCoordinateReference()
+        if self.lock_mode == "assembler":
+            for coordinate in self.peer.locked_coordinates:
+                references.push_back(osim.CoordinateReference(coordinate.getName(),
+                                                              osim.Constant(coordinate.getValue(state))))
+        return references
 
     def _table(self, times, R_GO):
         osim = self.peer._osim
@@ -563,8 +607,11 @@ class OpenSimImuIk:
         reference = osim.OrientationsReference(self._table(times, R_GO), weights)
         model = self.peer.model
         state = self.peer.reset_state()  # at the default coordinate values: q_start and the locked values
+        if self.lock_mode == "free":
+            for coordinate in self.peer.locked_coordinates:
+                coordinate.setLocked(state, False)
         solver = osim.InverseKinematicsSolver(
-            model, osim.MarkersReference(), reference, osim.SimTKArrayCoordinateReference()
+            model, osim.MarkersReference(), reference, self._coordinate_references(state)
         )
         solver.setAccuracy(self.accuracy)
         q = np.empty((times.size, self.peer.nq))

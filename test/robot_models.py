@@ -1,6 +1,7 @@
 """test/robot_models.py: paths of real robot URDFs shipped by the pip package example-robot-data.
 
-Tests import ``urdf_path("panda")`` etc. The data directory is found from the installed distribution's file list
+Tests import ``urdf_path("panda")`` etc., or ``all_urdf_files()`` for every URDF of the package. The data directory
+is found from the installed distribution's file list
 (importlib.metadata), falling back to ``<sys.prefix>/lib/pythonX.Y/site-packages/cmeel.prefix/...``; when neither
 exists the tests that need it are skipped with a message saying which package to install.
 """
@@ -57,6 +58,12 @@ def robots_dir() -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
+
+
+def all_urdf_files() -> list[str]:
+    """Every ``*.urdf`` of example-robot-data, relative to its robots directory, sorted; empty when not installed."""
+    base = robots_dir()
+    return [] if base is None else sorted(str(path.relative_to(base)) for path in base.rglob("*.urdf"))
 
 
 def urdf_path(short_name: str) -> Path:

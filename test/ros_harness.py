@@ -174,6 +174,23 @@ def _stop_leftover_processes() -> None:
         process.stop(timeout=1.0)
 
 
+def assert_one_tf_tree(pairs, root: str) -> None:
+    """What a tf2 buffer builds from ``(parent, child)`` frame pairs is one tree under ``root``: every frame has
+    exactly one parent, no transform is a self-transform, and every frame reaches ``root``."""
+    pairs = set(pairs)
+    children = [child for _, child in pairs]
+    assert len(children) == len(set(children)), f"a frame with two parents in {sorted(pairs)}"
+    assert all(parent != child for parent, child in pairs), f"a self-transform in {sorted(pairs)}"
+    parent_of = {child: parent for parent, child in pairs}
+    for frame in parent_of:
+        seen = set()
+        while frame in parent_of:
+            assert frame not in seen, f"a loop through {frame}"
+            seen.add(frame)
+            frame = parent_of[frame]
+        assert frame == root, f"{sorted(seen)} do not reach {root!r}"
+
+
 class MessageCollector:
     """Messages received on one subscription, in arrival order."""
 

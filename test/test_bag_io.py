@@ -257,14 +257,17 @@ def _records(ts):
 
 
 def write_with_rosbags(path, records, typestore, version: int) -> None:
-    """The bag rosbags' own writer makes of ``records`` (metadata ``version``)."""
+    """The bag rosbags' own writer makes of ``records`` (metadata ``version``), with the offered QoS ours records."""
     from rosbags.rosbag2 import Writer
+
+    from ros_dofkit.ros.bag_io import offered_qos
 
     with Writer(path, version=version) as writer:
         connections = {}
         for topic, stamp, message in records:
             if topic not in connections:
-                connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore)
+                connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=typestore,
+                                                           offered_qos_profiles=[offered_qos(topic)])
             writer.write(connections[topic], stamp, typestore.serialize_cdr(message, message.__msgtype__))
 
 
@@ -445,3 +448,24 @@ def test_bag_appears_complete_at_close_and_not_at_all_after_an_abort_or_an_excep
         interrupted.write("/joint_states", 1_000, joint_state(interrupted.typestore, 1_000, [0.1]))
         raise KeyboardInterrupt
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_bags_record_the_offered_qos_so_ros2_bag_play_latches_tf_static(tmp_path, typestore, storage):
+    """metadata.yaml (as rosbag2 Jazzy reads it, version 9) and rosbags' reader see /tf_static offered transient
+    local (keep last 1) and /tf volatile: ``ros2 bag play`` republishes with the recorded profile."""
+    import yaml
+
+    with BagWriter(tmp_path / "bag", storage=storage) as bag:
+        bag.write("/tf_static", 1, tf_message(typestore, 1, 0.1))
+        bag.write("/tf", 2, tf_message(typestore, 2, 0.2))
+    information = yaml.safe_load((tmp_path / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    profiles = {entry["topic_metadata"]["name"]: entry["topic_metadata"]["offered_qos_profiles"]
+                for entry in information["topics_with_message_count"]}
+    assert [(p["durability"], p["reliability"], p["history"], p["depth"]) for p in profiles["/tf_static"]] == [
+        ("transient_local", "reliable", "keep_last", 1)]
+    assert [p["durability"] for p in profiles["/tf"]] == ["volatile"]
+    with Reader(tmp_path / "bag") as reader:
+        offered = {c.topic: c.ext.offered_qos_profiles for c in reader.connections}
+    assert offered["/tf_static"][0].durability.name == "TRANSIENT_LOCAL"
+    assert offered["/tf"][0].durability.name == "VOLATILE"

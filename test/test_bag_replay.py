@@ -306,3 +306,34 @@ def test_replay_loop_clock_input_going_back_resets_tracking():
     assert second[0].tracking_reset
     names = list(second[0].position_names)
     np.testing.assert_allclose([r.q for r in second], truth.at([r.stamp for r in second], names), atol=1e-6)
+
+
+def test_offline_replay_follows_the_node_tf_ownership_and_refuses_a_second_parent(tmp_path):
+    """The same TF rules as the node (ros/tf_tree.py): with robot_localization owning odom -> trunk the replay
+    writes no transform for the trunk, the rest hangs below it, and the Odometry's header is odom; a world frame
+    naming a link of the model is refused before anything is written."""
+    from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
+    from ros_dofkit.replay.pipeline import ReplayError
+    from ros_dofkit.ros.parameters import load_parameter_file
+
+    values = load_parameter_file(Path(__file__).resolve().parents[1] / "config" / "quadruped.yaml")
+    setup = ReplaySetup.from_parameters({**values, "world_frame": "odom", "publish_root_tf": False})
+    plant = setup.plant
+    legs = list(plant.articulated_view().position_names())
+    run = SensorSimulator(plant, [SimulatedImu("trunk", "trunk_imu_link")], legs,
+                          SineTrajectory(plant, seed=2, max_amplitude=0.3, max_translation=0.0), seed=2).run(0.3)
+    factory = MessageFactory()
+    bag = tmp_path / "quadruped"
+    with BagWriter(bag, typestore=factory.typestore) as writer:
+        writer.write_all(simulation_records(run, factory, {"trunk": "/imu/trunk/data"}, truth_topic=None))
+    out = tmp_path / "out"
+    replay_bag(bag, setup, out)
+    pairs = {(t.header.frame_id, t.child_frame_id) for r in read_bag(out, topics=["/tf", "/tf_static"])
+             for t in r.message.transforms}
+    assert pairs and not any(child == "trunk" for _, child in pairs)
+    assert any(parent == "trunk" for parent, _ in pairs)
+    headers = {(r.message.header.frame_id, r.message.child_frame_id)
+               for r in read_bag(out, topics=["/estimated/odometry/quadruped"])}
+    assert headers == {("odom", "trunk")}
+    with pytest.raises(ReplayError, match="second parent"):
+        ReplaySetup.from_parameters({**values, "world_frame": "fl_shank"})

@@ -138,27 +138,46 @@ def test_harness_runs_our_solver_on_a_few_frames(panda, runner):
 
 def test_humanoid_harness_and_table(humanoid):
     scenario = humanoid.truncated(4)
-    rows = [ik.score(scenario, ik.run_dofkit_track(scenario))]
+    rows = [ik.score(scenario, runner(scenario)) for runner in (ik.run_dofkit_track, ik.run_dofkit_track_sequence)]
     assert rows[0].max_joint_error < 1e-2 and rows[0].max_base_error < 1e-2
     table = ik.format_table(scenario, rows)
     assert "base err rad" in table and "ros_dofkit track()" in table
-    lines = ik.budget_lines(scenario, rows, None)
-    assert any("NOT MEASURED" in line for line in lines)
-    assert any(("PASS" in line or "MISS" in line) and "floor 1000" in line for line in lines)
+    lines = ik.budget_lines([ik.Round(rows, [])])
+    assert len(lines) == 2 and all("NOT MEASURED" in line for line in lines)
+    assert ">= 30x" in lines[0] and ">= 60x" in lines[1]
 
 
-def test_budget_verdicts_compare_speed_and_accuracy(panda):
-    fast_accurate = ik.Row("ours", 5000.0, 1.0, 1e-4, 1e-5, 0.0)
-    slow = ik.Row("ours", 3000.0, 1.0, 1e-4, 1e-5, 0.0)
-    sloppy = ik.Row("ours", 5000.0, 1.0, 1e-2, 1e-3, 0.0)
-    peer = ik.Row("OpenSim", 400.0, 1.0, 5e-3, 5e-4, 0.0)
-    assert ik.budget_lines(panda, [fast_accurate], peer)[0].lstrip().startswith("PASS")
-    assert ik.budget_lines(panda, [slow], peer)[0].lstrip().startswith("MISS")
-    assert "WORSE" in ik.budget_lines(panda, [sloppy], peer)[0]
+def _rows(track_fps, sequence_fps, error=1e-4):
+    return [ik.Row("ros_dofkit track()", track_fps, 1.0, error, error / 10, 0.0),
+            ik.Row("ros_dofkit track_sequence()", sequence_fps, 1.0, error, error / 10, 0.0)]
+
+
+def test_budget_verdicts_take_the_worst_round_against_its_fastest_opensim_configuration():
+    def opensim(fast, slow):
+        return [ik.Row(ik.MODE_LABELS["assembler"], fast, 1.0, 1e-4, 1e-5, 0.0),
+                ik.Row(ik.MODE_LABELS["constraint"], slow, 1.0, 5e-3, 5e-4, 0.0)]
+
+    # Round 1: 40x and 80x the fastest configuration (1000 frames/s); round 2: 25x and 70x (track() misses).
+    rounds = [ik.Round(_rows(40_000, 80_000), opensim(1000, 100)), ik.Round(_rows(50_000, 140_000), opensim(2000, 90))]
+    assert rounds[1].peer.solver == ik.MODE_LABELS["assembler"]
+    track, sequence = ik.budget_lines(rounds)
+    assert track.lstrip().startswith("MISS") and "25.0x" in track and "40.0x 25.0x" in track
+    assert sequence.lstrip().startswith("PASS") and "70.0x" in sequence
+    assert "equal or better" in track
+    # The peer is the fastest configuration even when a slower one is less accurate: our accuracy is held to it.
+    sloppy = [ik.Round(_rows(40_000, 80_000, error=2e-3), opensim(1000, 100))]
+    assert all("WORSE" in line and line.lstrip().startswith("MISS") for line in ik.budget_lines(sloppy))
     # Equal within 1 % + 1e-4 rad (both solvers stopped at accuracy 1e-4 on the same noisy problem) counts as equal.
-    tie = ik.Row("ours", 5000.0, 1.0, 5e-3 * 1.005, 5e-4, 0.0)
-    assert ik.budget_lines(panda, [tie], peer)[0].lstrip().startswith("PASS")
-    assert "--no-opensim given" in ik.budget_lines(panda, [tie], None, "--no-opensim given")[0]
+    tie = [ik.Round(_rows(40_000, 80_000, error=1e-4 * 1.005 + 5e-5), opensim(1000, 100))]
+    assert all(line.lstrip().startswith("PASS") for line in ik.budget_lines(tie))
+    assert "--no-opensim given" in ik.budget_lines([ik.Round(_rows(1, 1), [])], "--no-opensim given")[0]
+
+
+def test_median_rows_take_the_median_rate_per_solver():
+    rounds = [ik.Round(_rows(r, 2 * r), []) for r in (10.0, 30.0, 20.0)]
+    medians = ik.median_rows(rounds, lambda r: r.ours)
+    assert [row.frames_per_second for row in medians] == [20.0, 40.0]
+    assert medians[0].solver == "ros_dofkit track()"
 
 
 def test_command_runs_end_to_end_without_opensim(capsys):
@@ -189,3 +208,15 @@ def test_missing_opensim_is_reported_not_fatal(monkeypatch, capsys):
     assert status == 0
     assert "opensim is not importable" in out and "could not be measured" in out
     assert "OpenSim IKSolver" not in out
+
+
+def test_fastest_of_keeps_the_first_estimates_and_the_shortest_times():
+    times = iter([(0.3, 0.02), (0.1, 0.05), (0.2, 0.01)])
+
+    def runner(tag):
+        assemble, track = next(times)
+        return ik.SolverResult(tag, np.full((3, 1), assemble), assemble, track)
+
+    result = ik.fastest_of(3, runner, "ours")
+    assert result.track_seconds == 0.01 and result.assemble_seconds == 0.1
+    np.testing.assert_array_equal(result.q, 0.3)  # the first run's estimates

@@ -100,6 +100,14 @@ def test_install_layout_is_ament_python(install_prefix):
         assert (site_packages / "ros_dofkit" / "models" / source.name).is_file(), source
 
 
+def test_installed_executables_run_with_the_interpreter_that_ran_colcon(install_prefix):
+    """README's Ubuntu 24.04 recipe runs colcon with a --system-site-packages venv's interpreter: the installed
+    executables must name that interpreter, so that ``ros2 run`` sees the venv's pip packages (PEP 668)."""
+    for name in console_script_names():
+        first_line = (install_prefix / "lib" / "ros_dofkit" / name).read_text(encoding="utf-8").splitlines()[0]
+        assert first_line == f"#!{sys.executable}", (name, first_line)
+
+
 def test_installed_package_resolves_to_the_install_prefix(install_prefix):
     probe = (
         "import ros_dofkit; from ament_index_python.packages import get_package_share_directory as share; "

@@ -99,3 +99,35 @@ def test_launch_overrides():
     assert launch_overrides("", "", "false") == {"use_sim_time": False}
     assert launch_overrides("<robot/>", "a.urdf, b.urdf", "True") == {
         "use_sim_time": True, "robot_description": "<robot/>", "urdf_files": ["a.urdf", "b.urdf"]}
+
+
+def test_rviz_argument_starts_rviz2_where_installed_in_the_estimator_namespace():
+    from ros_dofkit.ros.launch_support import rviz_command
+
+    installed = {"rviz2": "/opt/ros/jazzy/bin/rviz2"}.get
+    assert rviz_command("false", "a.rviz", "", which=installed) is None
+    assert rviz_command("true", "a.rviz", "", which=lambda name: None) == []
+    assert rviz_command("true", "a.rviz", "", which=installed) == ["/opt/ros/jazzy/bin/rviz2", "-d", "a.rviz"]
+    assert rviz_command("True", "a.rviz", "/robot1/", which=installed)[-3:] == ["--ros-args", "-r", "__ns:=/robot1"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "config").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_configuration_has_an_rviz_file_showing_its_robot_tf_and_imus(path):
+    """RobotModel from the robot_description topic (transient local, as published), TF, one Axes per IMU frame,
+    fixed frame the configuration's world frame; installed with the configurations."""
+    import yaml
+
+    from ros_dofkit.ros.parameters import load_parameter_file
+
+    values = load_parameter_file(path)
+    rviz = yaml.safe_load(path.with_suffix(".rviz").read_text())["Visualization Manager"]
+    displays = {display["Class"]: display for display in rviz["Displays"]}
+    model = displays["rviz_default_plugins/RobotModel"]
+    assert model["Description Source"] == "Topic" and model["Description Topic"]["Value"] == "robot_description"
+    assert model["Description Topic"]["Durability Policy"] == "Transient Local"
+    assert "rviz_default_plugins/TF" in displays
+    axes = {d["Reference Frame"] for d in rviz["Displays"] if d["Class"] == "rviz_default_plugins/Axes"}
+    prefix = values.get("frame_prefix", "")
+    assert axes == {prefix + values[f"imus.{imu}.body"] for imu in values["imu_names"]}
+    assert rviz["Global Options"]["Fixed Frame"] == values.get("world_frame", "world")
+    assert 'glob("config/*.rviz")' in (ROOT / "setup.py").read_text()

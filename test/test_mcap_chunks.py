@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 from lz4.frame import compress as lz4_compress
+from rosbags.rosbag2.metadata import dump_qos_v8
 
 from ros_dofkit.ros import bag_io, mcap_chunks
-from ros_dofkit.ros.bag_io import BagError, BagWriter, iter_raw, read_raw
+from ros_dofkit.ros.bag_io import BagError, BagWriter, iter_raw, offered_qos, read_raw
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -40,8 +41,10 @@ def schema_record(schema_id: int, name: str) -> bytes:
 
 
 def channel_record(channel_id: int, topic: str) -> bytes:
+    # user_data: the offered QoS that BagWriter records in metadata.yaml (rosbags matches channels to it).
+    user_data = string("offered_qos_profiles") + string(dump_qos_v8([offered_qos(topic)]))
     return record(0x04, struct.pack("<HH", channel_id, channel_id) + string(topic) + string("cdr") +
-                  struct.pack("<I", 0))
+                  struct.pack("<I", len(user_data)) + user_data)
 
 
 def message_record(channel_id: int, sequence: int, log_time: int, data: bytes) -> bytes:

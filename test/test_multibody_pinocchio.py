@@ -1,5 +1,7 @@
 """Forward kinematics and frame Jacobians of the plant against Pinocchio, an independent implementation, on real
-robot URDFs from example-robot-data (arms, legged robots and humanoids, floating bases and mimic joints).
+robot URDFs from example-robot-data (arms, legged robots and humanoids, floating bases and mimic joints), and every
+URDF of example-robot-data: what Pinocchio loads loads here with the same body poses (what Pinocchio refuses is
+refused here too).
 
 Pinocchio's conventions differ and are converted here: its free-flyer q is [x y z qx qy qz qw]; continuous
 joints use (cos θ, sin θ); mimic joints are independent coordinates unless parsed with mimic=True (we set them
@@ -8,20 +10,30 @@ to multiplier * source + offset); fixed-joint links are frames; frame Jacobians 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from robot_models import FLOATING_BASE, urdf_path
-from ros_dofkit.core.multibody import MultibodyPlant
+from robot_models import FLOATING_BASE, all_urdf_files, robots_dir, urdf_path
+from ros_dofkit.core.multibody import MultibodyPlant, URDFError, URDFWarning
 
 pin = pytest.importorskip("pinocchio")
+
+
+def add_real_robot(plant: MultibodyPlant, path, **options) -> None:
+    """Real robots carry parts kinematics does not use (transmissions, Gazebo tags): their URDFWarnings are tested
+    in test_multibody_urdf.py and expected here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", URDFWarning)
+        plant.add_urdf(path, **options)
 
 
 def load_both(short_name: str):
     path = urdf_path(short_name)
     plant = MultibodyPlant()
     floating = short_name in FLOATING_BASE
-    plant.add_urdf(path, base_joint="floating" if floating else "fixed")
+    add_real_robot(plant, path, base_joint="floating" if floating else "fixed")
     plant.finalize()
     model = pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer()) if floating else \
         pin.buildModelFromUrdf(str(path))
@@ -123,3 +135,33 @@ def test_batched_poses_match_pinocchio_per_configuration():
     for k in range(5):
         pin.framesForwardKinematics(model, data, to_pinocchio(plant, model, q[k])[0])
         np.testing.assert_allclose(X[k], data.oMf[model.getFrameId("panda_hand")].homogeneous, atol=1e-10)
+
+
+EVERY_URDF = all_urdf_files() or ["(example-robot-data not installed)"]
+
+
+@pytest.mark.parametrize("relative_path", EVERY_URDF)
+def test_every_example_robot_data_urdf_loads_with_pinocchios_body_poses(relative_path):
+    """Fixed base, two random configurations, every body; parts kinematics does not use may warn (URDFWarning)."""
+    if robots_dir() is None:
+        pytest.skip("the pip package example-robot-data is not installed")
+    path = robots_dir() / relative_path
+    try:
+        model = pin.buildModelFromUrdf(str(path))
+    except ValueError:  # ur3.urdf: urdfdom's "No name given for the robot"
+        with pytest.raises(URDFError, match="<robot> element without a name"):
+            MultibodyPlant().add_urdf(path)
+        return
+    plant = MultibodyPlant()
+    add_real_robot(plant, path)
+    plant.finalize()
+    data = model.createData()
+    rng = np.random.default_rng(17)
+    for _ in range(2):
+        q = random_configuration(plant, rng)
+        pin.framesForwardKinematics(model, data, to_pinocchio(plant, model, q)[0])
+        X_WB = plant.calc_body_poses(q)
+        for body_index in range(1, plant.num_bodies()):
+            name = plant.get_body(body_index).name
+            X_pin = data.oMf[model.getFrameId(name, pin.FrameType.BODY)].homogeneous
+            np.testing.assert_allclose(X_WB[body_index], X_pin, atol=1e-9, err_msg=name)

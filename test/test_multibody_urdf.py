@@ -4,11 +4,14 @@ types, limits, damping, mimic, transmissions, base joints, world links, several 
 from __future__ import annotations
 
 import math
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from robot_models import urdf_path
 from ros_dofkit.core import spatial
 from ros_dofkit.core.multibody import (
     MultibodyPlant,
@@ -17,6 +20,7 @@ from ros_dofkit.core.multibody import (
     QuaternionFloatingJoint,
     UnknownNameError,
     URDFError,
+    URDFWarning,
     parse_urdf,
 )
 
@@ -86,21 +90,12 @@ MALFORMED = {
                       "<joint name='j'>: a prismatic joint needs a <limit> element"),
     "negative damping": (robot(CHAIN.replace("<limit", '<dynamics damping="-1"/><limit', 1)),
                          "<joint name='j1'> <dynamics>: damping must be >= 0"),
-    "mimic unknown": (robot(CHAIN.replace("<limit", '<mimic joint="j3"/><limit', 1)),
-                      "<joint name='j1'> <mimic joint='j3'>: unknown joint; did you mean"),
     "mimic no joint": (robot(CHAIN.replace("<limit", '<mimic/><limit', 1)), "<mimic>: missing attribute 'joint'"),
-    "mimic on planar": (robot(LINKS + joint("p", "planar", "a", "b", '<mimic joint="k"/>')
-                              + joint("k", "revolute", "a", "c")), "<mimic> is supported on revolute"),
-    "mimic of fixed": (robot(LINKS + joint("f", "fixed", "a", "b", "")
-                             + joint("k", "revolute", "a", "c", '<limit/><mimic joint="f"/>')),
-                       "the source must be revolute, continuous or prismatic, not fixed"),
     "mimic cycle": (robot(LINKS + joint("j1", extra='<limit/><mimic joint="j2"/>')
                           + joint("j2", parent="b", child="c", extra='<limit/><mimic joint="j1"/>')),
                     "mimic joints form a cycle"),
     "mimic multiplier": (robot(CHAIN.replace("<limit", '<mimic joint="j2" multiplier="x"/><limit', 1)),
                          "attribute multiplier='x' is not a number"),
-    "transmission joint": (robot(CHAIN + '<transmission name="t"><joint name="j4"/></transmission>'),
-                           "<transmission name='t'>: unknown joint 'j4'"),
 }
 
 
@@ -113,14 +108,75 @@ def test_malformed_urdf_raises_one_error_class_naming_the_element(case):
     assert isinstance(error.value, ValueError)
 
 
-def test_actuator_on_fixed_joint_is_rejected_when_loading():
-    text = robot(LINKS + joint("f", "fixed", "a", "b", "") + joint("k", "fixed", "a", "c", "")
-                 + "<transmission name='t'><type>transmission_interface/SimpleTransmission</type>"
-                 "<joint name='f'/><actuator name='m'/></transmission>")
+SIMPLE = "<type>transmission_interface/SimpleTransmission</type>"
+
+#: What kinematics does not use or cannot honour: (document, the warning, the position names of the loaded plant).
+#: urdfdom and Pinocchio load each of these; example-robot-data has every kind (PR2, Baxter, Kinova, Talos, Alex).
+IGNORED = {
+    "mimic of unknown joint": (robot(CHAIN.replace("<limit", '<mimic joint="j3"/><limit', 1)),
+                               "ignored <mimic> of an unknown joint (the joint keeps its own coordinate): 'j1 -> j3'",
+                               ["j1", "j2"]),
+    "mimic on planar": (robot(LINKS + joint("p", "planar", "a", "b", '<mimic joint="k"/>')
+                              + joint("k", "revolute", "a", "c")),
+                        "ignored <mimic> on a planar joint (it stays planar): 'p'", ["p_x", "p_y", "p_qz", "k"]),
+    "mimic on fixed": (robot(LINKS + joint("f", "fixed", "a", "b", '<mimic joint="k"/>')
+                             + joint("k", "revolute", "a", "c")),
+                       "ignored <mimic> on a fixed joint (it stays fixed): 'f'", ["k"]),
+    "mimic of fixed": (robot(LINKS + joint("f", "fixed", "a", "b", "")
+                             + joint("k", "revolute", "a", "c", '<limit/><mimic joint="f"/>')),
+                       "ignored <mimic> of a fixed joint (the joint keeps its own coordinate): 'k -> f'", ["k"]),
+    "transmission of unknown joint": (
+        robot(CHAIN + f'<transmission name="t">{SIMPLE}<joint name="j4"/></transmission>'),
+        "ignored <transmission> of an unknown joint (no actuator): 't -> j4'", ["j1", "j2"]),
+    "transmission of fixed joint": (
+        robot(LINKS + joint("f", "fixed", "a", "b", "") + joint("k", "revolute", "a", "c")
+              + f"<transmission name='t'>{SIMPLE}<joint name='f'/><actuator name='m'/></transmission>"),
+        "ignored <transmission> of a fixed joint (no actuator: no coordinate of its own): 't'", ["k"]),
+    "transmission of mimic joint": (
+        robot(CHAIN.replace("<limit", '<mimic joint="j2"/><limit', 1)
+              + f"<transmission name='t'>{SIMPLE}<joint name='j1'/></transmission>"),
+        "ignored <transmission> of a mimic joint (no actuator: no coordinate of its own): 't'", ["j2"]),
+    "differential transmission": (
+        robot(CHAIN + "<transmission name='w'><type>transmission_interface/DifferentialTransmission</type>"
+              "<joint name='j1'/><joint name='j2'/></transmission>"),
+        "ignored <transmission> of type transmission_interface/DifferentialTransmission (no actuator: only a "
+        "SimpleTransmission of one joint maps to one): 'w'", ["j1", "j2"]),
+    "unknown tags": (
+        robot(LINKS.replace('<link name="b"/>', '<link name="b"><contact/></link>') + '<sensors/>'
+              + joint("j1", child="b").replace("<limit", "<spring/><limit") + joint("j2", parent="b", child="c")),
+        "ignored <contact> in <link> (not a URDF element kinematics uses): 'b'", ["j1", "j2"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IGNORED))
+def test_what_kinematics_does_not_use_is_a_warning_naming_the_element(case):
+    text, message, positions = IGNORED[case]
+    with pytest.warns(URDFWarning) as record:
+        model = parse_urdf(text)
+    assert message in model.ignored
+    assert [str(w.message) for w in record] == [f"URDF 'r' (URDF string): {note}" for note in model.ignored]
     plant = MultibodyPlant()
-    with pytest.raises(URDFError, match="<transmission name='t'>: joint 'f' \\(fixed\\) has no single coordinate"):
+    with pytest.warns(URDFWarning, match=re.escape(message)):
         plant.add_urdf(text)
-    assert plant.num_model_instances() == 1 and plant.num_bodies() == 1 and plant.num_frames() == 1  # no trace
+    assert not any(plant.get_joint_actuator(i).joint.name in ("f", "j1") for i in range(plant.num_actuators()))
+    plant.finalize()
+    assert plant.position_names() == positions
+
+
+def test_unknown_tags_are_named_where_they_are():
+    text, _, _ = IGNORED["unknown tags"]
+    with pytest.warns(URDFWarning):
+        ignored = parse_urdf(text).ignored
+    assert ignored == [
+        "ignored <sensors> in <robot> (not a URDF element kinematics uses): 'r'",
+        "ignored <contact> in <link> (not a URDF element kinematics uses): 'b'",
+        "ignored <spring> in <joint> (not a URDF element kinematics uses): 'j1'",
+    ]
+
+
+def test_a_clean_urdf_warns_about_nothing(recwarn):
+    assert parse_urdf(FIXTURES / "mobile_arm.urdf").ignored == []
+    assert not [w for w in recwarn if issubclass(w.category, URDFWarning)]
 
 
 def test_missing_file_is_a_urdf_error(tmp_path):
@@ -221,8 +277,65 @@ def test_world_link_keeps_the_urdf_floating_joint():
     np.testing.assert_allclose(X, spatial.make_transform(spatial.rotation_z(0.3), [0, 0, 1]), atol=1e-15)
     assert plant.position_names() == ["free_qw", "free_qx", "free_qy", "free_qz", "free_x", "free_y", "free_z",
                                       "spin"]
-    with pytest.raises(MultibodyValueError, match="world' link whose joints define its base"):
-        MultibodyPlant().add_urdf(FIXTURES / "floating_world.urdf", base_joint="floating")
+
+
+def test_planar_or_floating_base_joint_replaces_the_world_joint_at_its_origin():
+    plant = MultibodyPlant()
+    plant.add_urdf(FIXTURES / "floating_world.urdf", base_joint="planar")
+    plant.finalize()
+    assert not plant.has_joint_named("free")
+    assert plant.position_names() == ["body_x", "body_y", "body_qz", "spin"]
+    assert plant.get_joint_by_name("body").parent_body.index == 0
+    X_WF = spatial.make_transform(spatial.rotation_z(0.3), [0, 0, 1])  # the replaced joint's origin
+    q = np.array([0.4, -0.2, 0.7, 0.0])
+    X = plant.calc_body_poses(q)[plant.get_body_by_name("body").index]
+    np.testing.assert_allclose(X, X_WF @ spatial.make_transform(spatial.rotation_z(0.7), [0.4, -0.2, 0]), atol=1e-15)
+
+    two = robot('<link name="world"/><link name="a"/><link name="b"/>' + joint("wa", "fixed", "world", "a", "")
+                + joint("wb", "fixed", "world", "b", ""))
+    plant = MultibodyPlant()
+    with pytest.raises(MultibodyValueError, match="replaces the one joint from its 'world' link, but that link has 2 "
+                                                  "\\('wa', 'wb'\\); load it with base_joint='fixed'"):
+        plant.add_urdf(two, base_joint="floating")
+    assert plant.num_model_instances() == 1 and plant.num_bodies() == 1  # no trace
+    plant.add_urdf(two, base_joint="fixed")  # the URDF's world joints, as written
+
+
+def without_world_link(path: Path) -> str:
+    """The URDF as the user of issue 21 edited it: its world link and the joint from it deleted."""
+    root = ET.parse(path).getroot()
+    for element in list(root):
+        if (element.tag == "link" and element.get("name") == "world") or (
+                element.tag == "joint" and element.find("parent").get("link") == "world"):
+            root.remove(element)
+    return ET.tostring(root, encoding="unicode")
+
+
+@pytest.mark.parametrize("base_joint", ["planar", "floating"])
+def test_ur5_with_a_world_link_takes_the_requested_base_joint(base_joint):
+    """UR5's ur5_robot.urdf (example-robot-data) welds base_link to a world link: the requested base joint
+    replaces that weld, giving the robot the user got by deleting the world link from the XML."""
+    path = urdf_path("ur5")
+    replaced, stripped = MultibodyPlant(), MultibodyPlant()
+    replaced.add_urdf(path, base_joint=base_joint)
+    stripped.add_urdf(without_world_link(path), base_joint=base_joint)
+    for plant in (replaced, stripped):
+        plant.finalize()
+    base = replaced.get_joint_by_name("base_link")
+    assert base.type_name == {"planar": "planar", "floating": "quaternion_floating"}[base_joint]
+    assert base.parent_body.index == 0 and not replaced.has_joint_named("world_joint")
+    assert replaced.position_names() == stripped.position_names()
+    assert replaced.position_names()[:base.num_positions] == [n for n in replaced.position_names()
+                                                               if n.startswith("base_link_")]
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        q = replaced.integrate_positions(replaced.default_positions(), rng.normal(size=replaced.num_velocities()))
+        np.testing.assert_allclose(replaced.calc_body_poses(q), stripped.calc_body_poses(q), atol=1e-14)
+    welded = MultibodyPlant()
+    welded.add_urdf(path)  # "fixed": the URDF's world joint as written
+    welded.finalize()
+    assert welded.get_joint_by_name("world_joint").type_name == "weld"
+    assert welded.num_positions() == replaced.num_positions() - base.num_positions
 
 
 def test_base_joint_choices_and_string_source():
@@ -266,7 +379,10 @@ def test_mimic_on_fixed_joint_is_ignored_and_non_simple_transmissions_add_no_act
                  "<transmission name='u'><type>transmission_interface/SimpleTransmission</type>"
                  "<joint name='k'/></transmission>")
     plant = MultibodyPlant()
-    plant.add_urdf(text)
+    with pytest.warns(URDFWarning) as record:
+        plant.add_urdf(text)
+    assert [str(w.message).split(": ignored ")[1].split(" (")[0] for w in record] == [
+        "<mimic> on a fixed joint", "<transmission> of type transmission_interface/DifferentialTransmission"]
     plant.finalize()
     assert plant.get_joint_by_name("f").type_name == "weld"
     assert [plant.get_joint_actuator(i).name for i in range(plant.num_actuators())] == ["u"]

@@ -31,7 +31,7 @@ from tf2_msgs.msg import TFMessage
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_z, rotvec_to_matrix
 from ros_dofkit.ros.qos import output_qos, tf_qos, tf_static_qos
-from ros_harness import HarnessTimeout
+from ros_harness import HarnessTimeout, assert_one_tf_tree
 
 pytestmark = pytest.mark.ros
 
@@ -467,10 +467,7 @@ def test_bad_parameters_at_start_stop_the_node_with_the_reason(ros_processes, tm
     assert "arm_link5" in process.output() and "cannot start" in process.output()
 
 
-def test_per_instance_topics_carry_exactly_their_joints(ros_node, ros_processes, tmp_path):
-    plant = build_plant([ModelSpec("mobile_base.urdf", "base", "planar"),
-                         ModelSpec("arm7.urdf", "arm", "fixed", "arm_mount")])
-    params = """
+MOBILE_PARAMS = """
 urdf_files: [mobile_base.urdf, arm7.urdf]
 model_names: [base, arm]
 base_joints: [planar, fixed]
@@ -489,10 +486,15 @@ stale_timeout: 0.3
 sync_joint_states: true
 sync_tolerance: 0.001
 """
-    ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file", write_params(tmp_path, params)
-                        ).wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
-    base_out = ros_node.collect(JointState, "/m/out/base/joint_states", output_qos())
-    arm_out = ros_node.collect(JointState, "/m/out/arm/joint_states", output_qos())
+
+
+def start_mobile_manipulator(ros_node, ros_processes, tmp_path, extra=""):
+    """The node on the planar base + arm (two model instances), and a stream of its exact sensor readings."""
+    plant = build_plant([ModelSpec("mobile_base.urdf", "base", "planar"),
+                         ModelSpec("arm7.urdf", "arm", "fixed", "arm_mount")])
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, MOBILE_PARAMS + extra))
+    process.wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
     names = list(plant.position_names())
     measured = [n for n in names if n not in ("base_link_qz", "arm_joint6", "arm_joint7")]
 
@@ -503,6 +505,13 @@ sync_tolerance: 0.001
     stream = Stream(ros_node, plant, {"base": "/m/imu/base", "hand": "/m/imu/hand"},
                     {"base": "base_imu_link", "hand": "arm_link7"}, {"base": np.eye(3), "hand": np.eye(3)},
                     "/m/joint_states", measured, motion)
+    return process, stream
+
+
+def test_per_instance_topics_carry_exactly_their_joints(ros_node, ros_processes, tmp_path):
+    base_out = ros_node.collect(JointState, "/m/out/base/joint_states", output_qos())
+    arm_out = ros_node.collect(JointState, "/m/out/arm/joint_states", output_qos())
+    _, stream = start_mobile_manipulator(ros_node, ros_processes, tmp_path)
     stream.wait_connected()
     base_messages, arm_messages = stream.lockstep([base_out, arm_out], 10)
     for msg in base_messages:
@@ -516,21 +525,25 @@ sync_tolerance: 0.001
         np.testing.assert_allclose(msg.position, q[5:], atol=1e-5)
 
 
-def test_odometry_twist_is_in_the_child_frame(ros_node, ros_processes, tmp_path):
-    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
-    params = """
+QUADRUPED_PARAMS = """
 urdf_files: [quadruped.urdf]
 model_names: [quadruped]
 base_joints: [floating]
 imu_names: [trunk]
-imus:
-  trunk: {body: trunk_imu_link, topic: /q/imu/trunk, mounting: [0.7071067811865476, 0.0, 0.0, 0.7071067811865476]}
 estimated:
   quadruped: [none]
 joint_states_topic: /q/joint_states
 output_namespace: /q/out
 future_tolerance: 0.5
 stale_timeout: 0.3
+"""
+
+
+def test_odometry_twist_is_in_the_child_frame(ros_node, ros_processes, tmp_path):
+    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+    params = QUADRUPED_PARAMS + """
+imus:
+  trunk: {body: trunk_imu_link, topic: /q/imu/trunk, mounting: [0.7071067811865476, 0.0, 0.0, 0.7071067811865476]}
 """
     ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file", write_params(tmp_path, params)
                         ).wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
@@ -633,3 +646,144 @@ def test_robot_description_and_input_qos_parameters(ros_node, ros_processes, tmp
         lambda: bool(diagnostics.messages)
         and int(diagnostics_value(diagnostics.messages[-1], "qos_incompatible./rd/imu") or 0) >= 1,
         "the incompatible QoS counted in /diagnostics", TIMEOUT)
+
+
+# ---------------------------------------------------------------------------------------------- joining a TF tree
+def tf_pairs(messages) -> set:
+    return {(t.header.frame_id, t.child_frame_id) for m in messages for t in m.transforms}
+
+
+def external_transform(parent: str, child: str):
+    """A TFMessage with one identity transform ``parent -> child`` stamped now (another node's transform)."""
+    from geometry_msgs.msg import TransformStamped
+
+    transform = TransformStamped()
+    transform.header.stamp.sec, transform.header.stamp.nanosec = stamp_now()
+    transform.header.frame_id, transform.child_frame_id = parent, child
+    transform.transform.rotation.w = 1.0
+    return TFMessage(transforms=[transform])
+
+
+def tree_of_the_node(ros_node, stream, external_pairs: set, root: str, cycles: int = 5) -> set:
+    """The node's /tf over a few lock-step cycles and its /tf_static (late subscriber), joined with the external
+    transforms, checked to be one tree; returns the node's own pairs."""
+    tf = ros_node.collect(TFMessage, "/tf", tf_qos())
+    (moving,) = stream.lockstep([tf], cycles)
+    static = ros_node.collect(TFMessage, "/tf_static", tf_static_qos())
+    ros_node.wait_for_messages(static, 1, timeout=TIMEOUT)
+    own = tf_pairs(moving) | tf_pairs(static.messages)
+    assert_one_tf_tree(own | external_pairs, root)
+    return own
+
+
+def test_arm_on_a_table_hangs_from_the_external_table_frame(ros_node, ros_processes, tmp_path, arm_plant):
+    """Case 1: an arm on a table, world -> table published by another node; the arm's root hangs from table."""
+    from std_msgs.msg import String
+
+    start_arm(ros_processes, tmp_path, "parent_frames: [table]")
+    stream = arm_stream(ros_node, arm_plant)
+    own = tree_of_the_node(ros_node, stream, {("world", "table")}, "world")
+    assert ("table", "r1/arm_link0") in own and ("world", "r1/arm_link0") not in own
+    description = ros_node.collect(String, "/robot_description", tf_static_qos())  # late, transient local
+    (urdf,) = ros_node.wait_for_messages(description, 1, timeout=TIMEOUT)
+    assert '<robot name="arm7"' in urdf.data or "arm_link7" in urdf.data
+
+
+def test_mobile_manipulator_under_an_existing_odom_to_base_link(ros_node, ros_processes, tmp_path):
+    """Case 2: odometry owns odom -> base_link; the node publishes everything below base_link and nothing else."""
+    process, stream = start_mobile_manipulator(ros_node, ros_processes, tmp_path,
+                                               "world_frame: odom\npublish_root_tf: false")
+    assert "not publishing odom -> base_link" in process.output()
+    stream.wait_connected()
+    odometry = ros_node.create_publisher(TFMessage, "/tf", tf_qos())  # the robot's own odometry
+    odometry.publish(external_transform("odom", "base_link"))
+    own = tree_of_the_node(ros_node, stream, {("odom", "base_link")}, "odom")
+    assert not any(child == "base_link" for _, child in own)
+    assert any(parent == "base_link" for parent, _ in own)
+
+
+def test_legged_robot_with_robot_localization_owning_odom_to_base(ros_node, ros_processes, tmp_path):
+    """Case 3: robot_localization fuses the node's Odometry and owns odom -> trunk: the Odometry has REP-105 frames
+    and usable covariances, the node's TF hangs below trunk."""
+    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+    params = QUADRUPED_PARAMS + """
+imus:
+  trunk: {body: trunk_imu_link, topic: /q/imu/trunk}
+world_frame: odom
+publish_root_tf: false
+imu_orientation_stddev: 0.02
+imu_angular_velocity_stddev: 0.05
+"""
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, params))
+    process.wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
+    odometry = ros_node.collect(Odometry, "/q/out/odometry/quadruped", output_qos())
+    w_W = np.array([0.2, -0.1, 0.6])
+    default = plant.default_positions()
+
+    def motion(t):
+        q = np.concatenate([matrix_to_quat(rotvec_to_matrix(w_W * t)), default[4:7], np.tile([0.0, 0.6, -1.2], 4)])
+        return q, np.concatenate([w_W, np.zeros(3), np.zeros(12)])
+
+    stream = Stream(ros_node, plant, {"trunk": "/q/imu/trunk"}, {"trunk": "trunk_imu_link"}, {"trunk": np.eye(3)},
+                    "/q/joint_states", list(plant.position_names())[7:], motion)
+    stream.wait_connected()
+    localization = ros_node.create_publisher(TFMessage, "/tf", tf_qos())
+    localization.publish(external_transform("odom", "trunk"))
+    own = tree_of_the_node(ros_node, stream, {("odom", "trunk")}, "odom")
+    assert not any(child == "trunk" for _, child in own)
+    (messages,) = stream.lockstep([odometry], 3)
+    for msg in messages:
+        assert msg.header.frame_id == "odom" and msg.child_frame_id == "trunk"
+        pose = np.reshape(msg.pose.covariance, (6, 6))
+        twist = np.reshape(msg.twist.covariance, (6, 6))
+        # One IMU on the trunk: the rotation variance is the IMU's, per axis; translation unobserved, never 0.
+        np.testing.assert_allclose(np.diag(pose)[3:], 0.02**2, rtol=1e-6)
+        np.testing.assert_allclose(np.diag(twist)[3:], 0.05**2, rtol=1e-6)
+        assert np.all(np.diag(pose)[:3] >= 1e3) and np.all(np.diag(twist)[:3] >= 1e3)
+
+
+@pytest.mark.parametrize("content", [None, "a: [b\n"], ids=["missing", "malformed"])
+def test_a_missing_or_malformed_params_file_gives_the_one_cannot_start_line(ros_processes, tmp_path, content):
+    path = tmp_path / "params.yaml"
+    if content is not None:
+        path.write_text(content)
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file", str(path))
+    assert process.wait_for_exit(timeout=STARTUP_TIMEOUT) == 2
+    output = process.output()
+    assert "cannot start:" in output and str(path) in output and "Traceback" not in output
+
+
+def test_a_wrong_type_on_the_command_line_is_refused_like_in_the_file(ros_processes, tmp_path):
+    """17.6: rcl drops ``-p accuracy:=hello`` silently when the file sets accuracy; the node refuses it."""
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, ARM_PARAMS + "accuracy: 1.0e-4"), "-p", "accuracy:=hello")
+    assert process.wait_for_exit(timeout=STARTUP_TIMEOUT) == 2
+    assert "cannot start: parameter 'accuracy' from the command line" in process.output()
+
+
+def test_unknown_overrides_and_unconstrained_coordinates_are_warned(ros_node, ros_processes, tmp_path):
+    """A mistyped override gets a did-you-mean warning; one hand IMU for five estimated joints names the joints it
+    cannot constrain, in the log and on /diagnostics."""
+    params = ARM_PARAMS.replace("imu_names: [upper_arm, forearm, wrist, hand]", "imu_names: [hand]")
+    process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file",
+                                  write_params(tmp_path, params), "-p", "stale_timout:=0.2")
+    process.wait_for_output("estimator ready", timeout=STARTUP_TIMEOUT)
+    output = process.output()
+    assert "unknown parameter 'stale_timout'; did you mean ['stale_timeout']" in output
+    assert "the IMUs do not constrain" in output
+    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    ros_node.spin_until(lambda: bool(diagnostics.messages), "/diagnostics", TIMEOUT)
+    unconstrained = diagnostics_value(diagnostics.messages[-1], "unconstrained_coordinates").split(",")
+    assert len(unconstrained) >= 2 and all(name.startswith("arm_joint") for name in unconstrained)
+
+
+def test_tf_max_rate_limits_tf_by_input_time_not_the_other_outputs(ros_node, ros_processes, tmp_path, arm_plant):
+    start_arm(ros_processes, tmp_path, "tf_max_rate: 10.0")
+    tf = ros_node.collect(TFMessage, "/tf", tf_qos())
+    outputs = ros_node.collect(JointState, "/t/out/joint_states", output_qos())
+    stream = arm_stream(ros_node, arm_plant)
+    stream.run(tf, 8, rate_hz=100.0, timeout=TIMEOUT)
+    stamps = [sec + nanosec * 1e-9 for sec, nanosec in map(stamp_key, tf.messages)]
+    assert min(np.diff(stamps)) >= 0.1 - 1e-6
+    assert len(outputs) > 3 * len(tf)  # every estimate still goes out on the other topics

@@ -215,3 +215,34 @@ def test_serialized_outputs_equal_the_message_objects(mobile, quadruped):
         # Message equality, not bytes: rclpy's serialize_message leaves CDR padding bytes uninitialized, so two
         # serializations of equal messages may differ byte for byte (seen in CI).
         assert back == objects
+
+
+def test_rate_limiter_admits_by_stamp_and_restarts_on_a_jump_back():
+    from ros_dofkit.ros.estimator_messages import RateLimiter
+
+    every = RateLimiter(0.0)
+    assert all(every.admit(t) for t in (0.0, 0.001, 0.001, 0.002))
+    ten_hz = RateLimiter(10.0)
+    admitted = [t for t in np.arange(0.0, 1.0, 0.01) if ten_hz.admit(round(t, 6))]
+    np.testing.assert_allclose(admitted, np.arange(0.0, 1.0, 0.1), atol=1e-9)
+    assert ten_hz.admit(0.05)  # a looping bag: the stamp goes back
+    assert not ten_hz.admit(0.1)
+    with pytest.raises(ValueError, match="rate_hz"):
+        RateLimiter(-1.0)
+
+
+def test_robot_description_is_the_one_urdf_or_the_instances_merged_into_one_tree():
+    from ros_dofkit.core.estimator.robot import MODELS_DIR, ModelSpec
+    from ros_dofkit.core.multibody.urdf import parse_urdf
+    from ros_dofkit.ros.estimator_messages import robot_description_text
+
+    text = (MODELS_DIR / "arm7.urdf").read_text()
+    assert robot_description_text([ModelSpec("arm7.urdf")]) == text
+    assert robot_description_text([ModelSpec(text)]) == text
+    merged = robot_description_text([ModelSpec("mobile_base.urdf", "base", "planar"),
+                                     ModelSpec("arm7.urdf", "arm", "fixed", "arm_mount")])
+    # An independent reading: the package's URDF parser sees one tree holding both robots' links.
+    model = parse_urdf(merged)
+    assert model.root == "base_link" and {"arm_link0", "arm_link7", "arm_mount", "left_wheel"} <= set(model.links)
+    assert 'name="arm_attachment"' in merged
+    assert robot_description_text([ModelSpec("mobile_base.urdf"), ModelSpec("arm7.urdf", "arm")]) is None  # 2 roots

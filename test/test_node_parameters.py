@@ -167,6 +167,17 @@ def test_config_files_build_a_working_estimator(path):
     assert estimator.estimated_mask.count() > 0 or estimator.floating_joints  # something is estimated
 
 
+def test_command_line_parameters_are_found_inside_ros_args_for_this_node():
+    from ros_dofkit.ros.parameters import command_line_parameters
+
+    argv = ["estimator", "-p", "ignored:=1", "--ros-args", "--params-file", "x.yaml", "-p", "accuracy:=hello",
+            "--param", "stale_timeout:=0.2", "-p", "imu_names:=[a, b]", "-p", "use_joint_limits:=false",
+            "-p", "estimator:calibration_window:=7", "-p", "other_node:accuracy:=3.0", "-p", "x:=1e-4", "--",
+            "-p", "after:=1"]
+    assert command_line_parameters(argv) == {"accuracy": "hello", "stale_timeout": "0.2", "imu_names": "[a, b]",
+                                             "use_joint_limits": "false", "calibration_window": "7", "x": "1e-4"}
+
+
 @pytest.mark.parametrize("word", ["all", "none"])
 def test_estimated_plain_word_in_a_parameter_file_is_the_word(tmp_path, word):
     # issue 21.1: `estimated: {arm: all}` was iterated character by character ("duplicated joint names (a, l, l)").

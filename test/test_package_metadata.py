@@ -3,6 +3,11 @@
 package.xml, setup.py and ``ros_dofkit.__version__`` name the same package and version; every console script
 declared in setup.py is installed and imports; every ROS package that package.xml declares for run time is
 importable here; the ``dofkit`` command dispatches to exactly the subcommand modules that exist.
+
+rosdep: every key of package.xml resolves on ROS 2 Jazzy + Ubuntu 24.04, checked against the real keys extracted from
+ros/rosdistro (test/fixtures/rosdep_keys_jazzy_noble.txt, written by tools/rosdep_keys.py; its first line names the
+rosdistro commit), and every third-party module that the package, its launch files or its tests import (parsed with
+ast) maps, through MODULE_KEYS, to a key package.xml declares (run time for the package, run or test time for tests).
 """
 
 from __future__ import annotations
@@ -24,6 +29,31 @@ from ros_harness import find_executable
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_XML = ET.parse(ROOT / "package.xml").getroot()
 ROS_DEPENDENCY_SUFFIXES = ("_msgs", "_srvs", "_interfaces")
+REAL_KEYS = ROOT / "test" / "fixtures" / "rosdep_keys_jazzy_noble.txt"
+DEPENDENCY_TAGS = ("depend", "build_depend", "buildtool_depend", "exec_depend", "test_depend")
+
+#: Third-party top-level module -> the rosdep key that installs it. A ROS package (rclpy, launch, launch_ros,
+#: ament_index_python, *_msgs, *_srvs, *_interfaces) is its own key and is not listed.
+MODULE_KEYS = {
+    "numpy": "python3-numpy",
+    "scipy": "python3-scipy",
+    "matplotlib": "python3-matplotlib",
+    "numba": "python3-numba",
+    "yaml": "python3-yaml",
+    "ruamel": "python3-ruamel.yaml",
+    "rosbags": "python3-rosbags-pip",
+    # dependencies of rosbags that ros_dofkit imports itself; no rosdep key of their own (rosdistro has no python3-lz4,
+    # python3-apsw or zstd binding key), so the rosbags key, whose pip install brings them, declares them
+    "lz4": "python3-rosbags-pip",
+    "apsw": "python3-rosbags-pip",
+    "backports": "python3-rosbags-pip",  # backports.zstd
+    "compression": "python3-rosbags-pip",  # compression.zstd: the standard library from Python 3.14 on
+    # tests only
+    "pytest": "python3-pytest",
+    "hypothesis": "python3-hypothesis",
+    "pinocchio": "pinocchio",
+}
+ROS_PACKAGE_MODULES = ("rclpy", "launch", "launch_ros", "launch_testing", "launch_testing_ros", "ament_index_python")
 
 
 def setup_py_console_scripts() -> list[str]:
@@ -39,6 +69,85 @@ def setup_py_console_scripts() -> list[str]:
 
 def package_xml(tag: str) -> list[str]:
     return [element.text.strip() for element in PACKAGE_XML.findall(tag)]
+
+
+def real_rosdep_keys() -> set[str]:
+    lines = REAL_KEYS.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("# rosdep keys that resolve on ROS 2 Jazzy + Ubuntu 24.04 (noble): ros/rosdistro commit")
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def third_party_imports(*directories: str) -> dict[str, set[str]]:
+    """Top-level module -> files importing it (absolute imports, try/except ones included), without the standard
+    library, ros_dofkit and the repository's own helper modules (benchmarks, test/*.py)."""
+    own = {"ros_dofkit", "benchmarks"} | {path.stem for path in (ROOT / "test").glob("*.py")}
+    found: dict[str, set[str]] = {}
+    for directory in directories:
+        for path in sorted((ROOT / directory).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in sys.stdlib_module_names and top not in own:
+                        found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def rosdep_key(module: str) -> str | None:
+    if module in ROS_PACKAGE_MODULES or module.endswith(ROS_DEPENDENCY_SUFFIXES):
+        return module
+    return MODULE_KEYS.get(module)
+
+
+def check_declared(imports: dict[str, set[str]], declared: set[str]) -> list[str]:
+    problems = []
+    for module, files in sorted(imports.items()):
+        key = rosdep_key(module)
+        where = ", ".join(sorted(files)[:3])
+        if key is None:
+            problems.append(f"{module} (imported by {where}) has no entry in MODULE_KEYS: add its rosdep key")
+        elif key not in declared:
+            problems.append(f"{module} (imported by {where}): declare its rosdep key {key!r} in package.xml")
+    return problems
+
+
+def test_every_package_xml_key_resolves_with_rosdep_on_jazzy_noble():
+    real = real_rosdep_keys()
+    assert {"rclpy", "tf2_msgs", "python3-numpy", "python3-rosbags-pip", "pinocchio"} <= real
+    assert "example-robot-data" not in real  # the key issue 15 found missing
+    declared = [key for tag in DEPENDENCY_TAGS for key in package_xml(tag)]
+    unknown = sorted(set(declared) - real)
+    assert not unknown, f"package.xml keys that rosdep cannot resolve on Jazzy/noble: {unknown}"
+    assert len(declared) == len(set(declared)), "a key is declared twice"
+
+
+def test_module_keys_are_real_rosdep_keys():
+    assert not sorted(set(MODULE_KEYS.values()) - real_rosdep_keys())
+
+
+def test_every_third_party_import_of_the_package_is_a_run_time_dependency():
+    imports = third_party_imports("ros_dofkit", "launch")
+    assert {"numpy", "rosbags", "rclpy", "ruamel"} <= set(imports)  # the parse sees the package's imports
+    run_time = set(package_xml("exec_depend")) | set(package_xml("depend"))
+    assert not check_declared(imports, run_time)
+
+
+def test_every_third_party_import_of_the_tests_is_declared():
+    imports = third_party_imports("test")
+    assert {"pytest", "hypothesis", "pinocchio"} <= set(imports)
+    declared = set(package_xml("exec_depend")) | set(package_xml("depend")) | set(package_xml("test_depend"))
+    assert not check_declared(imports, declared)
+
+
+def test_an_undeclared_import_is_named_with_what_to_add():
+    problems = check_declared({"trimesh": {"x.py"}, "numpy": {"y.py"}}, {"python3-scipy"})
+    assert problems == ["numpy (imported by y.py): declare its rosdep key 'python3-numpy' in package.xml",
+                        "trimesh (imported by x.py) has no entry in MODULE_KEYS: add its rosdep key"]
 
 
 def test_setup_py_reports_package_xml_name_and_version():

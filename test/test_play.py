@@ -99,3 +99,29 @@ def test_waiting_for_subscribers_times_out_with_the_topics_named(demo_bag, capsy
                      "/imu/hand/data", "--wait-timeout", "0.5"]) == 1
     err = capsys.readouterr().err
     assert "no subscriber on ['/imu/hand/data']" in err
+
+
+def test_a_late_subscriber_gets_tf_static_from_play(tmp_path, ros_node, ros_processes):
+    """/tf_static is published transient local (keep last 1): a tf2-style subscriber that starts after it was
+    sent, while the player still runs, receives it."""
+    from sensor_msgs.msg import JointState
+    from tf2_msgs.msg import TFMessage
+
+    from ros_dofkit.replay.messages import MessageFactory
+    from ros_dofkit.ros.bag_io import write_bag
+    from ros_dofkit.ros.qos import tf_static_qos
+
+    factory = MessageFactory()
+    X = np.eye(4)[None]
+    records = [("/tf_static", 0, factory.tf_message(0, ["world"], ["table"], X))]
+    records += [("/joint_states", k * 50_000_000, factory.joint_state(k * 50_000_000, ["j"], [0.1 * k]))
+                for k in range(1, 80)]
+    bag = tmp_path / "static"
+    write_bag(bag, records)
+    joints = ros_node.collect(JointState, "/joint_states", 100)
+    ros_processes.start("dofkit", "play", str(bag), "--quiet", "--no-clock", "--wait-for-subscribers",
+                        "/joint_states")
+    ros_node.wait_for_messages(joints, 3, timeout=30)  # /tf_static went out before these
+    late = ros_node.collect(TFMessage, "/tf_static", tf_static_qos())
+    (message,) = ros_node.wait_for_messages(late, 1, timeout=10)
+    assert [(t.header.frame_id, t.child_frame_id) for t in message.transforms] == [("world", "table")]

@@ -1,10 +1,12 @@
-"""The ``./run`` entry point: usage, benchmark lookup, the interpreter choice, an idempotent set-up, and the
+"""The ``./run`` entry point: usage, benchmark lookup, the interpreter choice, an idempotent and layered set-up
+(runtime commands install only the runtime; ``./run test`` adds the test stack in place), node executables, and the
 README/CI agreement.
 
 The set-up itself is exercised by every ``./run test`` (and from a fresh clone by ``bash .ci/run``); here the
 already set-up environment must be recognised as such: a second ``./run`` installs nothing. The interpreter choice
 is tested on the script's own functions (sourcing ``run`` defines them without running anything) with stand-in
-interpreters: tiny shell scripts that answer the version probe, so nothing is installed.
+interpreters: tiny shell scripts that answer the version probe, so nothing is installed; the layering on a copy of
+the set-up's inputs whose venv interpreter logs the pip calls it is asked to make.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from test_package_metadata import setup_py_console_scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "run"
@@ -158,3 +162,115 @@ def test_setup_stamp_depends_on_the_python_version():
     assert stamp("wheels", "3.12") == stamp("wheels", "3.12")
     stamps = {stamp("wheels", "3.11"), stamp("wheels", "3.12"), stamp("wheels", "3.13"), stamp("system", "3.12")}
     assert len(stamps) == 4
+
+
+FAKE_PYTHON = """#!/bin/sh
+# Stand-in venv interpreter: answers run's version probe, logs pip and pytest calls, succeeds at everything else.
+case "$*" in
+  "-S -c "*) echo "3.11 $0" ;;
+  *"-m pip "*|*"-m pytest"*) echo "python $*" >>"$FAKE_LOG" ;;
+esac
+exit 0
+"""
+
+
+@pytest.fixture
+def fake_checkout(tmp_path):
+    """A copy of the set-up's inputs with a venv of stand-ins: its python logs pip calls instead of installing,
+    tools/build_tf2_msgs.sh logs instead of building, cmake/c++/make are stubs. Returns (checkout, env, log)."""
+    checkout = tmp_path / "checkout"
+    for name in ("run", "setup.py", "setup.cfg", "package.xml"):
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / name).write_text((ROOT / name).read_text())
+    (checkout / "run").chmod(0o755)
+    (checkout / "requirements").mkdir()
+    for path in (ROOT / "requirements").glob("*.txt"):
+        (checkout / "requirements" / path.name).write_text(path.read_text())
+    for relative in ("tools/tf2_msgs/package.xml", "tools/tf2_msgs/CMakeLists.txt", "tools/tf2_msgs/msg/TFMessage.msg"):
+        (checkout / relative).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / relative).write_text((ROOT / relative).read_text())
+    log = tmp_path / "calls.log"
+    stubs = {
+        checkout / ".venv" / "bin" / "python": FAKE_PYTHON,
+        checkout / ".venv" / "bin" / "dofkit": '#!/bin/sh\necho "dofkit $*" >>"$FAKE_LOG"\n',
+        checkout / ".venv" / "bin" / "estimator": '#!/bin/sh\necho "estimator $*" >>"$FAKE_LOG"\n',
+        checkout / ".venv" / "bin" / "ruff": '#!/bin/sh\necho "ruff $*" >>"$FAKE_LOG"\n',
+        checkout / "tools" / "build_tf2_msgs.sh": '#!/bin/sh\necho "build_tf2_msgs" >>"$FAKE_LOG"\n',
+        **{tmp_path / "stubs" / tool: "#!/bin/sh\nexit 0\n" for tool in ("cmake", "c++", "make")},
+    }
+    for path, text in stubs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o755)
+    (checkout / ".venv" / "pyvenv.cfg").write_text("include-system-site-packages = false\n")
+    environment = {key: value for key, value in os.environ.items() if key not in ("ROS_DISTRO", "VIRTUAL_ENV")}
+    environment.update(FAKE_LOG=str(log), DOFKIT_PYTHON=str(checkout / ".venv" / "bin" / "python"),
+                       PATH=f"{tmp_path / 'stubs'}:{environment['PATH']}")
+    return checkout, environment, log
+
+
+def calls(checkout: Path, environment: dict, log: Path, *args: str) -> list[str]:
+    """Runs ./run ARGS in the fake checkout; returns the logged calls it made (the log is emptied)."""
+    log.write_text("")
+    result = subprocess.run([str(checkout / "run"), *args], capture_output=True, text=True, timeout=60,
+                            env=environment, stdin=subprocess.DEVNULL, cwd=checkout)
+    assert result.returncode == 0, result.stderr
+    return [line.replace(str(checkout), "ROOT") for line in log.read_text().splitlines()]
+
+
+def pip_requirements(logged: list[str]) -> list[str]:
+    return [word.removeprefix("ROOT/requirements/") for line in logged if " -m pip " in line
+            for word in line.split() if word.startswith("ROOT/requirements/")]
+
+
+def test_runtime_commands_never_install_the_test_stack_and_test_adds_it_in_place(fake_checkout):
+    checkout, environment, log = fake_checkout
+    first = calls(checkout, environment, log, "demo", "--quiet")
+    assert pip_requirements(first) == ["runtime.txt", "ros.txt"]
+    assert "build_tf2_msgs" in first and first[-1] == "dofkit demo --quiet"
+    assert calls(checkout, environment, log, "env") == ["dofkit env"]  # set up: nothing installed
+    assert calls(checkout, environment, log, "estimator", "--ros-args", "-p", "a:=1") == [
+        "estimator --ros-args -p a:=1"]  # a node executable runs directly
+
+    upgraded = calls(checkout, environment, log, "test", "-q")
+    assert pip_requirements(upgraded) == ["test.txt"]  # the runtime venv is upgraded in place
+    assert upgraded[-2:] == ["ruff check .", "python -m pytest -q"]
+    assert pip_requirements(calls(checkout, environment, log, "test")) == []
+    assert pip_requirements(calls(checkout, environment, log, "env")) == []
+
+    with (checkout / "requirements" / "test.txt").open("a") as handle:
+        handle.write("# a changed test pin\n")
+    assert pip_requirements(calls(checkout, environment, log, "env")) == []  # runtime commands ignore test.txt
+    assert pip_requirements(calls(checkout, environment, log, "test")) == ["test.txt"]
+
+    with (checkout / "requirements" / "runtime.txt").open("a") as handle:
+        handle.write("# a changed runtime pin\n")
+    assert pip_requirements(calls(checkout, environment, log, "env")) == ["runtime.txt", "ros.txt"]
+    assert pip_requirements(calls(checkout, environment, log, "test")) == ["test.txt"]  # re-layered
+
+
+def test_every_node_executable_of_setup_py_runs_through_run():
+    scripts = {entry.split("=")[0].strip() for entry in setup_py_console_scripts()}
+    result = subprocess.run(["bash", "-c", 'source "$1"; echo "$node_executables"', "nodes", str(RUN)],
+                            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert set(result.stdout.split()) == scripts - {"dofkit"}
+
+
+def test_system_ros_mode_installs_runtime_pins_without_numpy_and_no_ros_wheel(fake_checkout):
+    """With a sourced ROS 2 (ROS_DISTRO set, a python3 that imports rclpy), the venv uses the system's ROS and NumPy
+    (--system-site-packages): no ROS wheel, no tf2_msgs build, the runtime pins minus numpy; the test stack still
+    comes only with ./run test."""
+    checkout, environment, log = fake_checkout
+    stubs = Path(environment["PATH"].split(":")[0])
+    (stubs / "python3").write_text(FAKE_PYTHON)  # answers `import rclpy` with success, like a sourced Jazzy
+    (stubs / "python3").chmod(0o755)
+    (checkout / ".venv" / "pyvenv.cfg").write_text("include-system-site-packages = true\n")
+    environment = {**environment, "ROS_DISTRO": "jazzy"}
+    first = calls(checkout, environment, log, "env")
+    assert pip_requirements(first) == [] and "build_tf2_msgs" not in first
+    (filtered,) = [word for line in first if " -m pip " in line for word in line.split()
+                   if word.endswith(".runtime-without-numpy.txt")]
+    pins = (Path(filtered.replace("ROOT", str(checkout)))).read_text().splitlines()
+    runtime = (checkout / "requirements" / "runtime.txt").read_text().splitlines()
+    assert pins == [line for line in runtime if not line.startswith("numpy==")] and len(pins) == len(runtime) - 1
+    assert pip_requirements(calls(checkout, environment, log, "test")) == ["test.txt"]

@@ -22,7 +22,14 @@ from ros_dofkit.core.simulation import (
     SineTrajectory,
     noise_preset,
 )
-from ros_dofkit.core.spatial import matrix_to_rotvec, quat_to_matrix, rotation_x, rotation_y, rotvec_to_matrix
+from ros_dofkit.core.spatial import (
+    matrix_to_rotvec,
+    quat_to_matrix,
+    rotation_x,
+    rotation_y,
+    rotation_z,
+    rotvec_to_matrix,
+)
 
 ARM_CENTRE = {"arm_joint2": -0.8, "arm_joint4": -2.2, "arm_joint6": 1.6}
 
@@ -193,6 +200,65 @@ def test_heading_drift_turns_about_the_vertical_at_the_configured_rate(arm):
         np.testing.assert_allclose(error[:, :2], 0.0, atol=1e-12)
         np.testing.assert_allclose(error[:, 2], readings.heading_drift_rate * readings.stamps, atol=1e-12)
         assert abs(readings.heading_drift_rate) == pytest.approx(math.radians(0.5))
+
+
+def test_slow_errors_leave_every_other_draw_of_the_seed_unchanged(arm):
+    base = SensorNoise(orientation_deg=0.5, gyro=0.01, accelerometer=0.05, gyro_bias=0.005,
+                       heading_drift_deg_per_s=0.01, dropout=0.01, stamp_jitter_s=0.0005)
+    slow = SensorNoise(**{**base.__dict__, "heading_random_walk_deg_per_sqrt_s": 0.4, "heading_steps_per_min": 2.0,
+                          "heading_step_deg": 5.0, "gyro_bias_random_walk": 1e-4})
+    before = SensorSimulator(arm, arm_imus(), noise=base, seed=9).run(20.0)
+    after = SensorSimulator(arm, arm_imus(), noise=slow, seed=9).run(20.0)
+    for a, b in zip(before.imus, after.imus, strict=True):
+        np.testing.assert_array_equal(a.stamps, b.stamps)
+        np.testing.assert_array_equal(a.linear_acceleration, b.linear_acceleration)
+        np.testing.assert_array_equal(a.gyro_bias, b.gyro_bias)
+        np.testing.assert_allclose(b.angular_velocity - b.gyro_bias_walk, a.angular_velocity, atol=1e-15)
+        np.testing.assert_array_equal(a.heading_error, a.heading_drift_rate * (before.times[a.sample_index]))
+        assert not np.array_equal(a.heading_error, b.heading_error)
+
+
+def test_heading_random_walk_and_steps_turn_each_imu_about_the_vertical(arm):
+    rate, sigma_deg = 50.0, 0.4
+    noise = SensorNoise(heading_random_walk_deg_per_sqrt_s=sigma_deg)
+    run = SensorSimulator(arm, arm_imus(), noise=noise, imu_rate_hz=rate, seed=21).run(600.0)
+    walks = []
+    for readings in run.imus:
+        R_true = quat_to_matrix(readings.true_quaternion_wxyz)
+        R_meas = quat_to_matrix(readings.quaternion_wxyz)
+        # R_meas = Rz(psi) R_true: a rotation about G's vertical by the recorded heading error.
+        np.testing.assert_allclose(R_meas, rotation_z(readings.heading_error) @ R_true, atol=1e-12)
+        increments = np.diff(readings.heading_error)
+        # Wiener increments over one period: zero mean, standard deviation sigma sqrt(dt) (30,000 samples: 1.5 %).
+        np.testing.assert_allclose(np.std(increments), math.radians(sigma_deg) / math.sqrt(rate), rtol=0.03)
+        walks.append(readings.heading_error)
+    assert not np.allclose(walks[0], walks[1])  # independent per IMU
+
+    steps = SensorNoise(heading_steps_per_min=3.0, heading_step_deg=5.0)
+    run = SensorSimulator(arm, arm_imus(), noise=steps, imu_rate_hz=rate, seed=4).run(1200.0)
+    counts = []
+    for readings in run.imus:
+        jumps = np.diff(readings.heading_error)
+        moved = jumps[np.abs(jumps) > 0]
+        # Every change is a whole number of 5-degree steps; between steps the heading holds.
+        np.testing.assert_allclose(np.abs(moved) / math.radians(5.0), np.round(np.abs(moved) / math.radians(5.0)),
+                                   atol=1e-9)
+        counts.append(np.sum(np.round(np.abs(moved) / math.radians(5.0))))
+    # Poisson with mean 3/min x 20 min x 3 IMUs = 180 steps: 5 standard deviations.
+    assert abs(sum(counts) - 180) < 5 * math.sqrt(180)
+
+
+def test_gyro_bias_walks_and_raw_sensors_carry_no_heading_error(arm):
+    rate, sigma_b = 100.0, 2e-4
+    noise = SensorNoise(gyro_bias=0.01, gyro_bias_random_walk=sigma_b, heading_random_walk_deg_per_sqrt_s=1.0)
+    run = SensorSimulator(arm, arm_imus(), noise=noise, imu_rate_hz=rate, seed=8).run(300.0)
+    for readings in run.imus:
+        error = readings.angular_velocity - readings.true_angular_velocity
+        np.testing.assert_allclose(error, readings.gyro_bias + readings.gyro_bias_walk, atol=1e-12)
+        np.testing.assert_array_equal(readings.gyro_bias_walk[0], 0.0)
+        np.testing.assert_allclose(np.std(np.diff(readings.gyro_bias_walk, axis=0), axis=0),
+                                   sigma_b / math.sqrt(rate), rtol=0.05)
+        np.testing.assert_array_equal(readings.linear_acceleration, readings.true_linear_acceleration)
 
 
 def test_stamp_jitter_is_bounded_and_keeps_order(arm):

@@ -24,6 +24,18 @@ axis, applied in the sensor frame), gyro and accelerometer; a constant gyro bias
 orientation turns about G's vertical at a constant rate of random sign per sensor); dropouts (each sample
 missing independently); stamp jitter (uniform, bounded to keep stamps increasing). Encoders measure a chosen
 subset of coordinates, quantized and with white noise. One seed fixes everything.
+
+Slow errors of long sessions, independent per IMU (what fusion on the kinematic chain must survive). The
+orientation an IMU reports has a heading error psi(t) about G's vertical, ``R_meas = Rz(psi) R_GS``, with
+
+    psi(t) = r t  +  sigma_psi W(t)  +  sum of steps,
+
+r the constant drift above, W a standard Wiener process (increments ~ N(0, dt)), and steps of +-``heading_step_deg``
+at Poisson times (rate ``heading_steps_per_min``): a magnetic disturbance that the IMU's own filter follows. The
+gyro bias walks: ``b(t) = b_0 + sigma_b W_b(t)`` (three independent Wiener processes). Raw gyro and accelerometer
+carry no heading error (heading is a property of the orientation filter, not of the raw sensors). These draws use
+a random stream of their own (spawned from the seed), so turning them on leaves every other draw of a seed as it
+was.
 """
 
 from __future__ import annotations
@@ -70,6 +82,11 @@ class SensorNoise:
         stamp_jitter_s: stamps move uniformly within +- this (bounded to 0.4 of the sample period).
         encoder_noise: standard deviation of encoder white noise (rad or m).
         encoder_resolution: encoder quantization step (rad or m); 0 = none.
+        heading_random_walk_deg_per_sqrt_s: sigma_psi (deg/sqrt(s)) of each IMU's heading random walk; after T
+            seconds the heading error has standard deviation sigma_psi sqrt(T) (0.39 gives 3 deg after a minute).
+        heading_steps_per_min: rate of heading steps (magnetic disturbances), per IMU.
+        heading_step_deg: size of each heading step (deg); its sign is random.
+        gyro_bias_random_walk: sigma_b (rad/s/sqrt(s)) of the gyro bias random walk, per axis.
     """
 
     orientation_deg: float = 0.0
@@ -81,6 +98,10 @@ class SensorNoise:
     stamp_jitter_s: float = 0.0
     encoder_noise: float = 0.0
     encoder_resolution: float = 0.0
+    heading_random_walk_deg_per_sqrt_s: float = 0.0
+    heading_steps_per_min: float = 0.0
+    heading_step_deg: float = 0.0
+    gyro_bias_random_walk: float = 0.0
 
     def __post_init__(self):
         for name in self.__dataclass_fields__:
@@ -292,8 +313,12 @@ class ImuReadings:
         sample_index: (K,) index of each sample into the simulation's time grid.
         true_quaternion_wxyz, true_angular_velocity, true_linear_acceleration: the noise-free readings at the
             same samples.
-        gyro_bias: (3,) the constant bias added to this sensor's gyro.
+        gyro_bias: (3,) the initial bias added to this sensor's gyro (constant unless it walks).
         heading_drift_rate: signed drift rate (rad/s) about G's vertical.
+        heading_error: (K,) the heading error psi (rad) of each measured orientation: R_meas = Rz(psi) R_GS
+            before white noise (drift, random walk and steps together).
+        gyro_bias_walk: (K, 3) the part of the gyro bias that walked since the start (rad/s); the bias of a
+            sample is ``gyro_bias + gyro_bias_walk[k]``.
     """
 
     name: str
@@ -307,6 +332,8 @@ class ImuReadings:
     true_linear_acceleration: np.ndarray
     gyro_bias: np.ndarray
     heading_drift_rate: float
+    heading_error: np.ndarray
+    gyro_bias_walk: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -474,17 +501,20 @@ class SensorSimulator:
         R_WS, w_S, f_S = self.sensor_kinematics(times)
         R_GW = self.R_WG.T
         jitter_bound = min(noise.stamp_jitter_s, 0.4 * period)
+        slow_rng = np.random.default_rng(np.random.SeedSequence(self.seed).spawn(1)[0])
         readings = []
         for k, imu in enumerate(self.imus):
             R_GS = R_GW @ R_WS[k]
             true_quat = matrix_to_quat(R_GS)
             drift_rate = math.radians(noise.heading_drift_deg_per_s) * (1.0 if rng.random() < 0.5 else -1.0)
-            R_meas = rotation_z(drift_rate * (times - start_s)) @ R_GS
+            heading_error = drift_rate * (times - start_s) + _slow_heading_error(noise, slow_rng, count, period)
+            R_meas = rotation_z(heading_error) @ R_GS
             if noise.orientation_deg > 0.0:
                 R_meas = R_meas @ rotvec_to_matrix(rng.normal(0.0, math.radians(noise.orientation_deg), (count, 3)))
             direction = rng.normal(size=3)
             bias = noise.gyro_bias * direction / np.linalg.norm(direction)
-            gyro = w_S[k] + bias + rng.normal(0.0, noise.gyro, (count, 3))
+            bias_walk = _wiener(slow_rng, noise.gyro_bias_random_walk, count, period, 3)
+            gyro = w_S[k] + bias + bias_walk + rng.normal(0.0, noise.gyro, (count, 3))
             accel = f_S[k] + rng.normal(0.0, noise.accelerometer, (count, 3))
             stamps = times + rng.uniform(-jitter_bound, jitter_bound, count)
             keep = rng.random(count) >= noise.dropout
@@ -500,6 +530,8 @@ class SensorSimulator:
                 true_linear_acceleration=_readonly(f_S[k][keep]),
                 gyro_bias=_readonly(bias),
                 heading_drift_rate=drift_rate,
+                heading_error=_readonly(heading_error[keep]),
+                gyro_bias_walk=_readonly(bias_walk[keep]),
             ))
         encoders = None
         if self.encoder_joints:
@@ -527,6 +559,28 @@ class SensorSimulator:
             imus=tuple(readings),
             encoders=encoders,
         )
+
+
+def _wiener(rng, sigma: float, count: int, period: float, axes: int = 1) -> np.ndarray:
+    """``sigma W(t)`` on a grid of ``count`` samples ``period`` apart, starting at 0: shape (count,) or (count, axes).
+    No draw when ``sigma`` is 0 (the stream then stays where it was)."""
+    shape = (count,) if axes == 1 else (count, axes)
+    if sigma == 0.0:
+        return np.zeros(shape)
+    steps = rng.normal(0.0, sigma * math.sqrt(period), shape)
+    steps[0] = 0.0
+    return np.cumsum(steps, axis=0)
+
+
+def _slow_heading_error(noise: SensorNoise, rng, count: int, period: float) -> np.ndarray:
+    """The random walk and the disturbance steps of one IMU's heading error (rad), on the time grid."""
+    walk = _wiener(rng, math.radians(noise.heading_random_walk_deg_per_sqrt_s), count, period)
+    if noise.heading_steps_per_min == 0.0 or noise.heading_step_deg == 0.0:
+        return walk
+    events = rng.poisson(noise.heading_steps_per_min / 60.0 * period, count)
+    events[0] = 0
+    signs = np.where(rng.random(count) < 0.5, -1.0, 1.0)
+    return walk + np.cumsum(events * signs) * math.radians(noise.heading_step_deg)
 
 
 def _readonly(array) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 import rclpy
 from rclpy.exceptions import ParameterException, ParameterUninitializedException
 from rclpy.executors import ExternalShutdownException
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -77,11 +78,15 @@ def run_node(make_node: Callable[[], Node], name: str, spin: Callable[[Node], No
              args: list[str] | None = None) -> int:
     """Initialize rclpy, build the node, spin it until shutdown; return the process exit status.
 
-    0 after SIGINT/SIGTERM or an external shutdown; 2 when the node cannot start (:class:`StartupError`, or an
-    invalid QoS override parameter), after one FATAL log line saying why. The node is always destroyed and rclpy
-    shut down, whatever happened.
+    0 after SIGINT/SIGTERM or an external shutdown; 2 when the node cannot start (:class:`StartupError`, an
+    invalid QoS override parameter, or arguments rcl refuses such as a missing or malformed ``--params-file``),
+    after one FATAL log line saying why. The node is always destroyed and rclpy shut down, whatever happened.
     """
-    rclpy.init(args=args)
+    try:
+        rclpy.init(args=args)
+    except _rclpy.RCLError as error:  # a missing or malformed --params-file, bad --ros-args: rcl refuses them
+        rclpy.logging.get_logger(name).fatal(f"cannot start: {str(error).splitlines()[0]}")
+        return 2
     node = None
     status = 0
     try:

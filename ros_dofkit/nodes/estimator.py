@@ -29,6 +29,7 @@ out of the garbage collector's generations so that its passes stay short.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import sys
@@ -41,15 +42,17 @@ from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
+from rclpy.parameter import get_parameter_value, parameter_value_to_python
 from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
 from ros_dofkit.core.estimator.config import EstimatorConfigError
 from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
+from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, unconstrained_estimated_coordinates
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.nodes.common import StartupError, declare_specs, run_node
@@ -57,7 +60,9 @@ from ros_dofkit.ros.estimator_messages import (
     FloatingBaseOdometry,
     JointStateSelection,
     NodeStatistics,
+    RateLimiter,
     diagnostics_message,
+    robot_description_text,
     sensor_errors_message,
 )
 from ros_dofkit.ros.imu_input import (
@@ -71,10 +76,13 @@ from ros_dofkit.ros.parameters import (
     ESTIMATION_PARAMETERS,
     NODE_PARAMETERS,
     ParameterValueError,
+    command_line_parameters,
     estimated_parameter_spec,
     estimator_config_from_parameters,
     imu_parameter_specs,
+    known_parameter_specs,
     model_specs_from_parameters,
+    unknown_parameter_reason,
     validate_value,
 )
 from ros_dofkit.ros.qos import (
@@ -87,6 +95,7 @@ from ros_dofkit.ros.qos import (
     tf_static_qos,
 )
 from ros_dofkit.ros.tf_builder import TfBuilder
+from ros_dofkit.ros.tf_tree import TfTreeError, tf_tree_from_parameters
 
 NODE_NAME = "estimator"
 
@@ -117,6 +126,7 @@ class EstimatorNode(Node):
         for name in self._values["imu_names"]:
             self._values.update(declare_specs(self, imu_parameter_specs(name)))
         self._values.update(declare_specs(self, [estimated_parameter_spec(i) for i in self.instance_names]))
+        self._check_command_line_types()
         try:
             config = estimator_config_from_parameters(self._values, self.instance_names)
             self.estimator = Estimator(self.plant, config)
@@ -139,15 +149,8 @@ class EstimatorNode(Node):
             publisher = create_output_publisher(
                 self, JointState, f"{prefix}{instance}/joint_states", self.qos_events, qos=out_qos)
             self._instance_outputs.append((JointStateSelection(self.estimator, mask), publisher))
-        self.tf = TfBuilder(self.plant, values["frame_prefix"], values["world_frame"])
-        self._odometry = []
-        for joint in self.estimator.floating_joints:
-            instance = self.plant.get_model_instance_name(joint.model_instance)
-            builder = FloatingBaseOdometry(self.plant, joint, values["world_frame"],
-                                           self.tf.frame_ids[joint.child_body.index])
-            publisher = create_output_publisher(self, Odometry, f"{prefix}odometry/{instance}", self.qos_events,
-                                                qos=out_qos)
-            self._odometry.append((builder, publisher))
+        self._build_tf()
+        self._build_odometry(prefix, out_qos)
         self._errors_publisher = create_output_publisher(
             self, Float64MultiArray, f"{prefix}sensor_errors", self.qos_events, qos=out_qos)
         self._tf_publisher = create_output_publisher(self, TFMessage, "/tf", self.qos_events, qos=tf_qos())
@@ -168,6 +171,9 @@ class EstimatorNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._diagnostics_timer = self.create_timer(values["diagnostics_period"], self._publish_diagnostics)
         self._publish_static_tf()
+        self._publish_robot_description()
+        self._warn_unknown_overrides()
+        self._check_observability()
         self.get_logger().info(
             f"estimator ready: {self.plant.num_positions()} positions in {len(self.instance_names)} model "
             f"instance(s) {self.instance_names}, {len(config.imus)} IMU(s) {list(config.imu_names)}, "
@@ -176,6 +182,22 @@ class EstimatorNode(Node):
         )
 
     # ------------------------------------------------------------------ start-up helpers
+    def _check_command_line_types(self) -> None:
+        """Refuse a ``-p name:=value`` of the wrong type as the same value in the YAML file is refused (rcl drops
+        it silently when the file sets the parameter too)."""
+        specs = known_parameter_specs(self._values, self.instance_names)
+        for name, text in command_line_parameters(sys.argv, self.get_name()).items():
+            # Typed as rclpy types `ros2 param set` values (YAML 1.1); "1e-4" is a double to rcl, a string to it.
+            value = parameter_value_to_python(get_parameter_value(text))
+            if isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    value = float(value)
+            if isinstance(value, (tuple, np.ndarray)) or type(value).__name__ == "array":
+                value = list(value)
+            reason = validate_value(specs[name], value) if name in specs else None
+            if reason:
+                raise StartupError(f"parameter {name!r} from the command line: {reason}")
+
     def _warm_up(self, config) -> None:
         """Run one cycle on a scratch Estimator so that compiled kernels are loaded before real data arrives."""
         scratch = Estimator(self.plant, config)
@@ -183,6 +205,69 @@ class EstimatorNode(Node):
             scratch.add_imu(imu.name, 0.0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
         scratch.add_joint_state(list(scratch.joint_state_names), np.zeros(len(scratch.joint_state_names)), stamp=0.0)
         scratch.step(0.0)
+
+    def _build_tf(self) -> None:
+        """The TF tree the parameters ask for (REP-105 ownership, external parents, no self-transforms)."""
+        try:
+            tree = tf_tree_from_parameters(self.plant, self._values)
+        except (TfTreeError, ParameterValueError) as error:
+            raise StartupError(f"TF: {error}") from error
+        self.tf = TfBuilder(self.plant, tree=tree)
+        self._tf_limiter = RateLimiter(self._values["tf_max_rate"])
+        for instance, frame in tree.external_parents.items():
+            self.get_logger().info(f"model instance {instance!r} hangs from the TF frame {frame!r} (not a frame of "
+                                   "the model: another node publishes it)")
+        for body, reason in tree.unpublished.items():
+            self.get_logger().info(f"not publishing {tree.parent_frame_ids[body]} -> {tree.frame_ids[body]}: "
+                                   f"{reason}")
+
+    def _build_odometry(self, prefix: str, out_qos) -> None:
+        """One Odometry publisher per floating base: header frame the one its root hangs from (REP-105)."""
+        self._odometry = []
+        for joint in self.estimator.floating_joints:
+            instance = self.plant.get_model_instance_name(joint.model_instance)
+            body = joint.child_body.index
+            builder = FloatingBaseOdometry(self.plant, joint, self.tf.tree.parent_frame_of(body),
+                                           self.tf.frame_ids[body])
+            publisher = create_output_publisher(self, Odometry, f"{prefix}odometry/{instance}", self.qos_events,
+                                                qos=out_qos)
+            self._odometry.append((builder, publisher))
+        self._covariance_model = SolveCovarianceModel(
+            self.estimator, self._values["imu_orientation_stddev"] ** 2,
+            self._values["imu_angular_velocity_stddev"] ** 2) if self._odometry else None
+
+    def _publish_robot_description(self) -> None:
+        """The URDF on ``robot_description`` (std_msgs/String, transient local), as robot_state_publisher."""
+        self._robot_description_publisher = None
+        if not self._values["publish_robot_description"]:
+            return
+        try:
+            text = robot_description_text(model_specs_from_parameters(self._values))
+        except (ParameterValueError, OSError, EstimatorConfigError) as error:
+            raise StartupError(f"robot_description: {error}") from error
+        if text is None:
+            self.get_logger().warning("robot_description not published: no single URDF tree holds the model "
+                                      "instances (a second root, or names used twice)")
+            return
+        self._robot_description_publisher = create_output_publisher(
+            self, String, "robot_description", self.qos_events, qos=tf_static_qos())
+        self._robot_description_publisher.publish(String(data=text))
+
+    def _warn_unknown_overrides(self) -> None:
+        """A parameter given (command line, file) that the node never declared: warned with the near names."""
+        # rclpy keeps every override of the command line and parameter files in Node._parameter_overrides (no
+        # public accessor); those never declared are the ones it ignores silently.
+        declared = list(self.get_parameters_by_prefix(""))
+        for name in sorted(set(self._parameter_overrides) - set(declared)):
+            self.get_logger().warning(f"{unknown_parameter_reason(name, declared)} (ignored)")
+
+    def _check_observability(self) -> None:
+        """Warn (and report on /diagnostics) the estimated coordinates no IMU constrains (at a generic pose)."""
+        self._unconstrained = unconstrained_estimated_coordinates(self.estimator)
+        if self._unconstrained:
+            self.get_logger().warning(
+                f"the IMUs do not constrain {list(self._unconstrained)} (rank of their stacked angular Jacobians "
+                "at a generic pose): these estimates are minimum-norm guesses; add IMUs or measure them")
 
     def _publish_static_tf(self) -> None:
         sec, nanosec = seconds_to_sec_nanosec(self.get_clock().now().nanoseconds * 1e-9)
@@ -270,18 +355,28 @@ class EstimatorNode(Node):
         for selection, publisher in self._instance_outputs:
             if publisher.get_subscription_count():
                 publisher.publish(selection.serialized(result, sec, nanosec))
-        for builder, publisher in self._odometry:
-            if publisher.get_subscription_count():
-                publisher.publish(builder.message(result, Time(sec=sec, nanosec=nanosec)))
-        if self._tf_publisher.get_subscription_count():
-            self._tf_publisher.publish(self.tf.moving_transforms_serialized(result.X_WB, sec, nanosec))
+        self._publish_odometry(result, sec, nanosec)
+        self._publish_tf(result, sec, nanosec)
         if self._errors_publisher.get_subscription_count():
             self._errors_publisher.publish(sensor_errors_message(result, self.estimator.config.imu_names))
+
+    def _publish_odometry(self, result, sec: int, nanosec: int) -> None:
+        covariances = None
+        for builder, publisher in self._odometry:
+            if publisher.get_subscription_count():
+                if covariances is None:
+                    covariances = self._covariance_model.covariances(result)
+                publisher.publish(builder.message(result, Time(sec=sec, nanosec=nanosec), covariances))
+
+    def _publish_tf(self, result, sec: int, nanosec: int) -> None:
+        if self.tf.moving_bodies and self._tf_publisher.get_subscription_count() and \
+                self._tf_limiter.admit(result.stamp):
+            self._tf_publisher.publish(self.tf.moving_transforms_serialized(result.X_WB, sec, nanosec))
 
     def _publish_diagnostics(self) -> None:
         msg = diagnostics_message(self.get_clock().now().to_msg(), self.get_name(), self.estimator,
                                   self.statistics, time.monotonic(), dict(self.qos_events.counts),
-                                  clock_s=self._clock_now())
+                                  unconstrained=self._unconstrained, clock_s=self._clock_now())
         self._diagnostics_publisher.publish(msg)
 
     # ------------------------------------------------------------------ service and parameters

@@ -82,12 +82,10 @@ class MessageFactory:
                                     rotation=Quaternion(x=x, y=y, z=z, w=w))))
         return self._TFMessage(transforms=transforms)
 
-    def odometry(self, stamp_ns: int, odom_frame: str, child_frame: str, X_WB, w_WB_W, v_WBo_W):
-        """nav_msgs/Odometry: pose of B in the odometry frame, twist expressed in B (REP-105 child frame)."""
-        R_WB = X_WB[:3, :3]
-        w, x, y, z = matrix_to_quat(R_WB)
-        v_B = R_WB.T @ np.asarray(v_WBo_W, dtype=float)
-        w_B = R_WB.T @ np.asarray(w_WB_W, dtype=float)
+    def odometry(self, stamp_ns: int, odom_frame: str, child_frame: str, X_WB, v_B, w_B):
+        """nav_msgs/Odometry: pose of B in the odometry frame, twist ``v_B``, ``w_B`` expressed in B (REP-105 child
+        frame)."""
+        w, x, y, z = matrix_to_quat(X_WB[:3, :3])
         pose = self._Pose(position=self._Point(x=float(X_WB[0, 3]), y=float(X_WB[1, 3]), z=float(X_WB[2, 3])),
                           orientation=self._Quaternion(x=float(x), y=float(y), z=float(z), w=float(w)))
         twist = self._Twist(linear=self._Vector3(x=float(v_B[0]), y=float(v_B[1]), z=float(v_B[2])),

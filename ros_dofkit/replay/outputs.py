@@ -1,21 +1,23 @@
 """A replay's results written to a bag as the node publishes them: the node's topics, layouts and stamps.
 
 Where you are: ``ros_dofkit.replay``. Imports ``ros_dofkit.ros.bag_io`` (the open bag), ``ros_dofkit.ros.cdr``
-(bulk encoding), ``ros_dofkit.ros.tf_tree`` (frame names and the /tf vs /tf_static split, as the node's
-TfBuilder) and ``core.estimator.offline.relative_poses``; ``replay.messages`` for message-by-message writing.
+(bulk encoding), ``ros_dofkit.ros.tf_tree`` (frame names, parents, owned transforms and the /tf vs /tf_static
+split, as the node's TfBuilder), ``core.estimator.offline.relative_poses`` and ``core.estimator.odometry`` (the
+Odometry twist); ``replay.messages`` for message-by-message writing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ros_dofkit.core.estimator.odometry import child_frame_twist
 from ros_dofkit.core.estimator.offline import relative_poses
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.messages import MessageFactory
 from ros_dofkit.replay.setup import JOINT_STATE_MSGTYPE, ReplaySetup
 from ros_dofkit.ros import cdr
 from ros_dofkit.ros.bag_io import BagWriter
-from ros_dofkit.ros.tf_tree import frame_ids, moving_and_fixed_bodies
+from ros_dofkit.ros.tf_tree import tf_tree_from_parameters
 
 
 class OutputWriter:
@@ -40,10 +42,11 @@ class OutputWriter:
                 self._instances.append((f"{self._namespace}/{instance}/joint_states",
                                         tuple(n for n, s in zip(self._names, selected, strict=True) if s),
                                         self._art_q[selected], self._art_v[selected]))
-        # Frame names and the /tf vs /tf_static split as the node's TfBuilder makes them.
-        self._frame_ids = frame_ids(plant, setup.frame_prefix, setup.world_frame)
+        # Frame names, parents, owned transforms and the /tf vs /tf_static split as the node's TfBuilder makes them.
+        tree = tf_tree_from_parameters(plant, setup.values)
+        self._frame_ids, self._parent_frames = tree.frame_ids, tree.parent_frame_ids
         self._parent = np.asarray(plant.tree.parent)
-        self._moving, self._fixed = (list(bodies) for bodies in moving_and_fixed_bodies(plant))
+        self._moving, self._fixed = list(tree.moving_bodies), list(tree.fixed_bodies)
         self._plant = plant
         self._odometry = []
         for joint in estimator.floating_joints:
@@ -64,7 +67,7 @@ class OutputWriter:
         bodies = np.asarray(bodies, dtype=np.int64)
         parents = self._parent[bodies]
         X_PC = relative_poses(X_WB, parents, bodies)
-        return ([self._frame_ids[p] for p in parents], [self._frame_ids[b] for b in bodies], X_PC)
+        return ([self._parent_frames[b] for b in bodies], [self._frame_ids[b] for b in bodies], X_PC)
 
     def write(self, result, stamp_ns: int) -> None:
         """Queue one cycle's outputs; they are written in batches of :data:`BATCH` (TF rotations converted
@@ -96,8 +99,9 @@ class OutputWriter:
                 bag.write(topic, stamp_ns, factory.joint_state(stamp_ns, names, q[q_index], v[v_index]))
             for topic, body, v_start, R_WF in self._odometry:
                 X_WB_k = np.asarray(result.X_WB[body])
-                odometry = factory.odometry(stamp_ns, self._frame_ids[0], self._frame_ids[body], X_WB_k,
-                                            R_WF @ v[v_start:v_start + 3], R_WF @ v[v_start + 3:v_start + 6])
+                twist = child_frame_twist(X_WB_k[:3, :3], R_WF, v[v_start:v_start + 6])
+                odometry = factory.odometry(stamp_ns, self._parent_frames[body], self._frame_ids[body], X_WB_k,
+                                            twist.linear, twist.angular)
                 bag.write(topic, stamp_ns, odometry)
             if self._moving:
                 bag.write("/tf", stamp_ns, factory.tf_message(stamp_ns, parents, children, X_PC[k], quaternions[k]))
@@ -133,15 +137,11 @@ class OutputWriter:
                                                                                 v[:, v_index])))
         for topic, body, v_start, R_WF in self._odometry:
             R_WB = X_WB[:, body, :3, :3]
-            w_W = v[:, v_start:v_start + 3] @ R_WF.T
-            v_W = v[:, v_start + 3:v_start + 6] @ R_WF.T
-            R_BW = np.swapaxes(R_WB, -1, -2)
-            linear = np.einsum("nij,nj->ni", R_BW, v_W)
-            angular = np.einsum("nij,nj->ni", R_BW, w_W)
+            twist = child_frame_twist(R_WB, R_WF, v[:, v_start:v_start + 6])
             quaternions = matrix_to_quat(R_WB)
             streams.append((topic, "nav_msgs/msg/Odometry", cdr.encode_odometry(
-                stamps, self._frame_ids[0], self._frame_ids[body], X_WB[:, body, :3, 3], quaternions[:, [1, 2, 3, 0]],
-                linear, angular)))
+                stamps, self._parent_frames[body], self._frame_ids[body], X_WB[:, body, :3, 3],
+                quaternions[:, [1, 2, 3, 0]], twist.linear, twist.angular)))
         if self._moving:
             parents, children, X_PC = self._relative(X_WB, self._moving)
             quaternions = matrix_to_quat(X_PC[..., :3, :3])

@@ -6,7 +6,8 @@ whose time is later than the last one published it publishes ``rosgraph_msgs/Clo
 with ``use_sim_time`` sees the recording's time. Messages are published as the bag stores them (serialized
 CDR, no re-encoding). Looping starts the bag again from its first message: the clock jumps back, which is what
 the estimator's clock-jump rule resets on. A ``/clock`` topic inside the bag is not republished (the player
-owns the clock).
+owns the clock). Latched topics (``/tf_static``, ``/robot_description``) are published transient local, keep last
+1, as tf2's static broadcaster and robot_state_publisher do, so a subscriber that starts later still gets them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from rosbags.rosbag2 import ReaderError
 
-from ros_dofkit.ros.bag_io import BagError, bag_topics
+from ros_dofkit.ros.bag_io import LATCHED_TOPICS, BagError, bag_topics
+from ros_dofkit.ros.qos import tf_static_qos
 
 CLOCK_TOPIC = "/clock"
 
@@ -84,7 +86,8 @@ class BagPlayer:
             raise BagError(f"{self.path} has no topic to play (its topics: {sorted(available)})")
         self.topics = tuple(chosen)
         qos = QoSProfile(depth=qos_depth, reliability=ReliabilityPolicy.RELIABLE)
-        self._publishers = {topic: node.create_publisher(message_class(available[topic][0]), topic, qos)
+        self._publishers = {topic: node.create_publisher(message_class(available[topic][0]), topic,
+                                                         tf_static_qos() if topic in LATCHED_TOPICS else qos)
                             for topic in self.topics}
         self._clock_publisher = None
         if publish_clock:

@@ -27,6 +27,7 @@ from ros_dofkit.ros.parameters import (
     model_specs_from_parameters,
     validate_parameters,
 )
+from ros_dofkit.ros.tf_tree import TfTreeError, tf_tree_from_parameters
 
 IMU_MSGTYPE = "sensor_msgs/msg/Imu"
 JOINT_STATE_MSGTYPE = "sensor_msgs/msg/JointState"
@@ -62,6 +63,10 @@ class ReplaySetup:
         if reasons:
             raise ReplayError("invalid estimator parameters: " + "; ".join(reasons))
         plant = build_plant(model_specs_from_parameters(values))
+        try:
+            tf_tree_from_parameters(plant, values)  # the TF frames the outputs will use: refused before any output
+        except TfTreeError as error:
+            raise ReplayError(f"TF: {error}") from error
         instances = [plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())]
         config = estimator_config_from_parameters(values, instances)
         return cls(

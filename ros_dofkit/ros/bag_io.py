@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import NamedTuple, Self
 
 import numpy as np
+from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
+from rosbags.rosbag2.metadata import dump_qos_v8, dump_qos_v9
 from rosbags.serde import SerdeError
 from rosbags.typesys import get_types_from_msg, get_typestore
 
@@ -49,6 +51,25 @@ from ros_dofkit.ros.output_files import PartialFolder
 
 #: Storage back-ends (the rosbag2 plugin names).
 STORAGES = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
+
+# ---------------------------------------------------------------------------------------------- offered QoS
+#: Topics the package publishes latched (transient local, keep last 1: tf2's StaticBroadcasterQoS,
+#: robot_state_publisher's robot_description): ``ros2 bag play`` offers what a bag records, so a bag without these
+#: profiles replays /tf_static volatile and a late tf2 listener never gets it.
+LATCHED_TOPICS = ("/tf_static", "/robot_description")
+#: rmw's "infinite" duration as rosbag2 Jazzy writes it (deadline, lifespan, liveliness lease).
+_INFINITE = QosTime(sec=9223372036, nsec=854775807)
+
+
+def offered_qos(topic: str) -> Qos:
+    """The QoS profile the package's publisher of ``topic`` offers (ros_dofkit.ros.qos): reliable; transient local
+    keep last 1 for :data:`LATCHED_TOPICS`, /tf keep last 100, the others keep last 10 (volatile)."""
+    latched = topic in LATCHED_TOPICS
+    return Qos(QosHistory.KEEP_LAST, 1 if latched else 100 if topic == "/tf" else 10, QosReliability.RELIABLE,
+               QosDurability.TRANSIENT_LOCAL if latched else QosDurability.VOLATILE, _INFINITE, _INFINITE,
+               QosLiveliness.AUTOMATIC, _INFINITE, False)
+
+
 # rosbag2 metadata version written: 9, the version Jazzy's rosbag2 writes (rosbags can write only 8 or 9).
 _BAG_VERSION = 9
 # metadata.yaml versions read directly (newer ones go through rosbags, which knows what it supports).
@@ -125,8 +146,6 @@ class _Sqlite3File:
     """
     #: Created by close(), after the messages: building an index once is cheaper than updating it per row.
     INDEX = "CREATE INDEX timestamp_idx ON messages (timestamp ASC)"
-    #: offered_qos_profiles of a topic recorded without QoS information (rosbags writes the same).
-    NO_QOS = "[]"
     INSERT = "INSERT INTO messages (topic_id, timestamp, data) VALUES(?, ?, ?)"
     #: Rows per statement of a bulk insert. One multi-row INSERT costs far less than as many single-row steps
     #: (16,000 output rows: ~11 ms instead of ~24 ms, measured with sqlite 3.40); 32 rows bind 96 parameters,
@@ -167,7 +186,7 @@ class _Sqlite3File:
         self.topics.append((topic, msgtype, rihs01))
         topic_id = len(self.topics)
         self.connection.execute("INSERT INTO topics VALUES(?, ?, ?, ?, ?, ?)",
-                                (topic_id, topic, msgtype, "cdr", self.NO_QOS, rihs01))
+                                (topic_id, topic, msgtype, "cdr", dump_qos_v8([offered_qos(topic)]), rihs01))
         self.counts[topic_id] = 0
         return topic_id
 
@@ -206,7 +225,8 @@ class _Sqlite3File:
             "message_count": total,
             "topics_with_message_count": [
                 {"topic_metadata": {"name": name, "type": msgtype, "serialization_format": "cdr",
-                                    "offered_qos_profiles": [], "type_description_hash": rihs01},
+                                    "offered_qos_profiles": dump_qos_v9([offered_qos(name)]),
+                                    "type_description_hash": rihs01},
                  "message_count": self.counts[k + 1]}
                 for k, (name, msgtype, rihs01) in enumerate(self.topics)],
             "compression_format": "",
@@ -330,7 +350,8 @@ class BagWriter:
             self._topic_ids[topic] = self._file.add_topic(topic, msgtype, *_message_definition(self.typestore,
                                                                                                 msgtype))
         else:
-            connection = self._writer.add_connection(topic, msgtype, typestore=self.typestore)
+            connection = self._writer.add_connection(topic, msgtype, typestore=self.typestore,
+                                                     offered_qos_profiles=[offered_qos(topic)])
             self._connections[topic] = connection
             self._topic_ids[topic] = connection.id
         self._msgtypes[topic] = msgtype

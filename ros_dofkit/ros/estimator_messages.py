@@ -4,22 +4,32 @@ diagnostics.
 You are in the ROS edge. The core's :class:`~ros_dofkit.core.estimator.estimator.EstimatorResult` holds plant
 coordinates; here they become the messages DESIGN.md lists. JointState carries the articulated coordinates (every
 joint with v == q-dot; names as the plant's coordinate names) and per-instance topics carry exactly the
-coordinates of their instance's DofMask; a floating base travels as ``nav_msgs/Odometry`` (pose in the world
-frame, twist in the child frame, SPEC 9.7/9.9) built with ``ros_dofkit.ros.state_messages``.
+coordinates of their instance's DofMask; a floating base travels as ``nav_msgs/Odometry`` (pose in the frame the
+base hangs from, twist in the child frame, SPEC 9.7/9.9, REP-105; covariances from the solve) built with
+``ros_dofkit.ros.state_messages``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from xml.etree import ElementTree
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from ros_dofkit.core.estimator.odometry import (
+    OdometryCovariance,
+    SolveCovariances,
+    child_frame_twist,
+    floating_base_covariance,
+)
+from ros_dofkit.core.estimator.robot import resolve_urdf_path
+from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.core.state import BasePoseTwist, JointStateArrays
 from ros_dofkit.ros.live_cdr import JointStateEncoder
-from ros_dofkit.ros.state_messages import joint_state_msg_from_arrays, odometry_msg_from_base
+from ros_dofkit.ros.state_messages import joint_state_msg_from_arrays, odometry_msg_from_base, twist_msg
 
 
 class JointStateSelection:
@@ -43,7 +53,9 @@ class JointStateSelection:
 
 
 class FloatingBaseOdometry:
-    """nav_msgs/Odometry of one floating joint attached to the world: pose X_WB, twist in the body frame B."""
+    """nav_msgs/Odometry of one floating joint attached to the world: pose X_WB in ``odom_frame`` (REP-105: the
+    frame the base hangs from), twist in the child frame B, covariances from the solve
+    (``ros_dofkit.core.estimator.odometry``)."""
 
     def __init__(self, plant, joint, odom_frame: str, child_frame: str):
         self.joint = joint
@@ -51,23 +63,27 @@ class FloatingBaseOdometry:
         self.child_frame = child_frame
         self._body = joint.child_body.index
         self._v = slice(joint.velocity_start, joint.velocity_start + 6)
-        # v = [w_FM_F, v_FM_F]; F is fixed in the world (the joint's parent is the world body).
-        self._R_WF = np.asarray(joint.frame_on_parent.X_BF)[:3, :3] if joint.parent_body.index == 0 else None
-        if self._R_WF is None:
+        if joint.parent_body.index != 0:
             raise ValueError(f"floating joint {joint.name!r} is not attached to the world; odometry needs W = F")
+        # v = [w_FM_F, v_FM_F]; F is fixed in the world (the joint's parent is the world body).
+        self._R_WF = np.asarray(joint.frame_on_parent.X_BF)[:3, :3]
 
-    def message(self, result, stamp):
+    def covariance(self, result, covariances: SolveCovariances) -> OdometryCovariance:
+        """The message's covariances at ``result`` from the cycle's solve covariances."""
+        return floating_base_covariance(self.joint.velocity_start, self._R_WF, result.X_WB[self._body][:3, :3],
+                                        covariances.orientation, covariances.velocity)
+
+    def message(self, result, stamp, covariances: SolveCovariances | None = None):
         X_WB = result.X_WB[self._body]
-        v = result.v[self._v]
-        w, x, y, z = _quaternion(X_WB[:3, :3])
-        base = BasePoseTwist(X_WB[:3, 3], [w, x, y, z], self._R_WF @ v[:3], self._R_WF @ v[3:])
-        return odometry_msg_from_base(base, self.odom_frame, self.child_frame, stamp=stamp)
-
-
-def _quaternion(R):
-    from ros_dofkit.core.spatial import matrix_to_quat
-
-    return matrix_to_quat(R)
+        twist = child_frame_twist(X_WB[:3, :3], self._R_WF, result.v[self._v])
+        msg = odometry_msg_from_base(BasePoseTwist(X_WB[:3, 3], matrix_to_quat(X_WB[:3, :3])), self.odom_frame,
+                                     self.child_frame, stamp=stamp)
+        msg.twist.twist = twist_msg(twist.linear, twist.angular)
+        if covariances is not None:
+            covariance = self.covariance(result, covariances)
+            msg.pose.covariance = covariance.pose.reshape(-1)
+            msg.twist.covariance = covariance.twist.reshape(-1)
+        return msg
 
 
 def sensor_errors_message(result, sensor_names) -> Float64MultiArray:
@@ -78,6 +94,57 @@ def sensor_errors_message(result, sensor_names) -> Float64MultiArray:
                                           size=len(sensor_names), stride=len(sensor_names))]
     msg.data = [float(result.sensor_errors_deg[name]) for name in sensor_names]
     return msg
+
+
+def robot_description_text(specs) -> str | None:
+    """The URDF XML to publish on ``robot_description`` for the robot's :class:`ModelSpec` list, as
+    robot_state_publisher would hold it: the one instance's URDF unchanged; several instances merged into one
+    ``<robot>`` (the first one's name), each later root attached by a fixed joint ``<instance>_attachment`` to its
+    parent link. None when no single URDF tree holds them: a later instance hanging from the world or an external
+    frame (a second root), or link or joint names used twice."""
+    specs = list(specs)
+    texts = [spec.urdf if spec.is_xml else resolve_urdf_path(spec.urdf).read_text(encoding="utf-8")
+             for spec in specs]
+    if len(specs) == 1:
+        return texts[0]
+    robots = [ElementTree.fromstring(text) for text in texts]
+    merged = robots[0]
+    links = {link.get("name") for link in merged.iter("link")}
+    joints = {joint.get("name") for joint in merged.iter("joint")}
+    for spec, robot in zip(specs[1:], robots[1:], strict=True):
+        own_links = [link.get("name") for link in robot.findall("link")]
+        children = {child.get("link") for child in robot.iter("child")}
+        roots = [name for name in own_links if name not in children]
+        own_joints = {joint.get("name") for joint in robot.findall("joint")}
+        name = spec.name or robot.get("name")
+        if spec.parent_frame not in links or len(roots) != 1 or links & set(own_links) or joints & own_joints \
+                or f"{name}_attachment" in joints | own_joints:
+            return None
+        for element in robot:
+            merged.append(element)
+        attachment = ElementTree.SubElement(merged, "joint", name=f"{name}_attachment", type="fixed")
+        ElementTree.SubElement(attachment, "parent", link=spec.parent_frame)
+        ElementTree.SubElement(attachment, "child", link=roots[0])
+        links |= set(own_links)
+        joints |= own_joints | {f"{name}_attachment"}
+    return ElementTree.tostring(merged, encoding="unicode")
+
+
+class RateLimiter:
+    """Admits at most ``rate_hz`` events per second of *stamp* time (0: every event). A stamp that goes back (a
+    clock jump, a looping bag) is admitted and restarts the count."""
+
+    def __init__(self, rate_hz: float):
+        if not (isinstance(rate_hz, (int, float)) and math.isfinite(rate_hz) and rate_hz >= 0):
+            raise ValueError(f"rate_hz: expected a finite number >= 0, got {rate_hz!r}")
+        self._period = 1.0 / rate_hz if rate_hz > 0 else 0.0
+        self._last = -math.inf
+
+    def admit(self, stamp: float) -> bool:
+        if stamp < self._last or stamp - self._last >= self._period * (1 - 1e-9):
+            self._last = stamp
+            return True
+        return False
 
 
 class RateMeter:
@@ -134,11 +201,13 @@ def _kv(key: str, value) -> KeyValue:
 
 
 def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatistics, now: float,
-                        qos_incompatible=None, hardware_id: str = "", clock_s: float | None = None) -> DiagnosticArray:
+                        qos_incompatible=None, hardware_id: str = "", unconstrained=(),
+                        clock_s: float | None = None) -> DiagnosticArray:
     """DiagnosticArray: one status for the estimator (rates, solve time, dropped and rejected inputs by reason,
-    stale sensors) and one per IMU (stale or OK, error in degrees, input rate). Stale sensors are judged at the
-    node's clock ``clock_s`` (seconds, the clock input stamps are checked against) when given, so that total
-    silence shows every IMU stale although no cycle runs; else as of the last cycle."""
+    stale sensors, the estimated coordinates no IMU constrains) and one per IMU (stale or OK, error in degrees,
+    input rate). Unconstrained coordinates make the status at least WARN. Stale sensors are judged at the node's
+    clock ``clock_s`` (seconds, the clock input stamps are checked against) when given, so that total silence
+    shows every IMU stale although no cycle runs; else as of the last cycle."""
     result = statistics.last_result
     if clock_s is not None:
         stale = estimator.stale_sensors(clock_s)
@@ -161,6 +230,8 @@ def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatis
         if result.uncalibrated_sensors:
             parts.append(f"uncalibrated: {', '.join(result.uncalibrated_sensors)}")
         message = "; ".join(parts)
+    if unconstrained and level == DiagnosticStatus.OK:
+        level, message = DiagnosticStatus.WARN, f"IMUs do not constrain {', '.join(unconstrained)}"
     values = [
         _kv("output_rate_hz", statistics.output_rate.rate(now)),
         *[_kv(f"input_rate_hz.{name}", meter.rate(now)) for name, meter in statistics.input_rates.items()],
@@ -177,6 +248,7 @@ def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatis
         _kv("rejected.malformed_message", sum(statistics.malformed.values())),
         *[_kv(f"malformed.{name}", count) for name, count in statistics.malformed.items()],
         _kv("stale_sensors", ",".join(stale)),
+        _kv("unconstrained_coordinates", ",".join(unconstrained)),
     ]
     for topic, count in (qos_incompatible or {}).items():
         values.append(_kv(f"qos_incompatible.{topic}", count))

@@ -2,17 +2,21 @@
 
 Launch arguments: ``config`` (parameter YAML, default the use's file in the package share), ``robot_description``
 (URDF XML; non-empty replaces the config's urdf_files), ``urdf`` (comma-separated URDF files replacing the
-config's urdf_files), ``namespace`` and ``use_sim_time``. Needs launch and launch_ros (a full ROS 2 install).
+config's urdf_files), ``namespace``, ``use_sim_time``, ``rviz`` (true: also start rviz2 where it is installed)
+and ``rviz_config`` (default the use's ``.rviz`` file in the package share). Needs launch and launch_ros (a full
+ROS 2 install).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 
 PACKAGE = "ros_dofkit"
 
 #: Launch arguments of every estimator launch file.
-ESTIMATOR_LAUNCH_ARGUMENTS = ("config", "robot_description", "urdf", "namespace", "use_sim_time")
+ESTIMATOR_LAUNCH_ARGUMENTS = ("config", "robot_description", "urdf", "namespace", "use_sim_time", "rviz",
+                              "rviz_config")
 
 
 def default_config_path(config_file: str) -> str:
@@ -22,9 +26,28 @@ def default_config_path(config_file: str) -> str:
     return os.path.join(get_package_share_directory(PACKAGE), "config", config_file)
 
 
+def _true(text: str) -> bool:
+    return text.strip().lower() in ("true", "1", "yes")
+
+
+def rviz_command(rviz: str, rviz_config: str, namespace: str, which=shutil.which) -> list[str] | None:
+    """The rviz2 command line for the ``rviz`` / ``rviz_config`` / ``namespace`` launch arguments: None when
+    ``rviz`` is not true, ``[]`` when rviz2 is not installed here; rviz2 runs in the estimator's namespace, so its
+    RobotModel reads that namespace's ``robot_description``."""
+    if not _true(rviz):
+        return None
+    executable = which("rviz2")
+    if executable is None:
+        return []
+    command = [executable, "-d", rviz_config]
+    if namespace.strip("/"):
+        command += ["--ros-args", "-r", f"__ns:=/{namespace.strip('/')}"]
+    return command
+
+
 def launch_overrides(robot_description: str, urdf: str, use_sim_time: str) -> dict:
     """Parameter overrides from the launch arguments (plain values; testable without launch)."""
-    overrides = {"use_sim_time": use_sim_time.strip().lower() in ("true", "1", "yes")}
+    overrides = {"use_sim_time": _true(use_sim_time)}
     if robot_description.strip():
         overrides["robot_description"] = robot_description
     files = [f.strip() for f in urdf.split(",") if f.strip()]
@@ -35,7 +58,7 @@ def launch_overrides(robot_description: str, urdf: str, use_sim_time: str) -> di
 
 def estimator_launch_description(config_file: str, node_name: str = "estimator"):
     """LaunchDescription running the ``estimator`` executable with ``config_file`` and the shared arguments."""
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.actions import DeclareLaunchArgument, ExecuteProcess, LogInfo, OpaqueFunction
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
 
@@ -45,7 +68,7 @@ def estimator_launch_description(config_file: str, node_name: str = "estimator")
         def value(name):
             return LaunchConfiguration(name).perform(context)
 
-        return [
+        actions = [
             Node(
                 package=PACKAGE,
                 executable="estimator",
@@ -56,6 +79,12 @@ def estimator_launch_description(config_file: str, node_name: str = "estimator")
                 output="screen",
             )
         ]
+        rviz = rviz_command(value("rviz"), value("rviz_config"), value("namespace"))
+        if rviz == []:
+            actions.append(LogInfo(msg="rviz:=true, but rviz2 is not installed here: not started"))
+        elif rviz:
+            actions.append(ExecuteProcess(cmd=rviz, output="screen"))
+        return actions
 
     return LaunchDescription([
         DeclareLaunchArgument("config", default_value=default_config_path(config_file),
@@ -66,5 +95,8 @@ def estimator_launch_description(config_file: str, node_name: str = "estimator")
                               description="comma-separated URDF files replacing the config's urdf_files"),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the estimator node"),
         DeclareLaunchArgument("use_sim_time", default_value="false", description="use /clock (bag replay)"),
+        DeclareLaunchArgument("rviz", default_value="false", description="also start rviz2 (where installed)"),
+        DeclareLaunchArgument("rviz_config", default_value=default_config_path(config_file.replace(".yaml", ".rviz")),
+                              description="rviz2 configuration"),
         OpaqueFunction(function=make_node),
     ])

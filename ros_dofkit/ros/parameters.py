@@ -13,6 +13,7 @@ names are known only after ``imu_names`` and the robot are read.
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
 
@@ -96,7 +97,8 @@ TOPIC_PARAMETERS = (
     ParameterSpec("frame_prefix", STRING, "", "prepended to every TF frame id (as robot_state_publisher)",
                   read_only=True),
     ParameterSpec("world_frame", STRING, "world", "TF frame of the model world (parent of root joints and "
-                  "odometry frame)", read_only=True),
+                  "odometry frame); the URDF root's own name publishes no root transform (no self-transform)",
+                  read_only=True),
     ParameterSpec("input_qos", STRING, "sensor_data", "QoS of the inputs", read_only=True, choices=QOS_CHOICES),
     ParameterSpec("input_qos_depth", INTEGER, 10, "history depth of the inputs", read_only=True,
                   value_range=(1, 1000)),
@@ -131,7 +133,24 @@ ESTIMATION_PARAMETERS = (
                   value_range=(0.0, 3600.0)),
 )
 
-NODE_PARAMETERS = ROBOT_PARAMETERS + TOPIC_PARAMETERS + ESTIMATION_PARAMETERS
+OUTPUT_PARAMETERS = (
+    ParameterSpec("publish_root_tf", BOOL, True, "publish each model instance's root transform (world_frame or its "
+                  "parent frame -> root link); false when odometry or a localization node owns it (REP-105: "
+                  "odom -> base_link)", read_only=True),
+    ParameterSpec("publish_joint_tf", BOOL, True, "publish the transforms below the roots (joints, welds); false "
+                  "when another node (robot_state_publisher) owns them", read_only=True),
+    ParameterSpec("tf_max_rate", DOUBLE, 0.0, "most /tf messages per second (by input stamp); 0: one per estimate",
+                  read_only=True, value_range=(0.0, 10000.0)),
+    ParameterSpec("publish_robot_description", BOOL, True, "publish the URDF on robot_description (std_msgs/String, "
+                  "transient local) as robot_state_publisher does; off when robot_state_publisher runs too",
+                  read_only=True),
+    ParameterSpec("imu_orientation_stddev", DOUBLE, 0.01, "per-axis noise (rad) of the IMU orientations, for the "
+                  "Odometry orientation covariance", read_only=True, value_range=(1e-9, 3.2)),
+    ParameterSpec("imu_angular_velocity_stddev", DOUBLE, 0.01, "per-axis gyro noise (rad/s), for the Odometry "
+                  "angular-velocity covariance", read_only=True, value_range=(1e-9, 100.0)),
+)
+
+NODE_PARAMETERS = ROBOT_PARAMETERS + TOPIC_PARAMETERS + OUTPUT_PARAMETERS + ESTIMATION_PARAMETERS
 
 
 def imu_parameter_specs(imu_name: str) -> tuple:
@@ -383,11 +402,36 @@ def known_parameter_specs(values: dict, instance_names=()) -> dict:
     return specs
 
 
+def command_line_parameters(argv, node_name: str = "estimator") -> dict:
+    """``{name: text}`` of the ``-p name:=text`` / ``--param name:=text`` arguments inside ``--ros-args`` (also
+    ``-p node:name:=text`` for ``node_name``), untyped. rcl silently drops a command-line value whose type differs
+    from the same parameter in a ``--params-file``, so the node types and checks these itself."""
+    values = {}
+    inside = False
+    argv = list(argv)
+    for k, arg in enumerate(argv):
+        if arg == "--ros-args":
+            inside = True
+        elif arg == "--":
+            inside = False
+        elif inside and arg in ("-p", "--param") and k + 1 < len(argv) and ":=" in argv[k + 1]:
+            name, text = argv[k + 1].split(":=", 1)
+            node, _, bare = name.rpartition(":")
+            if node and node.lstrip("/") != node_name:
+                continue
+            values[bare] = text
+    return values
+
+
+def unknown_parameter_reason(name: str, known_names) -> str:
+    """"unknown parameter 'x'; did you mean [...]?" with the known names that look alike (difflib)."""
+    near = difflib.get_close_matches(name, list(known_names), n=3, cutoff=0.6)
+    return f"unknown parameter {name!r}" + (f"; did you mean {near}?" if near else "")
+
+
 def validate_parameters(values: dict, instance_names=()) -> list:
     """Reasons (strings) why ``values`` are not a valid estimator configuration; empty when they are. Unknown
     parameter names are reported with the known ones that look alike."""
-    import difflib
-
     specs = known_parameter_specs(values, instance_names)
     reasons = []
     for name, value in values.items():
@@ -397,8 +441,7 @@ def validate_parameters(values: dict, instance_names=()) -> list:
         if spec is None:
             if name.startswith("estimated.") and not instance_names:
                 continue  # instances not known yet: checked once the robot is built
-            near = difflib.get_close_matches(name, list(specs), n=3, cutoff=0.6)
-            reasons.append(f"unknown parameter {name!r}" + (f"; did you mean {near}?" if near else ""))
+            reasons.append(unknown_parameter_reason(name, specs))
             continue
         reason = validate_value(spec, value)
         if reason:

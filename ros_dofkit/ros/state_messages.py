@@ -92,7 +92,8 @@ def _pose_arrays(pose: Pose) -> tuple[np.ndarray, np.ndarray]:
     return position, quat_xyzw
 
 
-def _twist_msg(linear, angular) -> Twist:
+def twist_msg(linear, angular) -> Twist:
+    """``geometry_msgs/Twist`` of two 3-vectors (linear, angular), in whatever frame they are expressed in."""
     twist = Twist()
     twist.linear = Vector3(x=float(linear[0]), y=float(linear[1]), z=float(linear[2]))
     twist.angular = Vector3(x=float(angular[0]), y=float(angular[1]), z=float(angular[2]))
@@ -111,9 +112,9 @@ def twist_msg_from_base(base: BasePoseTwist, frame: str = "world") -> Twist:
     """``geometry_msgs/Twist`` of the base: ``V_WB`` expressed in W (``frame="world"``) or in B (``"child"``)."""
     base = _single(base)
     if frame == "world":
-        return _twist_msg(*base.world_twist())
+        return twist_msg(*base.world_twist())
     if frame == "child":
-        return _twist_msg(*base.child_twist())
+        return twist_msg(*base.child_twist())
     raise ValueError(f"frame must be 'world' or 'child', got {frame!r}")
 
 
@@ -160,7 +161,7 @@ def odometry_msg_from_base(
     msg.header.frame_id = odom_frame
     msg.child_frame_id = base_frame
     msg.pose.pose = pose_msg_from_base(base)
-    msg.twist.twist = _twist_msg(*base.child_twist())
+    msg.twist.twist = twist_msg(*base.child_twist())
     for label, value, target in (
         ("pose_covariance", pose_covariance, msg.pose),
         ("twist_covariance", twist_covariance, msg.twist),
@@ -188,5 +189,6 @@ __all__ = [
     "odometry_msg_from_base",
     "pose_msg_from_base",
     "transform_stamped_from_base",
+    "twist_msg",
     "twist_msg_from_base",
 ]

@@ -6,9 +6,9 @@ included, SPEC 9.10), stamped with the input's time, and every weld goes to ``/t
 (no coordinates of its own) still moves and is published on ``/tf``.
 
 Frames: each transform is ``X_PC`` (parent link P -> child link C) = ``inv(X_WP) X_WC`` from the cycle's body
-poses; frame ids are link names with ``frame_prefix`` prepended (plain concatenation, as robot_state_publisher);
-the world body is ``world_frame``. Link names that occur in several model instances are qualified as
-``<instance>/<link>`` so that the TF tree stays a tree. The world frame is not prefixed (robots share it).
+poses. Frame names, the frame each transform hangs from (world, an external frame such as ``odom``) and which
+transforms are ours to publish come from one :class:`~ros_dofkit.ros.tf_tree.TfTree` (REP-105 ownership, no
+self-transforms, no second parents: see ``ros_dofkit.ros.tf_tree``), shared with offline replay.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from geometry_msgs.msg import Quaternion, Transform, TransformStamped, Vector3
 
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.ros.live_cdr import TfMessageEncoder
-from ros_dofkit.ros.tf_tree import frame_ids, moving_and_fixed_bodies
+from ros_dofkit.ros.tf_tree import TfTree, tf_tree
 
 
 def transform_msg(X: np.ndarray) -> Transform:
@@ -31,20 +31,19 @@ def transform_msg(X: np.ndarray) -> Transform:
 
 
 class TfBuilder:
-    """Builds TransformStamped lists for a finalized plant."""
+    """Builds TransformStamped lists for a finalized plant: the transforms of ``tree`` (default: every transform,
+    hanging from ``world_frame``; :class:`~ros_dofkit.ros.tf_tree.TfTreeError` for a world frame naming a link)."""
 
-    def __init__(self, plant, frame_prefix: str = "", world_frame: str = "world"):
-        if not isinstance(frame_prefix, str) or not isinstance(world_frame, str) or not world_frame:
-            raise ValueError(f"frame_prefix must be a string and world_frame a non-empty string, got "
-                             f"{frame_prefix!r}, {world_frame!r}")
+    def __init__(self, plant, frame_prefix: str = "", world_frame: str = "world", tree: TfTree | None = None):
         self._plant = plant
-        self.frame_ids = frame_ids(plant, frame_prefix, world_frame)
-        parent = np.asarray(plant.tree.parent)
-        self._parent = parent
+        self.tree = tf_tree(plant, frame_prefix, world_frame) if tree is None else tree
+        self.frame_ids = self.tree.frame_ids
+        self._parent_frames = self.tree.parent_frame_ids
+        self._parent = np.asarray(self.tree.parent_bodies)
         self._cache = {}
-        self.moving_bodies, self.fixed_bodies = moving_and_fixed_bodies(plant)
+        self.moving_bodies, self.fixed_bodies = self.tree.moving_bodies, self.tree.fixed_bodies
         self._moving_index = np.asarray(self.moving_bodies, dtype=int)
-        self._moving_encoder = TfMessageEncoder([self.frame_ids[parent[b]] for b in self.moving_bodies],
+        self._moving_encoder = TfMessageEncoder([self._parent_frames[b] for b in self.moving_bodies],
                                                 [self.frame_ids[b] for b in self.moving_bodies])
 
     @staticmethod
@@ -82,7 +81,7 @@ class TfBuilder:
             cached = []
             for b in bodies:
                 msg = TransformStamped()
-                msg.header.frame_id = self.frame_ids[self._parent[b]]
+                msg.header.frame_id = self._parent_frames[b]
                 msg.child_frame_id = self.frame_ids[b]
                 cached.append(msg)
             cached = self._cache[bodies] = tuple(cached)

@@ -42,7 +42,8 @@ class ModelSpec:
     """One model instance: ``urdf`` is a file path or an XML string (starting with "<").
 
     ``name`` defaults to the URDF robot name; ``base_joint`` is one of :data:`BASE_JOINTS`; ``parent_frame`` is
-    the frame the root link attaches to ("world" or a frame of an instance added before).
+    the frame the root link attaches to: "world", a frame of an instance added before, or a frame outside the
+    model (a TF frame such as ``odom`` or a ``base_link`` owned by odometry), which the plant's world stands for.
     """
 
     urdf: str
@@ -68,7 +69,9 @@ class ModelSpec:
 def build_plant(specs, plant_name: str = "robot"):
     """A finalized MultibodyPlant with one model instance per :class:`ModelSpec`, in order.
 
-    Malformed URDFs and unknown parent frames surface as the plant's typed errors (ValueError subclasses).
+    Malformed URDFs surface as the plant's typed errors (ValueError subclasses). A parent frame that is not a frame
+    of the instances added before is external (``ros_dofkit.ros.tf_tree`` names it as the root's TF parent): the
+    instance attaches to the world body, which stands for that frame.
     """
     from ros_dofkit.core.multibody import MultibodyPlant
 
@@ -81,6 +84,7 @@ def build_plant(specs, plant_name: str = "robot"):
             raise TypeError(f"build_plant expects ModelSpec entries, got {type(spec).__name__}")
         source = spec.urdf if spec.is_xml else str(resolve_urdf_path(spec.urdf))
         base_joint = None if spec.base_joint == "urdf" else spec.base_joint
-        plant.add_urdf(source, model_name=spec.name, base_joint=base_joint, parent_frame=spec.parent_frame)
+        parent = spec.parent_frame if plant.has_frame_named(spec.parent_frame) else "world"
+        plant.add_urdf(source, model_name=spec.name, base_joint=base_joint, parent_frame=parent)
     plant.finalize()
     return plant

@@ -40,7 +40,7 @@ from .tree import (
     JOINT_WELD,
     KinematicTree,
 )
-from .urdf import URDFModel, parse_urdf
+from .urdf import URDFModel, URDFWarning, parse_urdf
 
 __all__ = [
     "JOINT_PLANAR",
@@ -72,6 +72,7 @@ __all__ = [
     "TopologyError",
     "URDFError",
     "URDFModel",
+    "URDFWarning",
     "UnknownNameError",
     "WeldJoint",
     "parse_urdf",

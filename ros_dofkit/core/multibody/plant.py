@@ -94,7 +94,8 @@ class MultibodyPlant:
 
         ``base_joint`` attaches the URDF's root link to ``parent_frame`` (a Frame, Body or frame name) at ``X_PF``:
         ``"fixed"`` (weld), ``"planar"`` or ``"floating"`` (quaternion floating), or None to keep what the URDF
-        says (its root welded, unless it has a ``world`` link, whose joints then attach to ``parent_frame``).
+        says (its root welded, unless it has a ``world`` link, whose joints then attach to ``parent_frame``); on a
+        URDF with a ``world`` link, "planar" and "floating" replace the URDF's one world joint.
         ``model_name`` defaults to the robot's name. Returns the model instance index. See ``urdf.py``.
         """
         from .urdf import add_urdf_to_plant
@@ -553,7 +554,8 @@ class MultibodyPlant:
     def _batch(self, q) -> tuple[np.ndarray, tuple[int, ...]]:
         self._check_finalized("kinematics")
         q = self._check_size(q, self._nq, "q")
-        return q.reshape(-1, self._nq), q.shape[:-1]
+        # (an explicit batch size: reshape(-1, 0) is ambiguous for a plant without coordinates, all welds)
+        return q.reshape(math.prod(q.shape[:-1]), self._nq), q.shape[:-1]
 
     def _kinematics_batch(self, q) -> tuple[np.ndarray, tuple[int, ...]]:
         """:meth:`_batch` plus the quaternion rule of the kinematics (SPEC 9.7, as ``core.state``): every floating

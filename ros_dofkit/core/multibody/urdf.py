@@ -16,6 +16,14 @@ frames are rotated so their z axis is the URDF axis (the plane normal); ``floati
 type ``SimpleTransmission`` (one ``<joint>``) adds one actuator named after its ``<actuator>`` (else the
 transmission); like Drake's parser, other transmission types (differentials, reducers sharing one motor among
 several joints) have no single-joint actuator equivalent and add none.
+
+Strictness: what kinematics needs (the tree, origins, axes, limits, well-formed numbers) is an error; what it does
+not use or cannot honour is a :class:`URDFWarning` naming the elements, and the document still loads, as it does in
+urdfdom and Pinocchio: transmissions that add no actuator (unknown, fixed or mimic joints, non-simple types), a
+``<mimic>`` that cannot be honoured (unknown or unsuitable source joint, on a fixed, planar or floating joint: the
+joint keeps its own coordinate, or stays fixed), and elements outside the URDF specification (``<contact>`` in a
+link, ...). The same notes are kept in ``URDFModel.ignored``. Every URDF of example-robot-data 6.0.0 that Pinocchio
+loads loads here with the same body poses (test/test_multibody_pinocchio.py).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +44,22 @@ from .errors import MultibodyValueError, URDFError
 from .joints import Mimic, PlanarJoint, PrismaticJoint, QuaternionFloatingJoint, RevoluteJoint, WeldJoint
 
 URDF_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
+#: The joint types with one coordinate: the only ones a mimic can copy or follow, or a SimpleTransmission actuate.
+ONE_DOF_TYPES = ("revolute", "continuous", "prismatic")
 BASE_JOINT_CHOICES = ("fixed", "planar", "floating", None)
 #: The URDF link that stands for the parent frame (robot_state_publisher / Gazebo convention).
 WORLD_LINK = "world"
+#: Children each element may have, by the URDF specification (wiki.ros.org/urdf/XML) and the ROS tools that add to it
+#: (gazebo, ros2_control); any other child is ignored with a URDFWarning.
+KNOWN_CHILDREN = {
+    "robot": {"link", "joint", "transmission", "material", "gazebo", "sensor", "ros2_control"},
+    "link": {"inertial", "visual", "collision"},
+    "joint": {"origin", "parent", "child", "axis", "calibration", "dynamics", "limit", "mimic", "safety_controller"},
+}
+
+
+class URDFWarning(UserWarning):
+    """Part of a URDF that kinematics does not use or cannot honour was ignored; the message names the elements."""
 
 
 @dataclass
@@ -79,16 +101,43 @@ class URDFTransmission:
 
 @dataclass
 class URDFModel:
-    """A parsed URDF: robot name, link names in document order, joints in document order, the root link."""
+    """A parsed URDF: robot name, link names in document order, joints in document order, the root link, and the
+    notes on what was ignored (each also issued as a URDFWarning)."""
 
     name: str
     links: list[str]
     joints: list[URDFJoint]
     root: str
     transmissions: list[URDFTransmission] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
 
     def joint(self, name: str) -> URDFJoint:
         return next(j for j in self.joints if j.name == name)
+
+
+class _Notes:
+    """What a parse ignores, grouped by reason: each reason becomes one note naming its first elements."""
+
+    SHOWN = 5
+
+    def __init__(self):
+        self._names: dict[str, list[str]] = {}
+
+    def note(self, reason: str, name: str) -> None:
+        self._names.setdefault(reason, []).append(name)
+
+    def unknown_children(self, element: ET.Element, kind: str, name: str) -> None:
+        for child in element:
+            if isinstance(child.tag, str) and child.tag not in KNOWN_CHILDREN[kind]:
+                self.note(f"<{child.tag}> in <{kind}> (not a URDF element kinematics uses)", name)
+
+    def texts(self) -> list[str]:
+        texts = []
+        for reason, names in self._names.items():
+            shown = ", ".join(repr(n) for n in names[:self.SHOWN])
+            more = f" and {len(names) - self.SHOWN} more" if len(names) > self.SHOWN else ""
+            texts.append(f"ignored {reason}: {shown}{more}")
+        return texts
 
 
 def _read_source(source) -> tuple[str, str]:
@@ -145,7 +194,7 @@ def _origin(element: ET.Element, where: str) -> np.ndarray:
     return spatial.make_transform(spatial.rpy_to_matrix(rpy), xyz)
 
 
-def _parse_joint(element: ET.Element, links: set[str]) -> URDFJoint:
+def _parse_joint(element: ET.Element, links: set[str], notes: _Notes) -> URDFJoint:
     name = element.get("name")
     if not name:
         raise URDFError("<joint> element without a name attribute")
@@ -193,14 +242,16 @@ def _parse_joint(element: ET.Element, links: set[str]) -> URDFJoint:
         if joint.damping < 0.0:
             raise URDFError(f"{where} <dynamics>: damping must be >= 0, got {joint.damping}")
     mimic = element.find("mimic")
-    if mimic is not None and kind != "fixed":  # a fixed joint has no motion to copy (urdfdom accepts and ignores)
-        if kind not in ("revolute", "continuous", "prismatic"):
-            raise URDFError(f"{where}: <mimic> is supported on revolute, continuous and prismatic joints, not {kind}")
+    if mimic is not None:
         if not mimic.get("joint"):
             raise URDFError(f"{where} <mimic>: missing attribute 'joint'")
         mwhere = f"{where} <mimic>"
-        joint.mimic = URDFMimic(mimic.get("joint"), _number(mimic, "multiplier", 1.0, mwhere),
-                                _number(mimic, "offset", 0.0, mwhere))
+        copy = URDFMimic(mimic.get("joint"), _number(mimic, "multiplier", 1.0, mwhere),
+                         _number(mimic, "offset", 0.0, mwhere))
+        if kind in ONE_DOF_TYPES:
+            joint.mimic = copy
+        else:  # a fixed joint has no motion to copy; a planar or floating one has no single coordinate
+            notes.note(f"<mimic> on a {kind} joint (it stays {kind})", name)
     return joint
 
 
@@ -210,8 +261,9 @@ def parse_urdf(source) -> URDFModel:
     Raises URDFError naming the element for: malformed XML, a root element other than <robot>, nameless or
     duplicate links and joints, unknown joint types, missing or unknown parent/child links, a link with two
     parents, two roots, cycles, bad numbers (non-finite, wrong count, zero axis, lower > upper, negative
-    velocity/effort/damping), a missing <limit> on revolute/prismatic joints, mimics of unknown or unsuitable
-    joints (and mimic cycles), and transmissions naming unknown joints.
+    velocity/effort/damping), a missing <limit> on revolute/prismatic joints, a <mimic> without a joint, and
+    mimic cycles. What kinematics does not use or cannot honour is a URDFWarning instead (module docstring), also
+    listed in ``URDFModel.ignored``.
     """
     text, description = _read_source(source)
     try:
@@ -224,6 +276,8 @@ def parse_urdf(source) -> URDFModel:
     if not robot_name:
         raise URDFError(f"{description}: <robot> element without a name attribute")
 
+    notes = _Notes()
+    notes.unknown_children(root, "robot", robot_name)
     links: list[str] = []
     for element in root.findall("link"):
         name = element.get("name")
@@ -231,6 +285,7 @@ def parse_urdf(source) -> URDFModel:
             raise URDFError("<link> element without a name attribute")
         if name in links:
             raise URDFError(f"<link name={name!r}> appears twice")
+        notes.unknown_children(element, "link", name)
         links.append(name)
     if not links:
         raise URDFError(f"{description}: robot {robot_name!r} has no <link>")
@@ -239,7 +294,8 @@ def parse_urdf(source) -> URDFModel:
     joints: list[URDFJoint] = []
     parent_joint: dict[str, URDFJoint] = {}
     for element in root.findall("joint"):
-        joint = _parse_joint(element, link_set)
+        joint = _parse_joint(element, link_set, notes)
+        notes.unknown_children(element, "joint", joint.name)
         if any(j.name == joint.name for j in joints):
             raise URDFError(f"<joint name={joint.name!r}> appears twice")
         if joint.child in parent_joint:
@@ -270,15 +326,23 @@ def parse_urdf(source) -> URDFModel:
         raise URDFError(f"robot {robot_name!r}: links {', '.join(map(repr, cyclic))} form a cycle")
 
     by_name = {j.name: j for j in joints}
-    for joint in joints:
+    for joint in joints:  # a mimic that cannot be honoured leaves the joint its own coordinate (as urdfdom does)
         if joint.mimic is None:
             continue
         source = by_name.get(joint.mimic.joint)
-        where = f"<joint name={joint.name!r}> <mimic joint={joint.mimic.joint!r}>"
         if source is None:
-            raise URDFError(f"{where}: unknown joint" + _near(joint.mimic.joint, by_name))
-        if source.type not in ("revolute", "continuous", "prismatic"):
-            raise URDFError(f"{where}: the source must be revolute, continuous or prismatic, not {source.type}")
+            notes.note("<mimic> of an unknown joint (the joint keeps its own coordinate)",
+                       f"{joint.name} -> {joint.mimic.joint}")
+            joint.mimic = None
+        elif source.type not in ONE_DOF_TYPES:
+            notes.note(f"<mimic> of a {source.type} joint (the joint keeps its own coordinate)",
+                       f"{joint.name} -> {source.name}")
+            joint.mimic = None
+    for joint in joints:
+        if joint.mimic is None:
+            continue
+        source = by_name[joint.mimic.joint]
+        where = f"<joint name={joint.name!r}> <mimic joint={joint.mimic.joint!r}>"
         seen = {joint.name}
         while source.mimic is not None:
             if source.name in seen:
@@ -290,16 +354,37 @@ def parse_urdf(source) -> URDFModel:
     for element in root.findall("transmission"):
         tname = element.get("name") or "<unnamed>"
         joint_names = [j.get("name") for j in element.findall("joint")]
-        for jname in joint_names:
-            if jname not in by_name:
-                raise URDFError(f"<transmission name={tname!r}>: unknown joint {jname!r}" + _near(jname, by_name))
+        unknown = [jname for jname in joint_names if jname not in by_name]
+        if unknown:
+            notes.note("<transmission> of an unknown joint (no actuator)", f"{tname} -> {unknown[0]}")
+            continue
         actuator = element.find("actuator")
         type_node = element.find("type")
         kind = (type_node.text or "").strip() if type_node is not None else element.get("type", "")
-        transmissions.append(
-            URDFTransmission(tname, joint_names, None if actuator is None else actuator.get("name"), kind)
-        )
-    return URDFModel(robot_name, links, joints, roots[0], transmissions)
+        transmission = URDFTransmission(tname, joint_names, None if actuator is None else actuator.get("name"), kind)
+        if not transmission.is_simple():
+            notes.note(f"<transmission> of type {kind or '(none)'} (no actuator: only a SimpleTransmission of one "
+                       "joint maps to one)", tname)
+        elif _actuated_joint(transmission, by_name) is None:
+            source = by_name[joint_names[0]]
+            reason = "a mimic joint" if source.mimic is not None else f"a {source.type} joint"
+            notes.note(f"<transmission> of {reason} (no actuator: no coordinate of its own)", tname)
+        transmissions.append(transmission)
+    model = URDFModel(robot_name, links, joints, roots[0], transmissions, notes.texts())
+    for text in model.ignored:
+        warnings.warn(f"URDF {robot_name!r} ({description}): {text}", URDFWarning, stacklevel=2)
+    return model
+
+
+def _actuated_joint(transmission: URDFTransmission, joints: dict[str, URDFJoint]) -> URDFJoint | None:
+    """The joint a transmission adds an actuator to: a SimpleTransmission's one joint if it has a coordinate of its
+    own (1-dof, not a mimic); None otherwise."""
+    if not transmission.is_simple():
+        return None
+    joint = joints[transmission.joints[0]]
+    if joint.type not in ONE_DOF_TYPES or joint.mimic is not None:
+        return None
+    return joint
 
 
 def _near(name, valid) -> str:
@@ -332,10 +417,44 @@ def _parse_order(model: URDFModel) -> list[URDFJoint]:
     return order
 
 
+def _without_world_joint(model: URDFModel, base_joint: str) -> tuple[URDFModel, np.ndarray]:
+    """The model without its ``world`` link and the one joint from it, and that joint's origin X_WR (world to the
+    new root link R), for ``base_joint`` to replace that joint: as if the user had deleted both from the XML, the
+    requested joint's frame on the parent being the deleted joint's origin (so the default configuration is the
+    pose the URDF gives)."""
+    from_world = [j for j in model.joints if j.parent == WORLD_LINK]
+    if len(from_world) != 1:
+        names = ", ".join(repr(j.name) for j in from_world)
+        raise MultibodyValueError(
+            f"URDF {model.name!r}: base_joint={base_joint!r} replaces the one joint from its {WORLD_LINK!r} link, "
+            f"but that link has {len(from_world)} ({names}); load it with base_joint='fixed' or None to keep the "
+            "URDF's world joints"
+        )
+    (replaced,) = from_world
+    mimics = [j.name for j in model.joints if j.mimic is not None and j.mimic.joint == replaced.name]
+    if mimics:
+        raise MultibodyValueError(
+            f"URDF {model.name!r}: base_joint={base_joint!r} would replace the world joint {replaced.name!r}, which "
+            f"the joints {', '.join(map(repr, mimics))} mimic; load it with base_joint='fixed' or None"
+        )
+    stripped = URDFModel(
+        model.name,
+        [link for link in model.links if link != WORLD_LINK],
+        [j for j in model.joints if j is not replaced],
+        replaced.child,
+        [t for t in model.transmissions if replaced.name not in t.joints],
+        list(model.ignored),
+    )
+    return stripped, replaced.X_PF
+
+
 def add_urdf_to_plant(plant, urdf, model_name=None, base_joint="fixed", parent_frame="world", X_PF=None) -> int:
     """Load a URDF (path, XML string or URDFModel) as a new model instance of ``plant``; see MultibodyPlant.add_urdf.
 
-    Everything is validated before the plant is touched, so a failing call leaves the plant unchanged.
+    A URDF whose root is a ``world`` link keeps its world joints with ``base_joint`` "fixed" or None; "planar" or
+    "floating" replace its one world joint (the robot's root is then that joint's child, the new joint's frame on
+    ``parent_frame`` is ``X_PF`` composed with the replaced joint's origin). Everything is validated before the plant
+    is touched, so a failing call leaves the plant unchanged.
     """
     plant._check_building("add_urdf")
     if base_joint not in BASE_JOINT_CHOICES:
@@ -346,22 +465,15 @@ def add_urdf_to_plant(plant, urdf, model_name=None, base_joint="fixed", parent_f
         raise MultibodyValueError(
             f"plant {plant.name!r} already has a model instance named {name!r}; pass model_name= to load it again"
         )
-    for transmission in model.transmissions:  # checked before anything is added, so a failure leaves no trace
-        source = model.joint(transmission.joints[0]) if transmission.is_simple() else None
-        if source is not None and (source.type not in ("revolute", "continuous", "prismatic") or source.mimic):
-            raise URDFError(
-                f"<transmission name={transmission.name!r}>: joint {source.name!r} ({source.type}"
-                f"{', mimic' if source.mimic else ''}) has no single coordinate to actuate"
-            )
-    has_world_link = model.root == WORLD_LINK
-    if has_world_link and base_joint not in ("fixed", None):
-        raise MultibodyValueError(
-            f"URDF {model.name!r} has a {WORLD_LINK!r} link whose joints define its base; base_joint must be "
-            f"'fixed' or None, got {base_joint!r}"
-        )
-    attach = plant.get_body(0).body_frame if parent_frame == "world" else plant._as_frame(parent_frame)
     if X_PF is not None:
         X_PF = as_transform(X_PF, f"X_PF of model {name!r}")
+    if model.root == WORLD_LINK and base_joint in ("planar", "floating"):
+        model, X_world_root = _without_world_joint(model, base_joint)
+        if not np.allclose(X_world_root, np.eye(4), rtol=0.0, atol=1e-15):
+            X_PF = X_world_root if X_PF is None else X_PF @ X_world_root
+    has_world_link = model.root == WORLD_LINK
+    attach = plant.get_body(0).body_frame if parent_frame == "world" else plant._as_frame(parent_frame)
+    if X_PF is not None:
         attach = plant.add_frame(f"{name}_attachment", attach.body, attach.X_BF @ X_PF)
     instance = plant.add_model_instance(name)
 
@@ -428,11 +540,13 @@ def add_urdf_to_plant(plant, urdf, model_name=None, base_joint="fixed", parent_f
     for joint in order:  # add in tree order (mimic sources may have been created earlier)
         plant.add_joint(created[joint.name])
 
+    by_name = {j.name: j for j in model.joints}
     for transmission in model.transmissions:
-        if not transmission.is_simple():
+        source = _actuated_joint(transmission, by_name)
+        if source is None or source.name not in created:  # (parse_urdf noted why)
             continue
-        joint = created[transmission.joints[0]]
-        effort = model.joint(joint.name).effort
+        joint = created[source.name]
+        effort = source.effort
         plant.add_joint_actuator(transmission.actuator or transmission.name, joint,
                                  effort if effort > 0.0 else math.inf)
     return instance

@@ -1,0 +1,194 @@
+"""benchmarks/cold_start.py: `./run bench cold_start`, time from a fresh process to the first estimate.
+
+DESIGN.md's start-up budget: once installed, a fresh ``dofkit replay`` process and a fresh ``estimator`` node reach
+their first estimate within 2 s. Numba compiles the kernels on their first use on a machine (about 25-47 s) and
+caches them; "installed" means that cache exists, so this benchmark first runs one untimed replay (its wall time is
+printed as the cold-cache figure) and then measures fresh processes, --repeat times, printing the worst:
+
+* ``dofkit replay`` on a short demo recording (--duration s of 4 IMUs at 400 Hz), in a fresh interpreter that
+  reports, each from its own clock: interpreter start-up (this process's wall clock before the spawn to the
+  child's first line), imports (``ros_dofkit.cli`` and everything ``dofkit replay`` imports before it reads),
+  the first replay (loading the compiled kernels from numba's cache + reading, estimating, writing) and a second
+  replay of the same bag in the same process (the same work with the kernels loaded): kernel-cache load = first -
+  second, first estimate = second. The budget line is start-up + imports + first replay.
+* the ``estimator`` node (the arm of benchmarks/node_latency.py, 4 IMUs at 500 Hz), spawned through a wrapper that
+  prints when its imports are done; a publisher sends sample sets from before the spawn, this process receives the
+  outputs. Printed: interpreter start-up, imports, imports to the stamp of the first set the node estimates
+  (construction, parameters, plant, subscriptions matched), and that set's latency (the first cycle: it includes
+  loading the kernels on first use). The budget line is spawn to first estimate.
+
+Where you are: ``benchmarks/`` (not part of the package). It imports ros_dofkit's demo recorder and rclpy only
+inside the functions that need them (the measured children must import everything themselves, in fresh
+interpreters), and reuses node_latency.py's node parameters, publisher, probe spin and process helpers. Exit status
+0 unless something fails to run; a missed budget is reported, not an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[1]
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
+
+from benchmarks import node_latency  # noqa: E402
+
+BUDGET_S = 2.0
+
+#: The child of a replay measurement: argv = bag, config, out prefix. It prints one JSON line of wall-clock times.
+_REPLAY_CHILD = """
+import time
+started = time.time()
+t0 = time.perf_counter()
+import json, sys
+from ros_dofkit.cli import main
+# what `dofkit replay` imports before it reads (ros_dofkit/commands/replay.py, run())
+import ros_dofkit.commands.replay, ros_dofkit.core.estimator.config, ros_dofkit.replay.bag_replay
+import ros_dofkit.replay.pipeline, ros_dofkit.replay.progress, ros_dofkit.replay.setup, ros_dofkit.ros.bag_io
+import ros_dofkit.ros.parameters
+t1 = time.perf_counter()
+bag, config, out = sys.argv[1:4]
+first = main(["replay", bag, "--config", config, "--out", out + "_1", "--quiet"])
+t2 = time.perf_counter()
+second = main(["replay", bag, "--config", config, "--out", out + "_2", "--quiet"])
+t3 = time.perf_counter()
+print(json.dumps({"started": started, "imports": t1 - t0, "first": t2 - t1, "second": t3 - t2,
+                  "status": [first, second]}))
+"""
+
+#: The node's wrapper: prints when its imports are done (wall clock), then runs the console script's main.
+_NODE_CHILD = """
+import time, sys
+started = time.time()
+import ros_dofkit.nodes.estimator as estimator
+print("imported", started, time.time(), flush=True)
+sys.argv = ["estimator", *sys.argv[1:]]
+estimator.main()
+"""
+
+
+def replay_once(bag: Path, config: Path, out: Path) -> dict:
+    """One fresh ``dofkit replay`` interpreter: the phases in seconds (see the module docstring)."""
+    spawned = time.time()
+    finished = subprocess.run([sys.executable, "-c", _REPLAY_CHILD, str(bag), str(config), str(out)],
+                              capture_output=True, text=True, cwd=_REPO, timeout=600)
+    total = time.time() - spawned
+    lines = [line for line in finished.stdout.splitlines() if line.startswith("{")]
+    if finished.returncode != 0 or not lines:
+        raise RuntimeError(f"the replay child exited with {finished.returncode}: {finished.stderr[-2000:]}")
+    phases = json.loads(lines[-1])
+    if phases["status"] != [0, 0]:
+        raise RuntimeError(f"dofkit replay returned {phases['status']}: {finished.stderr[-2000:]}")
+    startup = phases["started"] - spawned
+    return {"startup": startup, "imports": phases["imports"], "kernels": phases["first"] - phases["second"],
+            "estimate": phases["second"], "to_first": startup + phases["imports"] + phases["first"],
+            "process": total}
+
+
+def node_once(args, tmp: Path, k: int) -> dict:
+    """One fresh estimator node under the arm's traffic: the phases in seconds (see the module docstring)."""
+    import rclpy
+    from sensor_msgs.msg import JointState
+
+    from ros_dofkit.ros.qos import output_qos
+
+    load = node_latency.load_by_name("arm")
+    log = open(tmp / f"node_{k}.log", "wb")
+    received = []
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node(f"cold_start_probe_{k}", context=context)
+    node.create_subscription(JointState, f"{node_latency.NAMESPACE}/estimated/joint_states",
+                             lambda data: received.append((time.time(), struct.unpack_from("<iI", data, 4))),
+                             output_qos(100), raw=True)
+    stop_spinning = node_latency.spin_in_background(node, context, period=0.02)
+    publisher = process = None
+    try:
+        # The publisher first, so that sets are on the wire from the moment the node subscribes.
+        publisher = subprocess.Popen([sys.executable, node_latency.__file__, "--role", "publisher", "--model", "arm",
+                                      "--rate", str(load.rate), "--duration", str(args.node_timeout)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(1.0)  # its imports and table: not part of the node's start-up
+        spawned = time.time()
+        process = subprocess.Popen([sys.executable, "-c", _NODE_CHILD, "--ros-args", "--params-file",
+                                    str(tmp / "params.yaml")], stdout=subprocess.PIPE, stderr=log, text=True,
+                                   start_new_session=True)
+        imported_line = process.stdout.readline().split()
+        deadline = time.time() + args.node_timeout
+        while not received and time.time() < deadline and process.poll() is None:
+            time.sleep(0.002)
+        if not received:
+            raise RuntimeError(f"the node sent no estimate within {args.node_timeout} s; log: {tmp}/node_{k}.log")
+        first_output = received[0][0]
+        stamp_sec, stamp_nanosec = received[0][1]
+        first_input = stamp_sec + stamp_nanosec * 1e-9  # the stamp of the set it estimated (publisher wall clock)
+    finally:
+        stop_spinning()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        node_latency.stop_process(publisher)
+        node_latency.stop_process(process)
+        log.close()
+    started, imported = float(imported_line[1]), float(imported_line[2])
+    return {"startup": started - spawned, "imports": imported - started,
+            "to_first_set": max(first_input - imported, 0.0), "latency": first_output - max(first_input, imported),
+            "to_first": first_output - spawned}
+
+
+def worst_line(label: str, runs: list, keys) -> str:
+    worst = {key: max(run[key] for run in runs) for key in keys}
+    return label + ", ".join(f"{key} {worst[key]:.3f}" for key in keys) + " s"
+
+
+def budget_line(what: str, runs: list) -> str:
+    """PASS/MISS of the start-up budget over the worst of the runs."""
+    times = [run["to_first"] for run in runs]
+    return (f"{'PASS' if max(times) <= BUDGET_S else 'MISS'}  fresh {what} to its first estimate: {max(times):.2f} s "
+            f"= {max(times) / BUDGET_S:.2f}x the budget (<= {BUDGET_S:g} s; worst of {len(times)}: "
+            f"{' '.join(f'{t:.2f}' for t in times)} s)")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="./run bench cold_start", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="fresh processes per measurement; the worst counts")
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds of input of the replayed bag")
+    parser.add_argument("--no-node", action="store_true", help="measure dofkit replay only (no DDS)")
+    parser.add_argument("--node-timeout", type=float, default=60.0, help="seconds to wait for a node's estimate")
+    args = parser.parse_args(argv)
+
+    from ros_dofkit.replay.demo import DemoOptions
+    from ros_dofkit.replay.record import record_demo
+
+    tmp = Path(tempfile.mkdtemp(prefix="dofkit_cold_start_"))
+    recorded = record_demo(tmp / "input", DemoOptions(duration_s=args.duration), config_path=tmp / "config.yaml")
+    print(f"cold start: load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min) on "
+          f"{os.cpu_count()} cores; worst of {args.repeat} fresh processes per line")
+    warm = replay_once(recorded.bag_path, tmp / "config.yaml", tmp / "warm")
+    print(f"  first replay on this checkout (fills numba's cache if it was empty): {warm['process']:.2f} s")
+    replays = [replay_once(recorded.bag_path, tmp / "config.yaml", tmp / f"replay_{k}") for k in range(args.repeat)]
+    print(worst_line(f"  dofkit replay ({args.duration:g} s of input): ", replays,
+                     ("startup", "imports", "kernels", "estimate", "to_first")))
+    lines = [budget_line("dofkit replay", replays)]
+    if not args.no_node:
+        node_latency.isolate_ros_domain()
+        (tmp / "params.yaml").write_text(node_latency.parameters_yaml(node_latency.load_by_name("arm")))
+        nodes = [node_once(args, tmp, k) for k in range(args.repeat)]
+        print(worst_line("  estimator node (arm, 4 IMUs at 500 Hz): ", nodes,
+                         ("startup", "imports", "to_first_set", "latency", "to_first")))
+        lines.append(budget_line("estimator node", nodes))
+    print("budgets:")
+    for line in lines:
+        print("  " + line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

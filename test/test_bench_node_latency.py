@@ -1,0 +1,111 @@
+"""Smoke tests of the node latency benchmark (benchmarks/node_latency.py): it keeps `./run bench node_latency` from
+rotting. The readings it publishes are checked against the plant's forward kinematics (orientations) and angular
+Jacobian times the motion's derivative (gyro), the budget lines against hand-made rounds, and both --model loads run
+end to end (two rounds of one second each, floor peer and estimator over real DDS) in a process of their own. No
+timing is asserted.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks import node_latency, profiling  # noqa: E402
+from ros_dofkit.core.spatial import quat_to_matrix  # noqa: E402
+
+
+@pytest.mark.parametrize("model", ["arm", "humanoid"])
+def test_published_readings_are_the_motion_seen_by_each_imu(model):
+    load = node_latency.load_by_name(model)
+    rate = 200.0
+    table = node_latency.imu_table(load, rate, period_s=0.5)
+    assert len(table) == 100 and [name for name, _, _ in table[0]] == list(load.imus)
+    plant = node_latency.load_plant(load)
+    times = np.arange(len(table)) / rate
+    Q = node_latency.periodic_motion(plant, load, times)
+    k = 37
+    X_WB = plant.calc_body_poses(Q[k])
+    for name, quaternion, gyro in table[k]:
+        body = plant.get_body_by_name(load.imus[name])
+        np.testing.assert_allclose(quat_to_matrix(quaternion), X_WB[body.index, :3, :3], atol=1e-12)
+        if model == "arm":  # fixed base: the gyro is R_WS^T J_w(q) v, with v the motion's derivative
+            v = (Q[k + 1] - Q[k]) * rate  # the table's gyro is the rotation over one sample, so compare alike
+            q_mid = 0.5 * (Q[k] + Q[k + 1])
+            R_WS = plant.calc_body_poses(q_mid)[body.index, :3, :3]
+            expected = R_WS.T @ (plant.calc_angular_jacobian(q_mid, body) @ v)
+            np.testing.assert_allclose(gyro, expected, atol=1e-3 * max(1.0, np.abs(expected).max()))
+    # Every revolute joint moves, inside its limits.
+    lower, upper = plant.position_lower_limits(), plant.position_upper_limits()
+    assert np.all(Q >= lower - 1e-12) and np.all(Q <= upper + 1e-12)
+
+
+def _result(p99, dropped=0):
+    return {"p99": p99, "p50": p99 / 2, "dropped": dropped}
+
+
+def test_budget_lines_take_the_worst_round():
+    arm = node_latency.load_by_name("arm")
+    rounds = [{"floor": _result(0.8), "estimator": _result(1.1)}, {"floor": _result(0.7), "estimator": _result(1.9)}]
+    p99, ratio, dropped = node_latency.budget_lines(arm, rounds, 60.0)
+    assert p99.startswith("PASS") and "1.900 ms" in p99 and "1.100 1.900" in p99
+    assert ratio.startswith("MISS") and "2.71x" in ratio  # 1.9 / 0.7 in round 2; round 1 was 1.38x
+    assert dropped.startswith("PASS") and "says 60 s" not in dropped
+    rounds[0]["estimator"]["dropped"] = 3
+    assert node_latency.budget_lines(arm, rounds, 5.0)[2].startswith("MISS  0 dropped sets: 3")
+    humanoid = node_latency.load_by_name("humanoid")
+    lines = node_latency.budget_lines(humanoid, [{"estimator": _result(3.0)}], 60.0)
+    assert lines[0].startswith("NOT MEASURED") and "2x the floor" in lines[0] and len(lines) == 2
+
+
+def test_profile_summary_counts_self_and_inclusive_samples(tmp_path):
+    profile = tmp_path / "estimator_1.txt"
+    profile.write_text("main;spin;take 6\nmain;spin;solve;kernel 3\nmain;publish 1\n")
+    lines = profiling.summarize_profile(profile, top=3)
+    assert lines[0].strip() == "10 busy samples; self time:"
+    assert lines[1].split() == ["60.0%", "take"] and lines[2].split() == ["30.0%", "kernel"]
+    inclusive = lines[lines.index("    inclusive time:") + 1:]
+    assert inclusive[0].split() == ["100.0%", "main"] and inclusive[1].split() == ["90.0%", "spin"]
+    (tmp_path / "empty.txt").write_text("")
+    assert "no samples" in profiling.summarize_profile(tmp_path / "empty.txt")[0]
+
+
+def _py_spy_available() -> bool:
+    try:
+        profiling.py_spy()
+    except SystemExit:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("model", ["arm", "humanoid"])
+def test_benchmark_runs_end_to_end(model, tmp_path):
+    # The humanoid run also profiles when py-spy (a tool, not a dependency) is installed next to this interpreter.
+    profile = ["--profile", str(tmp_path / "profile")] if model == "humanoid" and _py_spy_available() else []
+    finished = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "node_latency.py"), "--model", model, "--duration", "1",
+         "--warmup", "1", "--repeat", "2", *profile],
+        capture_output=True, text=True, timeout=400, cwd=REPO)
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+    out = finished.stdout
+    assert out.count("floor peer (the estimator's I/O") == 2 and out.count("  estimator: input") == 2, out
+    for line in re.findall(r"latency p50 .*", out):
+        assert all(float(x) > 0 for x in re.findall(r"p\d\d ([0-9.]+) ms", line)), line
+    verdicts = re.findall(r"^  (PASS|MISS)  (.*)$", out, flags=re.MULTILINE)
+    assert len(verdicts) == (3 if model == "arm" else 2), out
+    assert all("worst" in text for _, text in verdicts), out
+    if profile:
+        assert out.count("busy samples; self time:") == 4, out  # floor and estimator, two rounds
+        assert sorted(p.name for p in (tmp_path / "profile").iterdir()) == [
+            "estimator_1.txt", "estimator_2.txt", "floor_1.txt", "floor_2.txt"]
+
+
+@pytest.mark.skipif(_py_spy_available(), reason="checks the message given when py-spy is missing; it is installed")
+def test_profile_without_py_spy_says_how_to_install_it():
+    with pytest.raises(SystemExit, match="pip install py-spy"):
+        profiling.py_spy()
