@@ -11,7 +11,7 @@ output topics) and prints
   replay` takes for this configuration), best of --repeat rounds, and per round with the rosbags-only read timed
   just before it; the PASS/MISS lines take the worst round;
 * where the wall time goes, each stage timed alone (best of --repeat): reading the bag (topic check, raw
-  messages, bulk CDR decoding), the estimator (``OfflineEstimator.run``: validation, compiled cycle rules,
+  messages, bulk CDR decoding), the estimator (``Estimator.run``: validation, compiled cycle rules,
   ``track_sequence``, velocities and sensor errors), and encoding + writing the output bag;
 * the streaming path for comparison (``replay_bag(batch=False)``: every message through ``process_imu`` /
   ``process_joint_state``, rosbags' (de)serializers), one run, unless --no-streaming;
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     pin_to_one_cpu()
 
-    from ros_dofkit.core.estimator.offline import OfflineEstimator
+    from ros_dofkit.core.estimator import Estimator
     from ros_dofkit.replay.batch import read_offline_inputs
     from ros_dofkit.replay.demo import DemoOptions
     from ros_dofkit.replay.demo_robot import build_demo_robot
@@ -193,14 +193,14 @@ def main(argv=None) -> int:
             started = time.perf_counter()
             inputs, _, _ = read_offline_inputs(recorded.bag_path, setup, None, TRUTH_TOPIC, factory.typestore)
             read_times.append(time.perf_counter() - started)
-            offline = OfflineEstimator(setup.plant, setup.config)
+            offline = Estimator(setup.plant, setup.config)
             started = time.perf_counter()
             run = offline.run(inputs)
             core_times.append(time.perf_counter() - started)
             started = time.perf_counter()
             with BagWriter(tmp / f"write_{k}", storage=args.storage, typestore=factory.typestore,
                            journal=False) as writer:  # as replay_bag writes its output
-                OutputWriter(writer, setup, offline.estimator, factory).write_run(run, run.initialized.nonzero()[0])
+                OutputWriter(writer, setup, offline, factory).write_run(run, run.initialized.nonzero()[0])
             write_times.append(time.perf_counter() - started)
         read, core, write = min(read_times), min(core_times), min(write_times)
         streaming = None

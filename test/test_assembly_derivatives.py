@@ -98,8 +98,8 @@ def test_goal_gradient_and_error_jacobian_match_finite_differences(robot, error_
             np.testing.assert_allclose(jacobian, fd_wrt_v(plant, condition.calc_errors, q), atol=2e-7)
             # the goal gradient is the Jacobian-transpose of the errors, normalized (J_r⁻¹ᵀ φ = φ)
             errors = condition.calc_errors(q)
-            _, _, _, weights, observations = condition._active_observations()
-            observed = condition._is_observed(observations)
+            _, _, _, weights, observations = condition.active_observations()
+            observed = condition.is_observed(observations)
             np.testing.assert_allclose(jacobian.T @ errors / weights[observed].sum(), gradient_v, atol=1e-12)
             # w.r.t. q: dgoal/dq · N(q) = dgoal/dv, and central differences along random directions of q
             gradient_q = condition.calc_goal_gradient(q, wrt="q")
@@ -170,28 +170,27 @@ def test_compiled_residuals_equal_reference(robot, hard):
 
 
 def test_compiled_forward_kinematics_and_jacobians_equal_plant(robot):
-    from ros_dofkit.core.assembly import kernels
+    from ros_dofkit.core.multibody import compiled
 
     name, plant, links = robot
     rng = np.random.default_rng(13)
     tree = plant.tree
-    packed = (tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start,
-              tree.mimic_q, tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset)
+    packed = tree.kernel_arguments()
     nb = plant.num_bodies()
     for _ in range(3):
         q = random_configuration(plant, rng, 1.5)
         X_WB = np.empty((nb, 4, 4))
         R_WF = np.empty((nb, 3, 3))
         p_WM = np.empty((nb, 3))
-        kernels.forward_kinematics(packed, q, X_WB, R_WF, p_WM)
+        compiled.forward_kinematics(packed, q, X_WB, R_WF, p_WM)
         np.testing.assert_allclose(X_WB, plant.calc_body_poses(q), atol=1e-12)
         J = np.empty((6, plant.num_velocities()))
         for b in range(1, nb):
             p_BQ = rng.normal(size=3)
             p_WQ = X_WB[b, :3, :3] @ p_BQ + X_WB[b, :3, 3]
-            kernels.point_jacobian(packed, R_WF, p_WM, b, p_WQ, True, J)
+            compiled.point_jacobian(packed, R_WF, p_WM, b, p_WQ, True, J)
             np.testing.assert_allclose(J, plant.calc_jacobian(q, plant.get_body(b), p_BQ), atol=1e-12)
         dv = rng.normal(size=plant.num_velocities())
         out = np.empty_like(q)
-        kernels.integrate_positions(packed, q, dv, out)
+        compiled.integrate_positions(packed, q, dv, out)
         np.testing.assert_allclose(out, plant.integrate_positions(q, dv), atol=1e-12)

@@ -12,7 +12,7 @@ from imu_scenarios import imu_setup, observe
 from robot_models import urdf_path
 from ros_dofkit.core import spatial
 from ros_dofkit.core.assembly import AssemblyValueError, Markers, kernels
-from ros_dofkit.core.multibody import MultibodyPlant
+from ros_dofkit.core.multibody import MultibodyPlant, compiled
 
 MODELS = {
     # Panda: revolute joints and a prismatic finger with a mimic twin; planar base; Talos: floating base, 30+ dofs
@@ -33,8 +33,7 @@ def model(request):
 
 def tree_tuple(plant):
     tree = plant.tree
-    return (tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start, tree.mimic_q,
-            tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset)
+    return tree.kernel_arguments()
 
 
 def random_q(plant, rng, scale=0.8):
@@ -73,7 +72,7 @@ def test_incremental_kinematics_equal_full_forward_kinematics_bit_for_bit(model)
             pass  # the same q again: nothing to recompute
         every_body = bool(step % 2)
         kernels.update_kinematics(tree, q, work, every_body)
-        kernels.forward_kinematics(tree, q, X_WB, R_WF, p_WM)
+        compiled.forward_kinematics(tree, q, X_WB, R_WF, p_WM)
         bodies = np.arange(nb) if every_body else np.flatnonzero(needed | (np.arange(nb) == 0))
         np.testing.assert_array_equal(work[0][bodies], X_WB[bodies])
         np.testing.assert_array_equal(work[1][bodies], R_WF[bodies])
@@ -83,7 +82,7 @@ def test_incremental_kinematics_equal_full_forward_kinematics_bit_for_bit(model)
     q_nan[-1] = np.nan
     for q_next in (q_nan, q):
         kernels.update_kinematics(tree, q_next, work, True)
-        kernels.forward_kinematics(tree, q_next, X_WB, R_WF, p_WM)
+        compiled.forward_kinematics(tree, q_next, X_WB, R_WF, p_WM)
         np.testing.assert_array_equal(work[0], X_WB)
 
 
@@ -104,7 +103,7 @@ def test_track_sequence_body_poses_are_forward_kinematics_at_each_solution(model
     X_WB = np.empty((plant.num_bodies(), 4, 4))
     R_WF, p_WM = np.empty((plant.num_bodies(), 3, 3)), np.empty((plant.num_bodies(), 3))
     for t in range(T):
-        kernels.forward_kinematics(tree, Q[t], X_WB, R_WF, p_WM)
+        compiled.forward_kinematics(tree, Q[t], X_WB, R_WF, p_WM)
         np.testing.assert_array_equal(poses[t], X_WB)
 
 

@@ -432,6 +432,35 @@ def test_calibrate_computes_unknown_mounting_from_static_window(arm_plant):
     np.testing.assert_allclose(step.q, q, atol=1e-3)
 
 
+def test_calibrate_uses_only_its_window_and_refuses_a_stale_imu(arm_plant):
+    """Issue 17.2: a silent IMU's old samples (another pose) are not calibration data."""
+    from ros_dofkit.core.estimator.estimator import CalibrationError
+
+    R_BS_true = rotation_y(-0.4) @ rotation_z(1.0)
+    imus = (*ARM_IMUS[:2], ImuConfig("wrist", "arm_link6", mounting=CALIBRATE), ARM_IMUS[3])
+    truth_imus = (*ARM_IMUS[:2], ImuConfig("wrist", "arm_link6", mounting=R_BS_true), ARM_IMUS[3])
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=imus, estimated_joints={"arm": ARM_ESTIMATED},
+                                                     calibration_window=20, stale_timeout_s=0.05))
+    pose_a, pose_b = arm_plant.default_positions().copy(), arm_plant.default_positions().copy()
+    pose_a[:2], pose_b[:2] = [0.3, -0.6], [0.9, -0.2]
+
+    def hold(pose, stamps, skip=()):
+        for t in stamps:
+            estimator.add_joint_state(["arm_joint1", "arm_joint2"], pose[:2], stamp=t)
+            for name, (quaternion, _) in sensor_readings(arm_plant, truth_imus, pose, np.zeros(7)).items():
+                if name not in skip:
+                    estimator.add_imu(name, t, quaternion)
+
+    hold(pose_a, [k * DT for k in range(15)])  # the wrist's window fills at pose A ...
+    hold(pose_b, [0.5 + k * DT for k in range(10)], skip=("wrist",))  # ... then it falls silent; robot at pose B
+    with pytest.raises(CalibrationError, match=r"\['wrist'\] are stale"):
+        estimator.calibrate()
+    hold(pose_b, [0.6 + k * DT for k in range(4)])  # the wrist resumes at pose B: its pose A samples are not used
+    result = estimator.calibrate()
+    assert result.num_samples["wrist"] == 4
+    assert math.degrees(rotation_angle_between(result.R_BS["wrist"], R_BS_true)) < 1e-6
+
+
 def test_calibrate_refuses_a_moving_window(arm_plant):
     from ros_dofkit.core.estimator.estimator import CalibrationError
 
@@ -486,7 +515,7 @@ def test_update_settings_changes_tuning_and_refuses_structure(arm_plant):
     np.testing.assert_allclose(estimator.R_WG, rotation_z(0.2))
     for k in range(5):
         estimator.add_imu("hand", k * DT, [1.0, 0.0, 0.0, 0.0])
-    assert len(estimator._slots["hand"].window) == 3
+    assert len(estimator._windows["hand"]) == 3
     with pytest.raises(EstimatorConfigError, match="build a new one"):
         estimator.update_settings(dataclasses.replace(config, estimated_joints={"arm": "all"}))
     with pytest.raises(EstimatorConfigError, match="build a new one"):
@@ -548,7 +577,7 @@ def test_sync_joint_states_waits_for_the_encoders(arm_plant):
     assert estimator.ready()
 
 
-def test_process_imu_flushes_instead_of_overwriting(arm_plant):
+def test_process_imu_flushes_instead_of_overwriting_and_drops_repeats(arm_plant):
     estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
     q0, v0 = arm_trajectory(0.0)
     q1, v1 = arm_trajectory(DT)
@@ -567,8 +596,10 @@ def test_process_imu_flushes_instead_of_overwriting(arm_plant):
     _, results = estimator.process_imu("hand", 2 * DT, *second["hand"])
     assert len(results) == 1 and results[0].stamp == DT  # the buffered instant ran first
     assert estimator.statistics()["overwritten_samples"] == 0 and estimator.statistics()["flushed_cycles"] == 1
+    # A repeated stamp is dropped and counted: one output per stamp (tf2 warns about repeated data).
     status, results = estimator.process_imu("hand", 2 * DT, *second["hand"])
-    assert status.ok and len(results) == 1  # equal stamps are accepted; the fresh one is flushed
+    assert not status.accepted and status.reason is RejectReason.REPEATED_STAMP and results == ()
+    assert estimator.reject_counts_by_source()[("hand", "repeated_stamp")] == 1
 
 
 def test_synchronized_mode_heals_a_phase_shift(arm_plant):

@@ -5,10 +5,7 @@ import numpy as np
 import pytest
 
 from ros_dofkit.core.estimator.inputs import (
-    ACCEPTED,
-    RejectCounters,
     RejectReason,
-    check_stamp,
     parse_imu,
     parse_joint_state,
 )
@@ -90,39 +87,3 @@ def test_absent_orientation_keeps_gyro_and_absent_both_drops():
     assert sample is None and status.reason is RejectReason.ORIENTATION_ABSENT
     status, sample = parse_imu(0.0, [1, 0, 0, 0], [np.nan, 0, 0], True, False)
     assert status.ok and sample.w_S is None  # an absent gyro is not inspected
-
-
-@pytest.mark.parametrize(
-    "stamp, now, last, reason",
-    [
-        (10.0, 10.0, 9.0, None),
-        (10.0, 10.0, 10.0, None),
-        (10.0, None, None, None),
-        (10.2, 10.0, None, RejectReason.FUTURE_STAMP),
-        (9.0, 10.0, None, RejectReason.STALE_STAMP),
-        (9.5, None, 9.6, RejectReason.OUT_OF_ORDER),
-        (float("nan"), None, None, RejectReason.NON_FINITE),
-        (None, None, None, RejectReason.NON_FINITE),
-    ],
-)
-def test_stamp_rules(stamp, now, last, reason):
-    status = check_stamp(stamp, now, last, future_tolerance_s=0.05, stale_timeout_s=0.1)
-    assert status.reason is reason
-    assert status.accepted == (reason is None)
-
-
-def test_counters_by_reason_and_source():
-    counters = RejectCounters()
-    counters.record("imu_a", ACCEPTED)
-    counters.record("imu_a", parse_imu(0.0, [0, 0, 0, 0], None)[0])
-    counters.record("imu_b", parse_imu(0.0, [0, 0, 0, 0], None)[0])
-    counters.record("joint_states", parse_joint_state(["j1"], [], None, 0.0, NAMES)[0])
-    by_reason = counters.by_reason()
-    assert by_reason["zero_quaternion"] == 2 and by_reason["mismatched_arrays"] == 1
-    assert set(by_reason) == {r.value for r in RejectReason}
-    assert counters.by_source() == {
-        ("imu_a", "zero_quaternion"): 1,
-        ("imu_b", "zero_quaternion"): 1,
-        ("joint_states", "mismatched_arrays"): 1,
-    }
-    assert counters.total() == 3

@@ -409,6 +409,29 @@ def test_silent_imu_is_stale_tracking_continues_and_resumes(ros_node, ros_proces
     ros_node.spin_until(stale_reported(""), "upper_arm back", TIMEOUT, every=stream.publish, period=0.01)
 
 
+def test_total_silence_shows_every_imu_stale_and_calibration_refuses(ros_node, ros_processes, tmp_path, arm_plant):
+    """Staleness is judged from the node's clock on its diagnostics timer, not only when a cycle runs: when every
+    IMU falls silent, /diagnostics lists them all stale; and ~/calibrate refuses, naming the stale IMU, instead
+    of calibrating from samples of an earlier pose."""
+    start_arm(ros_processes, tmp_path, "imus:\n  wrist: {body: arm_link6, topic: /t/imu/wrist, calibrate: true}")
+    outputs = ros_node.collect(JointState, "/t/out/joint_states", output_qos())
+    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    client = ros_node.node.create_client(Trigger, "/estimator/calibrate")
+    stream = arm_stream(ros_node, arm_plant)
+    ros_node.spin_until(lambda: client.service_is_ready(), "the calibrate service", TIMEOUT)
+    stream.run(outputs, 30, static_q=arm_plant.default_positions())  # the wrist's window fills at one pose
+    silent_since = len(diagnostics)
+    ros_node.spin_until(
+        lambda: len(diagnostics) > silent_since and diagnostics_value(
+            diagnostics.messages[-1], "stale_sensors") == "upper_arm,forearm,wrist,hand",
+        "every IMU reported stale in total silence", TIMEOUT)
+    stream.run(outputs, 10, skip=("wrist",))  # the others resume; the wrist stays silent
+    future = client.call_async(Trigger.Request())
+    ros_node.spin_until(future.done, "the calibrate response", TIMEOUT)
+    assert not future.result().success
+    assert "stale" in future.result().message and "wrist" in future.result().message
+
+
 def test_parameters_validated_on_change(ros_node, ros_processes, tmp_path):
     start_arm(ros_processes, tmp_path)
     client = ros_node.node.create_client(SetParameters, "/estimator/set_parameters")

@@ -373,13 +373,13 @@ class EstimatorNode(Node):
     def _publish_diagnostics(self) -> None:
         msg = diagnostics_message(self.get_clock().now().to_msg(), self.get_name(), self.estimator,
                                   self.statistics, time.monotonic(), dict(self.qos_events.counts),
-                                  unconstrained=self._unconstrained)
+                                  unconstrained=self._unconstrained, clock_s=self._clock_now())
         self._diagnostics_publisher.publish(msg)
 
     # ------------------------------------------------------------------ service and parameters
     def _on_calibrate(self, request, response):
         try:
-            result = self.estimator.calibrate()
+            result = self.estimator.calibrate(now=self._clock_now())
         except (CalibrationError, ValueError) as error:
             response.success = False
             response.message = str(error)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ros_dofkit.core.estimator import Estimator
-from ros_dofkit.core.estimator.offline import OfflineEstimator, OfflineRun, supports_batch
+from ros_dofkit.core.estimator.offline import OfflineRun
 from ros_dofkit.replay.batch import WINDOW_MESSAGES, iter_offline_inputs, read_offline_inputs
 from ros_dofkit.replay.calibration import calibrate_from_inputs
 from ros_dofkit.replay.inputs import bag_inputs, check_input_topics, truth_from_records
@@ -78,12 +78,11 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     replay to ``out_path`` that was killed (SIGKILL) is removed first, with a one-line note on stderr.
     ``progress(fraction, text)`` is called about five times a second.
 
-    ``batch`` (default): when the configuration allows it (``offline.supports_batch``), run the batched offline
-    path (:mod:`ros_dofkit.replay.batch`: the same results, much faster); otherwise, or with ``batch=False``,
-    feed the streaming entry points message by message (:class:`ReplayLoop`). The batched path reads, estimates
-    and writes the bag in windows of at most ``window`` messages (default ``batch.WINDOW_MESSAGES``): its memory
-    does not grow with the bag's length beyond a few hundred bytes per cycle, and its outputs do not depend on
-    the window.
+    ``batch`` (default): run the batched offline path (:mod:`ros_dofkit.replay.batch`: the same compiled cycle
+    rules, the same bits, much faster); with ``batch=False``, feed the streaming entry points message by message
+    (:class:`ReplayLoop`). The batched path reads, estimates and writes the bag in windows of at most ``window``
+    messages (default ``batch.WINDOW_MESSAGES``): its memory does not grow with the bag's length beyond a few
+    hundred bytes per cycle, and its outputs do not depend on the window.
 
     ``calibration`` = ``(start, end)``: first calibrate from the inputs stamped in [start, end) seconds after the
     bag's first input stamp (``ros_dofkit.replay.calibration``: mountings 'calibrate', heading reference), then
@@ -106,7 +105,7 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         start, end = calibration
         calibrated = calibrate_from_inputs(read[0], setup, start, end, calibration_max_spread_deg, str(in_path))
         setup = calibrated.setup
-    if batch and supports_batch(setup.config) == "":
+    if batch:
         outcome = _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s, read, window)
         return dataclasses.replace(outcome, calibration=calibrated)
     topics = check_input_topics(in_path, setup)
@@ -195,8 +194,7 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
     else:
         windows = iter_offline_inputs(in_path, setup, topics, TRUTH_TOPIC, factory.typestore,
                                       window=window or WINDOW_MESSAGES)
-    offline = OfflineEstimator(setup.plant, setup.config)
-    estimator = offline.estimator
+    estimator = offline = Estimator(setup.plant, setup.config)
     runs, truth_records = [], []
     imu_samples = joint_states = rejected = read_messages = 0
     first_stamp = last_stamp = None

@@ -2,12 +2,12 @@
 
 You are in ``ros_dofkit.replay``; imports ``ros_dofkit.ros.bag_io`` (raw messages) and ``ros_dofkit.ros.cdr`` (bulk
 decoding), ``replay.inputs`` (the topic checks both paths share) and the core's ``OfflineInputs``; used by
-``replay.bag_replay``. ``dofkit replay`` takes this path whenever the configuration allows it
-(``ros_dofkit.core.estimator.offline.supports_batch``); it computes what the streaming path
-(:class:`~ros_dofkit.replay.pipeline.ReplayLoop` over ``process_imu`` / ``process_joint_state``) computes, but
-decodes and encodes whole topics with ``ros_dofkit.ros.cdr``, runs the cycle rules compiled and the solver over
-sequences (``ros_dofkit.core.estimator.offline``), and writes the output bag with bulk inserts. A bag is read in
-windows of a bounded number of messages (:func:`iter_offline_inputs`), so memory does not grow with its length.
+``replay.bag_replay``. ``dofkit replay`` takes this path by default (every configuration); it computes what the
+streaming path (:class:`~ros_dofkit.replay.pipeline.ReplayLoop` over ``process_imu`` / ``process_joint_state``)
+computes, bit for bit, but decodes and encodes whole topics with ``ros_dofkit.ros.cdr``, runs the cycle rules over
+a window at a time and the solver over sequences (``Estimator.feed``), and writes the output bag with bulk inserts.
+A bag is read in windows of a bounded number of messages (:func:`iter_offline_inputs`), so memory does not grow with
+its length.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 from rosbags.serde import SerdeError
 
+from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds
 from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.replay.inputs import validate_input_topics
 from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw
@@ -107,11 +108,11 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     stamp_ns[js_positions] = joint_states.stamp_ns
     velocities = [v if v.size else None for v in joint_states.velocity]
     inputs = OfflineInputs(
-        kind=kind, row=row[inputs_mask], imu_sensor=imu_sensor, imu_stamp=imus.stamp_ns * 1e-9,
+        kind=kind, row=row[inputs_mask], imu_sensor=imu_sensor, imu_stamp=nanoseconds_to_seconds(imus.stamp_ns),
         imu_quaternion_wxyz=quaternion, imu_angular_velocity=gyro,
         imu_orientation_present=~np.isnan(quaternion[:, 0]), imu_angular_velocity_present=~np.isnan(gyro[:, 0]),
-        js_stamp=joint_states.stamp_ns * 1e-9, js_names=joint_states.name, js_positions=joint_states.position,
-        js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
+        js_stamp=nanoseconds_to_seconds(joint_states.stamp_ns), js_names=joint_states.name,
+        js_positions=joint_states.position, js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
     # (stamp_ns, names, positions) per message; the positions are already arrays.
     truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
     return inputs, truth_records

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds, stamp_nanoseconds
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.setup import CLOCK_MSGTYPE, JOINT_STATE_MSGTYPE
 from ros_dofkit.ros.bag_io import make_typestore
 
 
 def seconds(stamp_ns: int) -> float:
-    return stamp_ns * 1e-9
+    return nanoseconds_to_seconds(stamp_ns)
 
 
 def header_stamp_ns(message) -> int:
+    """The header stamp in nanoseconds (``INVALID_STAMP_NS`` when nanosec >= 1e9: the estimator rejects it)."""
     stamp = message.header.stamp
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+    return stamp_nanoseconds(int(stamp.sec), int(stamp.nanosec))
 
 class MessageFactory:
     """rosbags message objects of the types the replay reads and writes."""

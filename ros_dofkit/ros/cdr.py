@@ -29,6 +29,8 @@ from itertools import chain
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
 
+from ros_dofkit.core.estimator.inputs import stamp_nanoseconds
+
 #: ROS 2 distributions whose message definitions (rosbags typestores) bags and codecs use (``bag_io`` re-exports).
 DISTROS = {"humble": Stores.ROS2_HUMBLE, "jazzy": Stores.ROS2_JAZZY, "kilted": Stores.ROS2_KILTED}
 DEFAULT_DISTRO = "jazzy"
@@ -280,7 +282,7 @@ def _stamps(rows: np.ndarray) -> np.ndarray:
     """builtin_interfaces/Time at the start of each row's body, as int64 nanoseconds."""
     sec = rows[:, _HEADER:_HEADER + 4].copy().view("<i4").reshape(-1).astype(np.int64)
     nanosec = rows[:, _HEADER + 4:_HEADER + 8].copy().view("<u4").reshape(-1).astype(np.int64)
-    return sec * 1_000_000_000 + nanosec
+    return stamp_nanoseconds(sec, nanosec)  # INVALID_STAMP_NS where nanosec >= 1e9: the estimator rejects it
 
 
 def _uint32(data, offset: int) -> int:
@@ -320,7 +322,7 @@ _IMU_TAIL = 296
 def _imu_from_rosbags(message) -> tuple:
     stamp = message.header.stamp
     o, w, a = message.orientation, message.angular_velocity, message.linear_acceleration
-    return (int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec), message.header.frame_id,
+    return (stamp_nanoseconds(int(stamp.sec), int(stamp.nanosec)), message.header.frame_id,
             {"orientation_xyzw": [o.x, o.y, o.z, o.w], "orientation_covariance": message.orientation_covariance,
              "angular_velocity": [w.x, w.y, w.z], "angular_velocity_covariance": message.angular_velocity_covariance,
              "linear_acceleration": [a.x, a.y, a.z],
@@ -515,7 +517,7 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
         for i in slow:
             message = typestore.deserialize_cdr(bytes(datas[i]), JOINT_STATE_MSGTYPE)
             stamp = message.header.stamp
-            stamp_ns[i] = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+            stamp_ns[i] = stamp_nanoseconds(int(stamp.sec), int(stamp.nanosec))
             frame_ids[i] = message.header.frame_id
             names[i] = tuple(message.name)
             for key in values:

@@ -201,12 +201,18 @@ def _kv(key: str, value) -> KeyValue:
 
 
 def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatistics, now: float,
-                        qos_incompatible=None, hardware_id: str = "", unconstrained=()) -> DiagnosticArray:
+                        qos_incompatible=None, hardware_id: str = "", unconstrained=(),
+                        clock_s: float | None = None) -> DiagnosticArray:
     """DiagnosticArray: one status for the estimator (rates, solve time, dropped and rejected inputs by reason,
     stale sensors, the estimated coordinates no IMU constrains) and one per IMU (stale or OK, error in degrees,
-    input rate). Unconstrained coordinates make the status at least WARN."""
+    input rate). Unconstrained coordinates make the status at least WARN. Stale sensors are judged at the node's
+    clock ``clock_s`` (seconds, the clock input stamps are checked against) when given, so that total silence
+    shows every IMU stale although no cycle runs; else as of the last cycle."""
     result = statistics.last_result
-    stale = tuple(result.stale_sensors) if result is not None else tuple(estimator.config.imu_names)
+    if clock_s is not None:
+        stale = estimator.stale_sensors(clock_s)
+    else:
+        stale = tuple(result.stale_sensors) if result is not None else tuple(estimator.config.imu_names)
     counts = estimator.reject_counts()
     cycle_stats = estimator.statistics()
     solve = np.asarray(statistics.solve_times, dtype=float)

@@ -14,14 +14,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ros_dofkit.core.estimator.inputs import stamp_seconds
 from ros_dofkit.ros.live_cdr import decode_imu
 
 NANOSECONDS = 1_000_000_000
 
 
 def stamp_to_seconds(stamp) -> float:
-    """``builtin_interfaces/Time`` (sec, nanosec) -> seconds as float (deterministic: equal stamps, equal floats)."""
-    return stamp.sec + stamp.nanosec * 1e-9
+    """``builtin_interfaces/Time`` (sec, nanosec) -> seconds as float (deterministic: equal stamps, equal floats);
+    a nanosec outside [0, 1e9) gives the core's ``INVALID_STAMP``, rejected as ``invalid_stamp``."""
+    return stamp_seconds(stamp.sec, stamp.nanosec)
 
 
 def stamp_to_nanoseconds(stamp) -> int:
@@ -94,7 +96,7 @@ def feed_imu_cdr(estimator, name: str, data, now: float | None = None):
     sec, nanosec, _, values = decode_imu(data)
     status, results = estimator.process_imu(
         name,
-        sec + nanosec * 1e-9,
+        stamp_seconds(sec, nanosec),
         np.array((values[3], values[0], values[1], values[2])),
         np.array(values[13:16]),
         orientation_present=values[4] != -1.0,

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ros_dofkit.core.estimator.inputs import stamp_nanoseconds
+
 IMU_MSGTYPE = "sensor_msgs/msg/Imu"
 _NOT_A_NAME_CHAR = re.compile(r"[^a-z0-9_]+")
 
@@ -132,7 +134,7 @@ def imu_message_to_arrays(message) -> dict:
     cov_a = np.asarray(message.linear_acceleration_covariance, dtype=float)
     nan3, nan4 = np.full(3, np.nan), np.full(4, np.nan)
     return {
-        "stamp_ns": int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec),
+        "stamp_ns": stamp_nanoseconds(int(stamp.sec), int(stamp.nanosec)),
         "frame_id": message.header.frame_id,
         "quaternion_wxyz": nan4 if cov_o[0] == -1 else np.array([o.w, o.x, o.y, o.z]),
         "angular_velocity": nan3 if cov_w[0] == -1 else np.array([w.x, w.y, w.z]),

@@ -52,6 +52,7 @@ from ros_dofkit.core.assembly.errors import (
 )
 from ros_dofkit.core.assembly.observations import sequence_inputs
 from ros_dofkit.core.assembly.orientation_sensors import OrientationSensors
+from ros_dofkit.core.multibody.compiled import forward_kinematics
 
 DEFAULT_ACCURACY = 1e-3
 DEFAULT_ERROR_TOLERANCE = 1e-4
@@ -132,7 +133,7 @@ class Assembler:
         weight = self._check_condition_weight(weight)
         if any(c is condition for c in self._conditions):
             raise AssemblyValueError(f"assembly condition {condition.name!r} is already adopted by this Assembler")
-        condition._attach(self)
+        condition.attach(self)
         self._conditions.append(condition)
         self._weights.append(weight)
         self._uninitialize()
@@ -375,7 +376,7 @@ class Assembler:
     def _uninitialize(self) -> None:
         self._initialized = False
         for condition in self._conditions:
-            condition._uninitialize()
+            condition.uninitialize()
 
     def is_initialized(self) -> bool:
         return self._initialized
@@ -384,8 +385,9 @@ class Assembler:
         if self._initialized:
             return
         plant = self.plant
-        rot = {k: [] for k in ("body", "R_BS", "row", "hard", "slot", "weight_ref", "cond")}
-        pos = {k: [] for k in ("body", "p_BS", "row", "hard", "slot", "weight_ref", "cond")}
+        rot = {k: [] for k in ("body", "R_BS", "row", "hard", "slot", "cond")}
+        pos = {k: [] for k in ("body", "p_BS", "row", "hard", "slot", "cond")}
+        self._rs_conditions, self._mk_conditions = [], []  # the conditions whose active sensors are packed
         m_goal = 0
         m_err = 0
         rot_offset = 0
@@ -406,12 +408,13 @@ class Assembler:
             if weight == 0.0:
                 continue
             hard = math.isinf(weight)
-            for ix in condition._active:
-                target["body"].append(int(condition._body_index[ix]))
-                target["R_BS" if is_rot else "p_BS"].append(condition._stations[ix])
+            (self._rs_conditions if is_rot else self._mk_conditions).append(condition)
+            packed = condition.packed()
+            for body, station, slot in zip(packed["body"], packed["station"], packed["obs_slot"], strict=True):
+                target["body"].append(int(body))
+                target["R_BS" if is_rot else "p_BS"].append(station)
                 target["hard"].append(1 if hard else 0)
-                target["slot"].append(offset + condition._sensor_to_obs[ix])
-                target["weight_ref"].append((condition, int(ix)))
+                target["slot"].append(offset + int(slot))
                 target["cond"].append(c_index)
                 if hard:
                     target["row"].append(m_err)
@@ -439,8 +442,6 @@ class Assembler:
             "slot": np.array(pos["slot"], dtype=np.int64),
             "cond": np.array(pos["cond"], dtype=np.int64),
         }
-        self._rs_weight_refs = rot["weight_ref"]
-        self._mk_weight_refs = pos["weight_ref"]
         # Free velocities and their bounds.
         locked_v = self._locked_v()
         free_v = [v for v in range(self._nv) if v not in locked_v]
@@ -467,11 +468,7 @@ class Assembler:
         self._bound_q = np.array(bound_q, dtype=np.int64)
         self._lo = np.array(lo, dtype=float)
         self._hi = np.array(hi, dtype=float)
-        tree = plant.tree
-        self._tree = (
-            tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start,
-            tree.mimic_q, tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset,
-        )
+        self._tree = plant.tree.kernel_arguments()
         self._problem = (self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo, self._hi)
         self._weights_seen = None
         self._empty_rot = np.zeros((0, 3, 3))
@@ -482,10 +479,10 @@ class Assembler:
     # -- per-frame packing -------------------------------------------------------------------------------------------
     def _sensors(self):
         """The kernels' ``sensors`` tuple; rebuilt when a sensor weight changed (no re-initialization needed)."""
-        versions = tuple(c._weights_version for c in self._conditions)
+        versions = tuple(c.weights_version for c in self._conditions)
         if versions != self._weights_seen:
-            rs_w = np.array([c._weights[ix] for c, ix in self._rs_weight_refs], dtype=float)
-            mk_w = np.array([c._weights[ix] for c, ix in self._mk_weight_refs], dtype=float)
+            rs_w = np.concatenate([np.zeros(0)] + [c.active_weights() for c in self._rs_conditions])
+            mk_w = np.concatenate([np.zeros(0)] + [c.active_weights() for c in self._mk_conditions])
             cond_w = np.array([w if math.isfinite(w) else 1.0 for w in self._weights], dtype=float)
             rs, mk = self._rs, self._mk
             self._sensors_tuple = (
@@ -502,17 +499,17 @@ class Assembler:
     def _current_observations(self):
         """All observation slots (rotations, positions) of the adopted conditions, concatenated in adoption order."""
         if len(self._rot_slices) == 1:
-            obs_rot = self._rot_slices[0][0]._observations
+            obs_rot = self._rot_slices[0][0].observation_array()
         elif not self._rot_slices:
             obs_rot = self._empty_rot
         else:
-            obs_rot = np.concatenate([c._observations for c, _ in self._rot_slices])
+            obs_rot = np.concatenate([c.observation_array() for c, _ in self._rot_slices])
         if len(self._pos_slices) == 1:
-            obs_pos = self._pos_slices[0][0]._observations
+            obs_pos = self._pos_slices[0][0].observation_array()
         elif not self._pos_slices:
             obs_pos = self._empty_pos
         else:
-            obs_pos = np.concatenate([c._observations for c, _ in self._pos_slices])
+            obs_pos = np.concatenate([c.observation_array() for c, _ in self._pos_slices])
         return obs_rot, obs_pos
 
     # -- evaluation --------------------------------------------------------------------------------------------------
@@ -541,8 +538,8 @@ class Assembler:
                 continue
             errors = condition.calc_errors(q)
             jacobian = condition.calc_error_jacobian(q) if need_jacobian else np.zeros((len(errors), self._nv))
-            _, _, _, weights, obs = condition._active_observations()
-            observed = condition._is_observed(obs)
+            _, _, _, weights, obs = condition.active_observations()
+            observed = condition.is_observed(obs)
             any_contributing |= bool(np.any(observed))
             if math.isinf(weight):
                 r_c.append(errors)
@@ -715,7 +712,8 @@ class Assembler:
         frame's value, and a locked floating-base quaternion is normalized.
 
         ``body_poses`` (T, num_bodies, 4, 4), optional: a float64 C-contiguous array that receives every body's pose
-        X_WB at each frame's solution, the values of the compiled forward kinematics (``kernels.forward_kinematics``)
+        X_WB at each frame's solution, the values of the compiled forward kinematics
+        (``core.multibody.compiled.forward_kinematics``)
         at Q[t] (the solver's last kinematics, completed, instead of a second pass). When a frame fails, the rows
         after it are left as they were.
         """
@@ -740,7 +738,7 @@ class Assembler:
                 continue
             data = np.asarray(observations[condition], dtype=float)
             n = condition.get_num_observations()
-            expected = (T, n) + condition._station_shape
+            expected = (T, n) + condition.station_shape
             if data.shape != expected:
                 raise AssemblyValueError(
                     f"track_sequence: observations for {condition.name!r} must have shape {expected}, got {data.shape}"
@@ -791,12 +789,12 @@ class Assembler:
                     failed, last = t, t
                     Q[t] = self._q
                     if len(poses):
-                        kernels.forward_kinematics(self._tree, Q[t], poses[t], R_WF, p_WM)
+                        forward_kinematics(self._tree, Q[t], poses[t], R_WF, p_WM)
                     break
                 q = self._q
                 Q[t] = q
                 if len(poses):
-                    kernels.forward_kinematics(self._tree, q, poses[t], R_WF, p_WM)
+                    forward_kinematics(self._tree, q, poses[t], R_WF, p_WM)
                 status[t] = kernels.STATUS_CONVERGED
                 err[t] = self.calc_current_error_norm()
         if T:
@@ -831,9 +829,9 @@ class Assembler:
 
     def _set_frame_observations(self, obs_rot, obs_pos) -> None:
         for condition, offset in self._rot_slices:
-            condition._observations[...] = obs_rot[offset : offset + condition.get_num_observations()]
+            condition.restore_observations(obs_rot[offset : offset + condition.get_num_observations()])
         for condition, offset in self._pos_slices:
-            condition._observations[...] = obs_pos[offset : offset + condition.get_num_observations()]
+            condition.restore_observations(obs_pos[offset : offset + condition.get_num_observations()])
 
     def get_condition_names(self) -> list[str]:
         return [c.name for c in self._conditions]

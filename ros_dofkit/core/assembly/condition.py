@@ -58,7 +58,8 @@ class AssemblyCondition:
             raise AssemblyStateError(f"assembly condition {self._name!r} has not been adopted by an Assembler")
         return self._assembler
 
-    def _attach(self, assembler) -> None:
+    def attach(self, assembler) -> None:
+        """Called by ``Assembler.adopt_assembly_condition``: this condition now belongs to ``assembler``."""
         if self._assembler is not None and self._assembler is not assembler:
             raise AssemblyStateError(
                 f"assembly condition {self._name!r} is already adopted by another Assembler; "
@@ -70,6 +71,9 @@ class AssemblyCondition:
         """Simbody: ``uninitializeAssembler()``; called whenever a change needs re-initialization."""
         if self._assembler is not None:
             self._assembler._uninitialize()
+
+    def uninitialize(self) -> None:
+        """Called by the Assembler when it re-initializes: the condition rebuilds its state on the next use."""
 
     def _plant(self):
         return self.get_assembler().plant
@@ -332,7 +336,7 @@ class SensorSet(AssemblyCondition):
         self._active = np.array(candidates, dtype=np.int64)
         self._initialized = True
 
-    def _uninitialize(self) -> None:
+    def uninitialize(self) -> None:
         self._initialized = False
 
     def _require_initialized(self) -> None:
@@ -353,7 +357,31 @@ class SensorSet(AssemblyCondition):
         self._require_initialized()
         return 3 * len(self._active)
 
-    def _active_observations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    @property
+    def station_shape(self) -> tuple:
+        """Shape of one station / observation: (3, 3) orientations, (3,) positions."""
+        return self._station_shape
+
+    @property
+    def weights_version(self) -> int:
+        """Bumped by every weight change (a reader of :meth:`active_weights` re-reads when it changed)."""
+        return self._weights_version
+
+    def active_weights(self) -> np.ndarray:
+        """The current weights of the active sensors, in active order (the order of :meth:`packed`)."""
+        return np.array([self._weights[ix] for ix in self._active], dtype=float)
+
+    def observation_array(self) -> np.ndarray:
+        """The observation slots (n_obs, *station_shape), in observation order: the live buffer, which the
+        Assembler reads each frame and :meth:`restore_observations` writes (no copy, no validation)."""
+        return self._observations_array()
+
+    def restore_observations(self, values) -> None:
+        """Write already-validated observation slots back (the Assembler after ``track_sequence``: the condition
+        holds the last frame's observations); use ``move_all_observations`` for new data."""
+        self._observations_array()[...] = values
+
+    def active_observations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(sensor index, body index, station, weight, observation) of the active sensors, in active order."""
         self._require_initialized()
         active = self._active
@@ -364,7 +392,7 @@ class SensorSet(AssemblyCondition):
 
     def packed(self) -> dict:
         """Flat arrays the compiled solver reads: active sensors' body, station, weight and observation slot."""
-        active, bodies, stations, weights, _ = self._active_observations()
+        active, bodies, stations, weights, _ = self.active_observations()
         return {
             "body": np.ascontiguousarray(bodies, dtype=np.int64),
             "station": np.ascontiguousarray(stations, dtype=float),
@@ -377,7 +405,8 @@ class SensorSet(AssemblyCondition):
         return self._observations
 
     @staticmethod
-    def _is_observed(obs) -> np.ndarray:
+    def is_observed(obs) -> np.ndarray:
+        """(n,) True where an observation (n, *station_shape) is finite (NaN = unobserved)."""
         axes = tuple(range(1, obs.ndim))
         return np.all(np.isfinite(obs), axis=axes) if obs.shape[0] else np.zeros(0, dtype=bool)
 

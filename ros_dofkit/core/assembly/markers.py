@@ -151,10 +151,10 @@ class Markers(SensorSet):
     # -- reference evaluation ------------------------------------------------------------------------------------
     def _evaluate(self, q, need_jacobians: bool):
         plant = self._plant()
-        _, bodies, p_BS, weights, p_GO = self._active_observations()
+        _, bodies, p_BS, weights, p_GO = self.active_observations()
         q = np.asarray(q, dtype=float)
         X_WB = plant.calc_body_poses(q)
-        observed = self._is_observed(p_GO)
+        observed = self.is_observed(p_GO)
         d = np.zeros((len(bodies), 3))
         if len(bodies):
             p_GS = (X_WB[bodies, :3, :3] @ p_BS[..., None])[..., 0] + X_WB[bodies, :3, 3]

@@ -188,9 +188,9 @@ class OrientationSensors(SensorSet):
     def _evaluate(self, q, need_jacobians: bool):
         """Rotation-error vectors φ (active order), observed flags, weights and (optionally) J_ω per sensor."""
         plant = self._plant()
-        _, bodies, R_BS, weights, R_GO = self._active_observations()
+        _, bodies, R_BS, weights, R_GO = self.active_observations()
         X_WB = plant.calc_body_poses(np.asarray(q, dtype=float))
-        observed = self._is_observed(R_GO)
+        observed = self.is_observed(R_GO)
         phi = np.zeros((len(bodies), 3))
         if len(bodies):
             R_GS = X_WB[bodies, :3, :3] @ R_BS

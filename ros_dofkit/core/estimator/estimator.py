@@ -1,44 +1,44 @@
 """The estimator: merged encoders + IMU orientations and gyros in, joint configuration q and velocity v out.
 
-You are in the ROS-free estimator core; the live node (``ros_dofkit.nodes.estimator``) and offline bag replay
-both drive this class with plain arrays, so they behave identically. The data flow is DESIGN.md's:
+You are in the ROS-free estimator core; this module imports the estimator's setup, its compiled cycle rules
+(``rules``), its batch input/output types (``offline``) and the assembler. The live node offers one message at a
+time (:meth:`Estimator.process_imu` / :meth:`Estimator.process_joint_state`); offline replay offers a window of a
+recording at a time (:meth:`Estimator.feed`). Both go through the same compiled rules over the same state and the
+same solve, so a recording gives the same bits either way. The data flow is DESIGN.md's:
 
     joint states --validate, merge by name--> measured q (locked in the assembler)
     IMU samples  --validate, stamp checks---> observations R_WO = R_WG R_GS (NaN = unobserved, stale = unobserved)
-    step(): Assembler.track (warm-started) over the free q -> q;  gyros through the angular Jacobian -> v
-
-Dofs: every joint with v == q-dot is seen through the plant's articulated view (SPEC 9.2); per model instance a
-DofMask over those coordinates says which are estimated (freed), the rest are measured (locked at their encoder
-values). A floating base (quaternion joint) is estimated in rotation and held in translation, because
-orientation sensors cannot observe position (OpenSense locks translations the same way, SPEC 8.2).
+    a cycle (``rules``): Assembler.assemble after a (re)start, then warm-started tracking over the free q -> q;
+    gyros through the angular Jacobians (``velocity``'s least squares, compiled in ``offline``) -> v
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from collections import Counter, deque
+from dataclasses import dataclass
 
 import numpy as np
 
-from ros_dofkit.core.dof_mask import DofMask
-from ros_dofkit.core.estimator.config import (
-    EstimatorConfig,
-    EstimatorConfigError,
-    UnknownNameError,
-    describe_unknown,
+from ros_dofkit.core.assembly import average_rotations, calibrate_imus
+from ros_dofkit.core.estimator import rules
+from ros_dofkit.core.estimator import setup as problem
+from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
+from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
+from ros_dofkit.core.estimator.offline import (
+    EstimatorResult,
+    OfflineInputs,
+    OfflineRun,
+    _frozen,
+    kinematics_and_velocities,
+    sensor_errors,
+    validate_window,
 )
-from ros_dofkit.core.estimator.inputs import (
-    InputStatus,
-    RejectCounters,
-    RejectReason,
-    check_stamp,
-    parse_imu,
-    parse_joint_state,
-    rejected,
-)
-from ros_dofkit.core.estimator.velocity import solve_velocities_from_gyros
+
+#: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
+TRACK_CHUNK = 512
+_NOTHING_OBSERVED = "no IMU observed this cycle; estimated coordinates hold their previous values"
 
 
 def rotation_angle_between(R_A, R_B) -> float:
@@ -49,45 +49,12 @@ def rotation_angle_between(R_A, R_B) -> float:
     return math.atan2(sine, cosine)
 
 
-class _CompiledKinematics:
-    """Body poses and angular Jacobians through the compiled kernels over ``plant.tree`` (the arrays of
-    doc/architecture.md), so a cycle costs microseconds rather than a Python loop over the bodies."""
-
-    def __init__(self, plant):
-        from ros_dofkit.core.assembly import kernels
-
-        self._kernels = kernels
-        tree = plant.tree
-        self._tree = (
-            tree.parent, tree.joint_type, tree.X_PF, tree.X_MC, tree.axis, tree.q_start, tree.v_start,
-            tree.mimic_q, tree.mimic_v, tree.mimic_multiplier, tree.mimic_offset,
-        )
-        nb = tree.parent.shape[0]
-        self._nv = plant.num_velocities()
-        self.X_WB = np.empty((nb, 4, 4))
-        self._R_WF = np.empty((nb, 3, 3))
-        self._p_WM = np.empty((nb, 3))
-        self._J = np.empty((6, self._nv))
-        self._origin = np.zeros(3)
-
-    def update(self, q: np.ndarray) -> np.ndarray:
-        """Fill and return X_WB (num_bodies, 4, 4) at q."""
-        self._kernels.forward_kinematics(self._tree, np.ascontiguousarray(q, dtype=float), self.X_WB, self._R_WF,
-                                         self._p_WM)
-        return self.X_WB
-
-    def angular_jacobian(self, body_index: int) -> np.ndarray:
-        """J_w (3, nv) of the body at the q of the last :meth:`update` (w_WB_W = J_w v)."""
-        self._kernels.point_jacobian(self._tree, self._R_WF, self._p_WM, body_index, self._origin, False, self._J)
-        return self._J[:3].copy()
-
-
 class EstimatorStateError(RuntimeError):
     """The estimator was asked for something its current state cannot give (e.g. a step with no input)."""
 
 
 class CalibrationError(EstimatorStateError):
-    """Calibration cannot run now: samples are missing, or the sensors were not static over the window."""
+    """Calibration cannot run now: samples are missing or stale, or the sensors were not static over the window."""
 
 
 @dataclass(frozen=True)
@@ -111,233 +78,75 @@ class CalibrationResult:
     num_samples: dict
 
 
-def _frozen(array) -> np.ndarray:
-    array = np.array(array, copy=True)
-    array.setflags(write=False)
-    return array
+def _stamp_ns(stamp: float) -> int:
+    return int(round(stamp * 1e9)) if math.isfinite(stamp) else -1
 
 
-@dataclass(frozen=True)
-class EstimatorResult:
-    """One estimation cycle, immutable.
-
-    Attributes:
-        stamp: the input time the cycle belongs to (seconds); outputs are stamped with it.
-        q, v: (nq,), (nv,) plant coordinates (Drake order; floating q = [qw qx qy qz x y z], v = [w_WB_W, v_WB_W]).
-        position_names, velocity_names: plant coordinate names.
-        velocity_from_gyro: (nv,) True where v came from the gyros, False where from finite differences / encoders.
-        X_WB: (num_bodies, 4, 4) body poses at q (world first), for TF.
-        goal: assembler goal after the solve (Simbody's definition, rad^2).
-        solved: the assembler ran and succeeded this cycle (False: nothing observed, or it failed; then the free
-            coordinates keep their previous values).
-        failure: why not solved ("" when solved).
-        sensor_errors_deg: {sensor name: angle between estimated and observed sensor orientation, degrees};
-            NaN for sensors not observed this cycle.
-        observed_sensors, stale_sensors, uncalibrated_sensors: sensor names by status this cycle.
-        missing_encoders: measured coordinates that never received an encoder value (held at their default).
-        solve_time_s: wall time of the assembler call.
-        tracking_reset: True on the first cycle after start or a clock jump (solved from scratch).
-        cycle: running cycle counter (from 1).
-        initialized: the estimated coordinates have been solved at least once since the last reset (or there
-            are none); before that they hold default values and should not be published as estimates.
-    """
-
-    stamp: float
-    q: np.ndarray
-    v: np.ndarray
-    position_names: tuple
-    velocity_names: tuple
-    velocity_from_gyro: np.ndarray
-    X_WB: np.ndarray
-    goal: float
-    solved: bool
-    failure: str
-    sensor_errors_deg: dict
-    observed_sensors: tuple
-    stale_sensors: tuple
-    uncalibrated_sensors: tuple
-    missing_encoders: tuple
-    solve_time_s: float
-    tracking_reset: bool
-    cycle: int
-    initialized: bool
-
-
-@dataclass
-class _ImuSlot:
-    """Mutable per-sensor buffer: newest accepted stamp, the sample the next cycle uses, whether a cycle has used
-    it, the samples waiting for their instant (synchronized mode only), and a calibration window."""
-
-    stamp: float | None = None
-    R_GS: np.ndarray | None = None
-    w_S: np.ndarray | None = None
-    fresh: bool = False
-    window: deque = field(default_factory=deque)
-    pending: deque = field(default_factory=lambda: deque(maxlen=_MAX_PENDING))
-
-
-#: Samples per IMU kept waiting for their instant in synchronized mode (half a second at 500 Hz).
-_MAX_PENDING = 256
+def _timing_detail(reason: RejectReason, stamp: float, now: float, config: EstimatorConfig) -> str:
+    if reason is RejectReason.FUTURE_STAMP:
+        return (f"stamp {stamp:.6f} s is {stamp - now:.6f} s ahead of the clock {now:.6f} s "
+                f"(tolerance {config.future_tolerance_s:g} s)")
+    if reason is RejectReason.STALE_STAMP:
+        return (f"stamp {stamp:.6f} s is {now - stamp:.6f} s behind the clock {now:.6f} s "
+                f"(stale after {config.stale_timeout_s:g} s)")
+    if reason is RejectReason.INVALID_STAMP:
+        return "header stamp is no time (nanosec must be in [0, 1e9))"
+    if reason is RejectReason.NON_FINITE:
+        return f"stamp must be a finite time in seconds, got {stamp!r}"
+    if reason is RejectReason.REPEATED_STAMP:
+        return f"stamp {stamp:.6f} s repeats this source's last stamp; the repeat is dropped"
+    return f"stamp {stamp:.6f} s is older than the last accepted stamp of this source"
 
 
 class Estimator:
     """Joint-configuration estimator on a finalized plant.
 
-    Construction validates the configuration against the plant (unknown bodies, instances or joints raise
-    :class:`UnknownNameError` listing the valid names) and builds the assembler. Feed inputs with
-    :meth:`add_joint_state` and :meth:`add_imu` (they return an :class:`InputStatus`, never raise on bad data),
-    ask :meth:`ready`, and call :meth:`step`.
+    Construction checks the configuration against the plant (``setup.build``: unknown bodies, instances or joints
+    raise :class:`UnknownNameError` listing the valid names) and builds the solver. Streaming: offer inputs with
+    :meth:`process_imu` / :meth:`process_joint_state` (they return an :class:`InputStatus` and the cycles the input
+    completed; they never raise on bad data). Manual: :meth:`add_imu` / :meth:`add_joint_state`, :meth:`ready`,
+    :meth:`step`. Offline: :meth:`feed` a window of a recording (:meth:`run` = :meth:`reset` + :meth:`feed`).
     """
 
     def __init__(self, plant, config: EstimatorConfig):
-        if not isinstance(config, EstimatorConfig):
-            raise TypeError(f"config: expected EstimatorConfig, got {type(config).__name__}")
-        if not plant.is_finalized():
-            raise EstimatorConfigError("the plant must be finalized before an Estimator is built on it")
+        self._setup = problem.build(plant, config)
         self._plant = plant
         self._config = config
-        self._view = plant.articulated_view()
-        self._art_q = np.asarray(self._view.q_indices, dtype=np.int64)
-        self._art_v = np.asarray(self._view.v_indices, dtype=np.int64)
-        self._art_names = tuple(self._view.position_names())
-        self._name_to_art = {name: i for i, name in enumerate(self._art_names)}
-        self._position_names = tuple(plant.position_names())
-        self._velocity_names = tuple(plant.velocity_names())
-        nq, nv = plant.num_positions(), plant.num_velocities()
-
-        self._instance_names = tuple(
-            plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())
-        )
-        self._instance_masks = {
-            name: DofMask.make_from_model(self._view, name) for name in self._instance_names
-        }
-        estimated = np.zeros(len(self._art_names), dtype=bool)
-        for instance in config.estimated_joints:
-            if instance not in self._instance_masks:
-                raise UnknownNameError(describe_unknown("model instance", instance, self._instance_names))
-        for instance, mask in self._instance_masks.items():
-            spec = config.estimated_joints.get(instance, config.default_estimated)
-            selected = np.asarray(list(mask), dtype=bool)
-            if spec == "none":
-                continue
-            if spec == "all":
-                estimated |= selected
-                continue
-            instance_index = plant.get_model_instance_by_name(instance)
-            joints = {self._view.get_joint(j).name: self._view.get_joint(j)
-                      for j in self._view.get_joint_indices(instance_index)}
-            coordinates = {self._art_names[i]: i for i in np.flatnonzero(selected)}
-            for entry in spec:
-                if entry in joints:
-                    joint = joints[entry]
-                    estimated[joint.position_start:joint.position_start + joint.num_positions] = True
-                elif entry in coordinates:
-                    estimated[coordinates[entry]] = True
-                else:
-                    floating = [j.name for j in plant.floating_base_joints() if j.model_instance == instance_index]
-                    if entry in floating:
-                        raise EstimatorConfigError(
-                            f"estimated_joints[{instance!r}]: {entry!r} is a floating joint; floating bases are "
-                            "always estimated in rotation and need not be listed"
-                        )
-                    raise UnknownNameError(describe_unknown(
-                        f"joint or coordinate of model instance {instance!r}", entry, [*joints, *coordinates]
-                    ))
-        self._estimated_art = estimated
-        self._measured_count = int((~estimated).sum())
-        self._estimated_mask = DofMask(values=estimated.tolist())
-
-        # Plant-level free sets: estimated articulated q/v plus floating rotations.
-        free_q = np.zeros(nq, dtype=bool)
-        free_q[self._art_q[estimated]] = True
-        free_v = np.zeros(nv, dtype=bool)
-        free_v[self._art_v[estimated]] = True
-        self._floating_joints = tuple(plant.floating_base_joints())
-        for joint in self._floating_joints:
-            free_q[joint.position_start:joint.position_start + 4] = True
-            free_v[joint.velocity_start:joint.velocity_start + 3] = True
-        self._free_q = free_q
-        self._free_v = free_v
-
-        self._imus = config.imus
-        self._imu_body = {}
-        for imu in config.imus:
-            instance = None
-            if imu.model_instance is not None:
-                if imu.model_instance not in self._instance_names:
-                    raise UnknownNameError(
-                        describe_unknown("model instance", imu.model_instance, self._instance_names)
-                    )
-                instance = plant.get_model_instance_by_name(imu.model_instance)
-            self._imu_body[imu.name] = self._find_body(imu.body, instance)
+        self._settings = self._setup.rules_settings()
+        self._names = self._setup.imu_names
+        self._imu_index = {name: i for i, name in enumerate(self._names)}
         self._R_BS = {imu.name: (None if imu.needs_calibration else np.array(imu.mounting)) for imu in config.imus}
         self._R_WG = np.array(config.R_WG)
-
-        self._kinematics = _CompiledKinematics(plant)
-        self._counters = RejectCounters()
-        self._q_default = np.asarray(plant.default_positions(), dtype=float).copy()
+        self._tree = plant.tree.kernel_arguments()
+        n_imu, n_art = len(self._names), len(self._setup.art_names)
+        # One message's cycles (allocated once: the node's per-message path allocates no large array).
+        self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
+        self._R_GS = np.empty((3, 3))
+        self._w_S = np.empty(3)
         self._build_solver()
-        self._reset_tracking(initial=True)
-
-    # ------------------------------------------------------------------ construction helpers
-    def _find_body(self, name: str, instance):
-        try:
-            return self._plant.get_body_by_name(name, instance) if instance is not None else (
-                self._plant.get_body_by_name(name)
-            )
-        except ValueError as error:
-            raise UnknownNameError(f"IMU body: {error}") from error
+        self.reset()
 
     def _build_solver(self) -> None:
-        """(Re)build the orientation-sensor condition and the assembler for the currently known mountings."""
-        from ros_dofkit.core.assembly import Assembler, OrientationSensors
-
-        self._osensors = OrientationSensors()
-        self._solver_sensors = []
-        for imu in self._imus:
-            if self._R_BS[imu.name] is None:
-                continue
-            self._osensors.add_osensor(imu.name, self._imu_body[imu.name], self._R_BS[imu.name], weight=imu.weight)
-            self._solver_sensors.append(imu.name)
-        self._osensors.define_observation_order(list(self._solver_sensors))
-        self._assembler = Assembler(self._plant)
-        self._assembler.adopt_assembly_goal(self._osensors)
-        self._assembler.set_accuracy(self._config.accuracy)
-        if self._config.use_joint_limits:
-            self._assembler.use_joint_limits()
-        locked = np.flatnonzero(~self._free_q)
-        if locked.size:
-            self._assembler.lock_positions(locked)
+        self._osensors, self._assembler, solver_names = problem.build_solver(self._setup, self._config, self._R_BS)
+        self._solver_columns = np.array([self._imu_index[name] for name in solver_names], dtype=np.int64)
+        self._calibrated = np.array([self._R_BS[name] is not None for name in self._names], dtype=bool)
+        self._R_BS_array = np.ascontiguousarray(np.stack(
+            [np.eye(3) if self._R_BS[name] is None else self._R_BS[name] for name in self._names]
+        ) if self._names else np.zeros((0, 3, 3)))
         self._needs_assemble = True
 
-    def _reset_tracking(self, initial: bool = False) -> None:
-        self._slots = {imu.name: _ImuSlot(window=deque(maxlen=self._config.calibration_window)) for imu in self._imus}
-        n_art = len(self._art_names)
-        self._encoder_q = self._q_default[self._art_q].copy()
-        self._encoder_v = np.full(n_art, np.nan)
-        self._encoder_stamp = np.full(n_art, -np.inf)
-        self._have_encoder = np.zeros(n_art, dtype=bool)
-        self._joint_state_fresh = False
-        self._overdue = False
-        self._joint_state_stamp = None
-        self._q = self._q_default.copy()
-        self._q_prev = None
-        self._stamp_prev = None
-        self._newest_stamp = None
-        self._sync_instant = None
-        self._first_stamp = None
-        self._last_clock = None
+    def reset(self) -> None:
+        """Forget every input: the next input starts from the initial state (counters and statistics at zero)."""
+        self._state = rules.new_state(len(self._names), self._settings)
+        self._unknown_sensors = Counter()
+        self._windows = {name: deque(maxlen=self._config.calibration_window) for name in self._names}
+        self._resets_seen = 0
+        self._q_current = self._setup.q_default.copy()
         self._needs_assemble = True
-        self._initialized = not self._free_q.any()
-        self._assembler.set_positions(self._q)
-        if not initial:
-            self._resets += 1
-        else:
-            self._resets = 0
-            self._cycles = 0
-            self._overwritten = 0
-            self._flushed = 0
-            self._solve_failures = 0
+        self._is_initialized = not self._setup.free_q.any()
+        self._q_last = None  # q of the last cycle (the velocity prior's previous q)
+        self._cycles = 0
+        self._solve_failures = 0
 
     # ------------------------------------------------------------------ read-only properties
     @property
@@ -349,34 +158,39 @@ class Estimator:
         return self._config
 
     @property
+    def setup(self) -> problem.EstimatorSetup:
+        """What the plant and configuration fix (estimated coordinates, free sets, IMU bodies)."""
+        return self._setup
+
+    @property
     def articulated_view(self):
         """The plant's articulated view: the coordinates masks and JointState messages refer to."""
-        return self._view
+        return self._setup.view
 
     @property
     def joint_state_names(self) -> tuple:
         """Names accepted in joint-state input (articulated coordinate names)."""
-        return self._art_names
+        return self._setup.art_names
 
     @property
     def instance_masks(self) -> dict:
         """{model instance name: DofMask of its articulated coordinates} (Drake's DofMask::MakeFromModel)."""
-        return dict(self._instance_masks)
+        return dict(self._setup.instance_masks)
 
     @property
-    def estimated_mask(self) -> DofMask:
+    def estimated_mask(self):
         """DofMask over the articulated coordinates: True = estimated (free), False = measured (locked)."""
-        return self._estimated_mask
+        return self._setup.estimated_mask
 
     @property
     def floating_joints(self) -> tuple:
-        return self._floating_joints
+        return self._setup.floating_joints
 
     def imu_body(self, name: str):
         """The plant body the IMU ``name`` is mounted on."""
-        if name not in self._imu_body:
-            raise UnknownNameError(describe_unknown("IMU", name, list(self._imu_body)))
-        return self._imu_body[name]
+        if name not in self._imu_index:
+            raise UnknownNameError(describe_unknown("IMU", name, list(self._names)))
+        return self._setup.imu_bodies[self._imu_index[name]]
 
     def mounting(self, name: str) -> np.ndarray | None:
         """Current R_BS of IMU ``name`` (None until calibrated when configured as 'calibrate')."""
@@ -392,222 +206,370 @@ class Estimator:
 
     def reject_counts(self) -> dict:
         """{reason: count} of dropped inputs (all reasons, zeros included)."""
-        return self._counters.by_reason()
+        totals = self._state.counts.sum(axis=0)
+        counts = {reason.value: int(totals[i]) for i, reason in enumerate(rules.REASONS)}
+        counts[RejectReason.UNKNOWN_SENSOR.value] += sum(self._unknown_sensors.values())
+        return counts
 
     def reject_counts_by_source(self) -> dict:
-        return self._counters.by_source()
+        """{(source, reason): count} for the non-zero pairs (sources: IMU names, joint_states, clock)."""
+        sources = [*self._names, "joint_states", "clock"]
+        counts = {(sources[s], rules.REASONS[r].value): int(self._state.counts[s, r])
+                  for s, r in zip(*np.nonzero(self._state.counts), strict=True)}
+        for name, count in self._unknown_sensors.items():
+            counts[(name, RejectReason.UNKNOWN_SENSOR.value)] = count
+        return counts
 
     def statistics(self) -> dict:
-        """Cycle counters: cycles, resets (clock jumps), overwritten_samples (IMU samples replaced before any
-        cycle used them: lost data), flushed_cycles (cycles :meth:`process_imu` ran early because a sensor's next
-        sample arrived before the others of its instant), solve_failures."""
-        return {
-            "cycles": self._cycles,
-            "resets": self._resets,
-            "overwritten_samples": self._overwritten,
-            "flushed_cycles": self._flushed,
-            "solve_failures": self._solve_failures,
-        }
+        """Cycle counters: cycles, resets (clock jumps), overwritten_samples (IMU samples dropped before any cycle
+        used them: lost data), flushed_cycles (cycles run early because a source's next sample arrived before the
+        others of its instant), solve_failures."""
+        clock = self._state.clock[0]
+        return {"cycles": self._cycles, "resets": int(clock["resets"]),
+                "overwritten_samples": int(clock["overwritten"]),
+                "flushed_cycles": int(clock["flushed"]),
+                "solve_failures": self._solve_failures}
+
+    def stale_sensors(self, now: float) -> tuple:
+        """IMUs whose newest accepted sample is older than ``now - stale_timeout_s`` (or that never delivered):
+        staleness judged from a clock, also when no cycle runs (the node's diagnostics timer)."""
+        last = self._state.last_stamp
+        limit = float(now) - self._config.stale_timeout_s
+        return tuple(name for name, stamp in zip(self._names, last, strict=True) if not stamp >= limit)
 
     # ------------------------------------------------------------------ inputs
     def observe_clock(self, now: float) -> bool:
         """Tell the estimator the receive clock; a clock that runs backwards (a looping bag under use_sim_time)
         resets tracking. Returns True when it reset."""
-        jumped = self._last_clock is not None and now < self._last_clock
-        if jumped:
-            self._counters.record("clock", InputStatus(True, RejectReason.CLOCK_JUMP_BACK, "clock jumped back"))
-            self._reset_tracking()
-        self._last_clock = now
-        return jumped
+        resets = int(self._state.clock[0]["resets"])
+        rules.observe_clock(self._state, self._settings, float(now))
+        self._after_offer()
+        return int(self._state.clock[0]["resets"]) != resets
 
-    def _offline_jump(self, stamp: float, last_stamp) -> bool:
-        if last_stamp is not None and np.isfinite(stamp) and stamp < last_stamp - self._config.stamp_jump_reset_s:
-            self._counters.record(
-                "clock", InputStatus(True, RejectReason.CLOCK_JUMP_BACK, f"stamps jumped back to {stamp:.6f} s")
-            )
-            self._reset_tracking()
-            return True
-        return False
+    def _after_offer(self) -> None:
+        """A reset in the rules (a clock jump) also empties the calibration windows and restarts the solve."""
+        resets = int(self._state.clock[0]["resets"])
+        if resets != self._resets_seen:
+            self._resets_seen = resets
+            for window in self._windows.values():
+                window.clear()
 
-    def _accept_joint_state(self, names, positions, velocities, stamp, now):
-        if now is not None:
-            self.observe_clock(now)
-        status, sample = parse_joint_state(names, positions, velocities, stamp, self._name_to_art)
+    def _offer_imu(self, name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                   angular_velocity_present, now, run_cycles: bool) -> InputStatus:
+        now_value = math.nan if now is None else float(now)
+        self._message.size[0] = 0
+        i = self._imu_index.get(name)
+        if i is None:
+            rules.observe_clock(self._state, self._settings, now_value)
+            self._after_offer()
+            self._unknown_sensors[str(name)] += 1
+            return rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._names)))
+        quaternion = np.asarray(quaternion_wxyz, dtype=float).reshape(-1)
+        gyro_present = angular_velocity_present and angular_velocity is not None
+        gyro = np.asarray(angular_velocity if gyro_present else (0.0, 0.0, 0.0), dtype=float).reshape(-1)
+        if (orientation_present and quaternion.size != 4) or gyro.size != 3:
+            status, _ = parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                                  angular_velocity_present)
+            rules.observe_clock(self._state, self._settings, now_value)
+            self._after_offer()
+            self._state.counts[i, rules.REASONS.index(status.reason)] += 1
+            return status
+        stamp = math.nan if stamp is None else float(stamp)
+        code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, self._R_GS, self._w_S)
+        result = rules.offer_imu(self._state, self._settings, i, stamp, _stamp_ns(stamp), now_value, code,
+                                 self._R_GS, self._w_S, -1, run_cycles, self._message)
+        self._after_offer()
+        if result < 0 and math.isfinite(self._R_GS[0, 0]):
+            self._windows[name].append((stamp, self._R_GS.copy()))
+        if result == code and code >= 0:  # rejected by validation: parse_imu explains why
+            return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                             angular_velocity_present)[0]
+        return self._status(result, stamp, now_value, RejectReason.ORIENTATION_ABSENT,
+                            "orientation marked absent (covariance[0] == -1); gyro kept")
+
+    def _offer_joint_state(self, names, positions, velocities, stamp, now, run_cycles: bool) -> InputStatus:
+        now_value = math.nan if now is None else float(now)
+        stamp = math.nan if stamp is None else float(stamp)
+        self._message.size[0] = 0
+        status, sample = parse_joint_state(names, positions, velocities, stamp, self._setup.name_to_art)
         if sample is None:
-            self._counters.record("joint_states", status)
-            return status, None
-        last = float(np.max(self._encoder_stamp[sample.indices]))
-        last = None if not np.isfinite(last) else last
-        if now is None and self._offline_jump(sample.stamp, last):
-            last = None
-        timing = check_stamp(
-            sample.stamp, now, last, self._config.future_tolerance_s, self._config.stale_timeout_s
-        )
-        if not timing.accepted:
-            self._counters.record("joint_states", timing)
-            return timing, None
-        self._counters.record("joint_states", status)
-        return status, sample
+            code, index, values, rates = rules.REASONS.index(status.reason), np.zeros(0, np.int64), (), ()
+        else:
+            code = rules.ACCEPTED if status.reason is None else rules.ACCEPTED_UNKNOWN_NAMES
+            index, values = sample.indices, sample.positions
+            rates = np.full(len(index), np.nan) if sample.velocities is None else sample.velocities
+        result = rules.offer_joint_state(self._state, self._settings, stamp, _stamp_ns(stamp), now_value, code, index,
+                                         np.asarray(values, dtype=float), np.asarray(rates, dtype=float), -1,
+                                         run_cycles, self._message)
+        self._after_offer()
+        if result == code:
+            return status
+        return self._status(result, stamp, now_value, RejectReason.UNKNOWN_NAME, status.detail)
 
-    def _store_joint_state(self, sample) -> None:
-        self._encoder_q[sample.indices] = sample.positions
-        self._encoder_v[sample.indices] = np.nan if sample.velocities is None else sample.velocities
-        self._encoder_stamp[sample.indices] = sample.stamp
-        self._have_encoder[sample.indices] = True
-        self._joint_state_fresh = True
-        self._joint_state_stamp = sample.stamp
-        self._note_stamp(sample.stamp)
+    def _status(self, result: int, stamp: float, now: float, partial: RejectReason, detail: str) -> InputStatus:
+        if result == rules.ACCEPTED:
+            return ACCEPTED
+        if result < 0:
+            return InputStatus(True, partial, detail)
+        reason = rules.REASONS[result]
+        return rejected(reason, _timing_detail(reason, stamp, now, self._config))
+
+    def add_imu(self, name: str, stamp: float, quaternion_wxyz, angular_velocity=None,
+                orientation_present: bool = True, angular_velocity_present: bool = True,
+                now: float | None = None) -> InputStatus:
+        """Store the newest sample of IMU ``name`` without running a cycle (manual mode): R_GS as a (w, x, y, z)
+        quaternion, gyro w_S in rad/s. ``orientation_present`` / ``angular_velocity_present`` are False for fields
+        a message marks absent (covariance[0] == -1). Returns an :class:`InputStatus`; a bad sample is dropped and
+        counted. A sample that replaces one no cycle has used is counted in ``statistics()["overwritten_samples"]``.
+        """
+        return self._offer_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                               angular_velocity_present, now, False)
+
+    def process_imu(self, name: str, stamp: float, quaternion_wxyz, angular_velocity=None,
+                    orientation_present: bool = True, angular_velocity_present: bool = True,
+                    now: float | None = None):
+        """Offer one IMU sample and run the cycles it completes (the rules of ``rules``: one instant, one cycle);
+        returns ``(status, results)`` (usually 0 or 1 results). The node's and streaming replay's entry point."""
+        status = self._offer_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                                 angular_velocity_present, now, True)
+        return status, self._message_results()
 
     def add_joint_state(self, names, positions, velocities=None, stamp: float = 0.0, now: float | None = None):
-        """Merge a (possibly partial) joint-state message by name. Returns an :class:`InputStatus`.
-
-        Positions of measured coordinates lock them in the next cycle; values for estimated coordinates are
-        stored but not used by the solver. Unknown names are ignored and counted; see ``parse_joint_state``.
-        """
-        status, sample = self._accept_joint_state(names, positions, velocities, stamp, now)
-        if sample is not None:
-            self._store_joint_state(sample)
-        return status
+        """Merge a (possibly partial) joint-state message by name without running a cycle. Returns an
+        :class:`InputStatus`. Positions of measured coordinates lock them in the next cycle; values of estimated
+        coordinates are stored but not used by the solver. Unknown names are ignored and counted."""
+        return self._offer_joint_state(names, positions, velocities, stamp, now, False)
 
     def process_joint_state(self, names, positions, velocities=None, stamp: float = 0.0, now: float | None = None):
-        """:meth:`add_joint_state`, then run every cycle that is due; returns ``(status, results)``.
+        """Merge a joint-state message and run the cycles it completes; returns ``(status, results)``."""
+        status = self._offer_joint_state(names, positions, velocities, stamp, now, True)
+        return status, self._message_results()
 
-        With ``sync_joint_states``, a joint state that would replace one no cycle has used yet first runs that
-        cycle (so samples of different instants are never mixed, and none is lost)."""
-        status, sample = self._accept_joint_state(names, positions, velocities, stamp, now)
-        results = []
-        if sample is not None:
-            if self._config.sync_joint_states and self._should_flush(
-                self._joint_state_fresh, self._joint_state_stamp, sample.stamp
-            ):
-                self._flushed += 1
-                results.append(self.step())
-            self._store_joint_state(sample)
-            results.extend(self._run_due_cycles())
-        return status, tuple(results)
+    def ready(self) -> bool:
+        """True when a cycle should run (manual mode; see ``rules``)."""
+        return bool(rules.ready(self._state, self._settings))
 
-    def _accept_imu(self, name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                    angular_velocity_present, now):
-        if now is not None:
-            self.observe_clock(now)
-        if name not in self._slots:
-            status = rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._slots)))
-            self._counters.record(str(name), status)
-            return status, None
-        status, sample = parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                                   angular_velocity_present)
-        if sample is None:
-            self._counters.record(name, status)
-            return status, None
-        last = self._slots[name].stamp
-        if now is None and self._offline_jump(sample.stamp, last):
-            last = None
-        timing = check_stamp(sample.stamp, now, last, self._config.future_tolerance_s, self._config.stale_timeout_s)
-        if not timing.accepted:
-            self._counters.record(name, timing)
-            return timing, None
-        self._counters.record(name, status)
-        return status, sample
+    def step(self, stamp: float | None = None) -> EstimatorResult:
+        """Run one cycle at ``stamp`` (default: the instant :meth:`ready` found, else the newest input stamp)."""
+        clock = self._state.clock[0]
+        if stamp is None:
+            if math.isnan(clock["newest"]):
+                raise EstimatorStateError("step() without a stamp needs at least one accepted input sample")
+            stamp = clock["newest"] if math.isnan(clock["instant"]) else clock["instant"]
+        self._message.size[0] = 0
+        rules.take_cycle(self._state, self._settings, float(stamp), -1, -1, self._message)
+        return self._message_results()[0]
 
-    def _run_due_cycles(self) -> list:
-        """Every cycle that is ready now: one normally, several when queued instants (synchronized mode) wait."""
-        results = []
-        for _ in range(_MAX_PENDING + 1):
-            if not self.ready():
-                break
-            results.append(self.step())
-        return results
+    def _message_results(self) -> tuple:
+        n = int(self._message.size[0])
+        if n == 0:
+            return ()
+        run = self._solve_cycles(self._message, n, None)
+        return tuple(run.result(k) for k in range(n))
 
-    def _should_flush(self, fresh: bool, buffered_stamp, new_stamp: float) -> bool:
-        """Run the pending cycle before a source's new sample replaces its unused one? Only when the buffered
-        sample is older than the new one and still belongs to a usable instant: free-running mode, not expired;
-        synchronized mode, never (a sample left behind its instant is replaced: see ``sync_tolerance_s``)."""
-        if not fresh or buffered_stamp is None or buffered_stamp >= new_stamp or self._config.sync_tolerance_s:
-            return False
-        return buffered_stamp >= self._newest_stamp - self._config.stale_timeout_s
+    def feed(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
+        """Offer a window of a recording (in offering order, after the windows fed before) and run every cycle
+        it completes; the state carries from one window to the next, so the cycles do not depend on the windows.
+        The run's ``rejected`` and ``input`` refer to these inputs; its cycle numbers, counters and statistics
+        count from the last :meth:`reset`. ``progress(fraction)`` is called between the solver's chunks."""
+        window = validate_window(inputs, self._setup.name_to_art, len(self._names))
+        m = len(window.kind)
+        cycles = rules.new_cycles(rules.cycle_capacity(m, len(self._names)), len(self._names),
+                                  len(self._setup.art_names))
+        status = np.empty(m, dtype=np.int64)
+        rules.schedule(self._state, self._settings, window, cycles, status)
+        self._after_offer()
+        return self._solve_cycles(cycles, int(cycles.size[0]), status >= 0, progress)
 
-    def _store_imu(self, name: str, sample) -> None:
-        slot = self._slots[name]
-        if self._config.sync_tolerance_s:
-            # Synchronized mode: queue the sample until its instant is complete (see _select_instant).
-            if len(slot.pending) == slot.pending.maxlen:
-                self._overwritten += 1
-            slot.pending.append(sample)
-            slot.stamp = sample.stamp
-            slot.fresh = True
-            if sample.R_GS is not None:
-                slot.window.append(sample.R_GS)
-            self._note_stamp(sample.stamp)
+    def run(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
+        """All cycles of ``inputs`` from the initial state (:meth:`reset`, then :meth:`feed`)."""
+        self.reset()
+        return self.feed(inputs, progress)
+
+    # ------------------------------------------------------------------ the solve
+    def _solve_cycles(self, cycles, C: int, rejected_inputs, progress=None) -> OfflineRun:
+        """The outputs of the first ``C`` cycles of ``cycles``: q (assemble after a reset, then warm-started
+        tracking), v (gyros, finite differences, encoders), poses and sensor errors."""
+        stale = cycles.stale[:C]
+        R_GS = cycles.R_GS[:C]
+        w_S = cycles.w_S[:C]
+        with np.errstate(invalid="ignore"):
+            has_R = np.isfinite(R_GS[:, :, 0, 0])
+            has_w = np.isfinite(w_S[:, :, 0])
+        observed = ~stale & has_R & self._calibrated & (self._setup.weights > 0.0)
+        use_gyro = ~stale & has_w & self._calibrated
+        solve = self._solve(cycles.stamp[:C], cycles.reset[:C], observed, R_GS, cycles.encoder_q[:C], progress)
+        Q = solve["q"]
+        v_prior = self._velocity_priors(Q, cycles.stamp[:C], cycles.stamp_prev[:C], cycles.encoder_v[:C])
+        V = np.empty_like(v_prior)
+        from_gyro = np.zeros(v_prior.shape, dtype=bool)
+        X_WB = solve["X_WB"]
+        if C and not kinematics_and_velocities(self._tree, Q, solve["have_X_WB"], v_prior, use_gyro, w_S,
+                                               self._setup.body_index, self._R_BS_array, self._setup.free_v,
+                                               float(self._config.velocity_regularization), X_WB, V, from_gyro):
+            raise np.linalg.LinAlgError("gyro velocities: singular normal equations (velocity_regularization is 0 "
+                                        "and the gyros do not observe every free velocity)")
+        errors = np.empty((C, len(self._names)))
+        sensor_errors(X_WB, observed, self._setup.body_index, self._R_BS_array,
+                      np.ascontiguousarray(self._R_WG, dtype=float), R_GS, errors)
+        if C:
+            self._q_last = Q[-1].copy()
+        first_cycle = self._cycles
+        self._cycles += C
+        return OfflineRun(
+            stamp=cycles.stamp[:C].copy(), stamp_ns=cycles.stamp_ns[:C].copy(), input=cycles.input[:C].copy(), q=Q,
+            v=V, velocity_from_gyro=from_gyro, X_WB=X_WB, goal=solve["goal"], solved=solve["solved"],
+            failure=solve["failure"], sensor_errors_deg=errors, observed=observed, stale=stale.copy(),
+            uncalibrated=~stale & ~self._calibrated, missing=~self._setup.estimated & ~cycles.have_encoder[:C],
+            tracking_reset=solve["tracking_reset"], initialized=solve["initialized"],
+            solve_time_s=solve["solve_time"], sensor_names=self._names,
+            position_names=tuple(self._plant.position_names()), velocity_names=tuple(self._plant.velocity_names()),
+            articulated_names=self._setup.art_names, first_cycle=first_cycle, tree=self._tree,
+            **self._summary(rejected_inputs))
+
+    def _summary(self, rejected_inputs) -> dict:
+        """The run's inputs rejected and the counters so far (a window's run; None: a message's cycles, which
+        the caller asks the counters for itself)."""
+        if rejected_inputs is None:
+            return {"rejected": np.zeros(0, dtype=bool), "counts_by_reason": {}, "counts_by_source": {},
+                    "statistics": {}}
+        return {"rejected": rejected_inputs, "counts_by_reason": self.reject_counts(),
+                "counts_by_source": self.reject_counts_by_source(), "statistics": self.statistics()}
+
+    def _observations(self, observed, R_GS) -> np.ndarray:
+        """R_WO (C, solver sensors, 3, 3) = R_WG R_GS of the observed samples, NaN elsewhere."""
+        C = len(observed)
+        R_WO = np.full((C, len(self._solver_columns), 3, 3), np.nan)
+        identity = np.array_equal(self._R_WG, np.eye(3))
+        for j, i in enumerate(self._solver_columns):
+            rows = np.flatnonzero(observed[:, i])
+            R_WO[rows, j] = R_GS[rows, i] if identity else self._R_WG @ R_GS[rows, i]
+        return R_WO
+
+    def _solve(self, stamp, reset, observed, R_GS, enc_q, progress) -> dict:
+        """q per cycle: assemble on the first observed cycle after a (re)start, then warm-started tracking in
+        chunks (``Assembler.track_sequence``, which also hands out the tracked cycles' body poses); a cycle
+        nothing observes, or whose solve fails, keeps the previous free coordinates."""
+        C = len(stamp)
+        out = {"q": np.empty((C, len(self._setup.q_default))), "goal": np.zeros(C), "solved": np.zeros(C, bool),
+               "initialized": np.zeros(C, bool), "tracking_reset": np.zeros(C, bool), "solve_time": np.zeros(C),
+               "failure": [""] * C, "X_WB": np.empty((C, self._plant.num_bodies(), 4, 4)),
+               "have_X_WB": np.zeros(C, bool)}
+        R_WO = self._observations(observed, R_GS)
+        any_observed = observed.any(axis=1)
+        c = 0
+        while c < C:
+            if reset[c]:
+                self._q_current = self._setup.q_default.copy()
+                self._needs_assemble = True
+                self._is_initialized = not self._setup.free_q.any()
+            out["tracking_reset"][c] = self._needs_assemble
+            if not any_observed[c] or self._needs_assemble:
+                self._solve_one(c, stamp[c], R_WO[c] if any_observed[c] else None, enc_q[c], out)
+                c += 1
+                continue
+            end = c + 1
+            while end < C and not reset[end] and end - c < TRACK_CHUNK:
+                end += 1
+            self._track_chunk(c, end, stamp, R_WO, any_observed, enc_q, out)
+            c = end
+            if progress is not None:
+                progress(c / C)
+        return out
+
+    def _locked(self, q, encoder_q):
+        measured = ~self._setup.estimated
+        q[self._setup.art_q[measured]] = encoder_q[measured]
+        return q
+
+    def _solve_one(self, c, stamp, R_WO, encoder_q, out, track=False) -> None:
+        """Cycle c alone: nothing observed (q held), or assemble (or track) from the current q."""
+        q = self._locked(self._q_current.copy(), encoder_q)
+        if R_WO is None:
+            out["failure"][c] = _NOTHING_OBSERVED
+        else:
+            started = time.perf_counter()
+            self._assembler.set_positions(q)
+            self._osensors.move_all_observations(R_WO)
+            try:
+                goal = self._assembler.track(stamp) if track else self._assembler.assemble()
+                out["goal"][c] = float(goal)
+                q = self._assembler.get_positions()
+                out["solved"][c] = True
+                self._needs_assemble = False
+                self._is_initialized = True
+            except (RuntimeError, ValueError) as error:
+                out["failure"][c] = f"assembler failed: {error}"
+                self._solve_failures += 1
+            out["solve_time"][c] = time.perf_counter() - started
+        out["q"][c] = q
+        self._q_current = q
+        out["initialized"][c] = self._is_initialized
+
+    def _track_chunk(self, c, end, stamp, R_WO, any_observed, enc_q, out) -> None:
+        """Cycles [c, end) (no reset inside) tracked in one compiled call; redone cycle by cycle when a frame
+        fails (the failed frame keeps its previous coordinates, as alone)."""
+        frames = c + np.flatnonzero(any_observed[c:end])
+        locked = np.full((len(frames), len(self._setup.q_default)), np.nan)
+        measured = ~self._setup.estimated
+        locked[:, self._setup.art_q[measured]] = enc_q[frames][:, measured]
+        contiguous = len(frames) == end - c
+        poses = out["X_WB"][c:end] if contiguous else np.empty((len(frames),) + out["X_WB"].shape[1:])
+        started = time.perf_counter()
+        self._assembler.set_positions(self._locked(self._q_current.copy(), enc_q[c]))
+        try:
+            Q, info = self._assembler.track_sequence(stamp[frames], R_WO[frames], positions=locked, return_info=True,
+                                                     body_poses=poses)
+        except RuntimeError:
+            for k in range(c, end):
+                out["tracking_reset"][k] = False
+                self._solve_one(k, stamp[k], R_WO[k] if any_observed[k] else None, enc_q[k], out, track=True)
             return
-        if slot.fresh:
-            # The previous sample was never used: some live sensor is late. Count it, and run the next cycle
-            # without waiting further (at most one sample period of delay until the late one goes stale).
-            self._overwritten += 1
-            self._overdue = True
-        slot.stamp = sample.stamp
-        slot.R_GS = sample.R_GS
-        slot.w_S = sample.w_S
-        slot.fresh = True
-        if sample.R_GS is not None:
-            slot.window.append(sample.R_GS)
-        self._note_stamp(sample.stamp)
+        elapsed = time.perf_counter() - started
+        if not contiguous:
+            out["X_WB"][frames] = poses
+        out["have_X_WB"][frames] = True
+        out["q"][frames] = Q
+        out["goal"][frames] = info["goal"]
+        out["solved"][frames] = True
+        out["solve_time"][frames] = elapsed / len(frames)
+        self._is_initialized = True
+        held = self._q_current
+        for k in range(c, end):
+            if any_observed[k]:
+                held = out["q"][k]
+            else:
+                out["q"][k] = self._locked(held.copy(), enc_q[k])
+                out["failure"][k] = _NOTHING_OBSERVED
+                held = out["q"][k]
+            out["initialized"][k] = True
+        self._q_current = held.copy()
 
-    def add_imu(
-        self,
-        name: str,
-        stamp: float,
-        quaternion_wxyz,
-        angular_velocity=None,
-        orientation_present: bool = True,
-        angular_velocity_present: bool = True,
-        now: float | None = None,
-    ) -> InputStatus:
-        """Store the newest sample of IMU ``name``: R_GS as a (w, x, y, z) quaternion, gyro w_S in rad/s.
+    def _velocity_priors(self, Q, stamp, stamp_prev, enc_v) -> np.ndarray:
+        """Finite differences of q over the previous cycle (none after a reset), encoder velocities on the
+        measured coordinates."""
+        C = len(stamp)
+        v_prior = np.zeros((C, self._plant.num_velocities()))
+        if C:
+            previous = np.empty_like(Q)
+            previous[1:] = Q[:-1]
+            previous[0] = np.nan if self._q_last is None else self._q_last
+            dt = stamp - stamp_prev
+            use = np.isfinite(stamp_prev) & (dt > 0.0)
+            rows = np.flatnonzero(use)
+            if rows.size:
+                if self._setup.floating_joints:
+                    difference = np.asarray(self._plant.position_difference(previous[rows], Q[rows]), dtype=float)
+                else:
+                    difference = Q[rows] - previous[rows]
+                v_prior[rows] = difference / dt[use][:, None]
+        measured = ~self._setup.estimated
+        columns = self._setup.art_v[measured]
+        values = enc_v[:, measured]
+        v_prior[:, columns] = np.where(np.isfinite(values), values, v_prior[:, columns])
+        return np.ascontiguousarray(v_prior)
 
-        ``orientation_present`` / ``angular_velocity_present`` are False for fields a message marks absent
-        (covariance[0] == -1). Returns an :class:`InputStatus`; a bad sample is dropped and counted. A sample
-        that replaces one no cycle has used is counted in ``statistics()["overwritten_samples"]``; use
-        :meth:`process_imu` to run that cycle first instead.
-        """
-        status, sample = self._accept_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                                          angular_velocity_present, now)
-        if sample is not None:
-            self._store_imu(name, sample)
-        return status
-
-    def process_imu(
-        self,
-        name: str,
-        stamp: float,
-        quaternion_wxyz,
-        angular_velocity=None,
-        orientation_present: bool = True,
-        angular_velocity_present: bool = True,
-        now: float | None = None,
-    ):
-        """:meth:`add_imu`, then run every cycle that is due; returns ``(status, results)`` (usually 0 or 1).
-
-        This is the streaming entry point (the node and bag replay use it): a valid sample that would replace
-        one no cycle has used first runs that cycle with what is buffered (a late IMU costs at most one sample
-        period and never mixes two instants of the same sensor); then a cycle runs if :meth:`ready`.
-        """
-        status, sample = self._accept_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                                          angular_velocity_present, now)
-        results = []
-        if sample is not None:
-            if self._should_flush(self._slots[name].fresh, self._slots[name].stamp, sample.stamp):
-                self._flushed += 1
-                results.append(self.step())
-            self._store_imu(name, sample)
-            results.extend(self._run_due_cycles())
-        return status, tuple(results)
-
-    def _note_stamp(self, stamp: float) -> None:
-        if self._first_stamp is None:
-            self._first_stamp = stamp
-        if self._newest_stamp is None or stamp > self._newest_stamp:
-            self._newest_stamp = stamp
-
+    # ------------------------------------------------------------------ settings and calibration
     def update_settings(self, config: EstimatorConfig) -> None:
         """Adopt a new configuration that differs from the current one only in tuning (timing, accuracy,
         regularization, world alignment, heading reference/axis, calibration window, joint limits): a runtime
@@ -628,52 +590,69 @@ class Estimator:
                 "are fixed for an Estimator: build a new one to change them"
             )
         self._config = config
+        self._settings = self._setup.rules_settings(config)
         if not np.array_equal(config.R_WG, old.R_WG):
             self._R_WG = np.array(config.R_WG)
         if config.calibration_window != old.calibration_window:
-            for slot in self._slots.values():
-                slot.window = deque(slot.window, maxlen=config.calibration_window)
+            self._windows = {name: deque(window, maxlen=config.calibration_window)
+                             for name, window in self._windows.items()}
         if config.accuracy != old.accuracy or config.use_joint_limits != old.use_joint_limits:
             self._build_solver()
 
-    # ------------------------------------------------------------------ calibration
     def calibration_pose(self) -> np.ndarray:
         """The pose calibration assumes the robot holds: default positions (OpenSense's default pose), with the
         measured coordinates at their latest encoder values."""
-        q = self._q_default.copy()
-        measured = ~self._estimated_art & self._have_encoder
-        q[self._art_q[measured]] = self._encoder_q[measured]
+        q = self._setup.q_default.copy()
+        measured = ~self._setup.estimated & self._state.have_encoder
+        q[self._setup.art_q[measured]] = self._state.encoder_q[measured]
         return q
 
-    def calibrate(self, q_cal=None, max_spread_deg: float = 2.0, sensors=None) -> CalibrationResult:
+    def _calibration_windows(self, needed, now) -> dict:
+        """{name: (N, 3, 3)} the samples of each IMU's window that belong to the calibration: refuses (naming
+        them) IMUs without samples or stale at ``now`` (default: the newest input stamp), and keeps of each window
+        only the samples after its last gap longer than ``stale_timeout_s`` (samples from before a silence are
+        from another pose)."""
+        missing = [name for name in needed if not self._windows[name]]
+        if missing:
+            raise CalibrationError(f"no orientation samples yet from IMU(s) {missing}; calibration needs them all")
+        reference = self._state.clock[0]["newest"] if now is None else float(now)
+        timeout = self._config.stale_timeout_s
+        stale = [name for name in needed if self._windows[name][-1][0] < reference - timeout]
+        if stale:
+            raise CalibrationError(f"IMU(s) {stale} are stale: no sample within {timeout:g} s before "
+                                   f"{reference:.6f} s; calibration uses only samples of its window")
+        windows = {}
+        for name in needed:
+            samples = list(self._windows[name])
+            start = len(samples) - 1
+            while start > 0 and samples[start][0] - samples[start - 1][0] <= timeout:
+                start -= 1
+            windows[name] = np.stack([R for _, R in samples[start:]])
+        return windows
+
+    def calibrate(self, q_cal=None, max_spread_deg: float = 2.0, sensors=None, now: float | None = None
+                  ) -> CalibrationResult:
         """Compute R_BS of the IMUs configured with mounting 'calibrate' (or of ``sensors``), and the heading of
         the world alignment when ``heading_reference`` is configured, from the recent window of samples
         (``calibration_window`` per IMU, averaged) at the static pose ``q_cal`` (default
         :meth:`calibration_pose`). Implements OpenSense's IMUPlacer through
         ``ros_dofkit.core.assembly.calibrate_imus``: R_BS = R_WB(q_cal)^T R_WG R_GS.
 
-        Raises :class:`CalibrationError` (nothing changes) when an IMU has no samples or moved by more than
-        ``max_spread_deg`` over the window. On success the new mountings and alignment are used from the next
-        cycle on, which starts tracking afresh.
+        Raises :class:`CalibrationError` (nothing changes) when an IMU has no samples, is stale at ``now``
+        (default: the newest input stamp), or moved by more than ``max_spread_deg`` over the window. On success
+        the new mountings and alignment are used from the next cycle on, which starts tracking afresh.
         """
-        from ros_dofkit.core.assembly import calibrate_imus
-
-        names = [imu.name for imu in self._imus if imu.needs_calibration] if sensors is None else list(sensors)
+        names = [imu.name for imu in self._config.imus if imu.needs_calibration] if sensors is None else list(sensors)
         for name in names:
-            if name not in self._slots:
-                raise UnknownNameError(describe_unknown("IMU", str(name), list(self._slots)))
+            if name not in self._windows:
+                raise UnknownNameError(describe_unknown("IMU", str(name), list(self._windows)))
         heading = self._config.heading_reference
         needed = list(dict.fromkeys(names + ([heading] if heading else [])))
         if not needed:
             raise CalibrationError(
                 "nothing to calibrate: no IMU is configured with mounting 'calibrate' and no heading_reference is set"
             )
-        missing = [name for name in needed if not self._slots[name].window]
-        if missing:
-            raise CalibrationError(f"no orientation samples yet from IMU(s) {missing}; calibration needs them all")
-        windows = {name: np.stack(list(self._slots[name].window)) for name in needed}
-        from ros_dofkit.core.assembly import average_rotations
-
+        windows = self._calibration_windows(needed, now)
         spread = 0.0
         for window in windows.values():
             mean = average_rotations(window)
@@ -685,20 +664,14 @@ class Estimator:
             )
         q_cal = self.calibration_pose() if q_cal is None else np.asarray(q_cal, dtype=float)
         calibration = calibrate_imus(
-            self._plant,
-            q_cal,
-            {name: self._imu_body[name].index for name in needed},
-            windows,
-            alignment=self._R_WG,
-            base_imu=heading,
-            base_heading_axis=self._config.heading_axis if heading else None,
-        )
+            self._plant, q_cal, {name: self.imu_body(name).index for name in needed}, windows, alignment=self._R_WG,
+            base_imu=heading, base_heading_axis=self._config.heading_axis if heading else None)
         for name in names:
             self._R_BS[name] = np.array(calibration.R_BS[name])
         self._R_WG = np.array(calibration.R_GX)
         self._build_solver()
-        self._q_prev = None
-        self._stamp_prev = None
+        self._q_last = None
+        self._state.clock["stamp_prev"][0] = np.nan  # no finite difference across the change of mountings
         return CalibrationResult(
             R_BS={name: _frozen(calibration.R_BS[name]) for name in names},
             R_WG=_frozen(calibration.R_GX),
@@ -707,225 +680,3 @@ class Estimator:
             max_spread_deg=spread,
             num_samples={name: len(window) for name, window in windows.items()},
         )
-
-    # ------------------------------------------------------------------ cycle
-    def _waited_sensors(self) -> list:
-        """IMUs a cycle waits for: those that delivered within ``stale_timeout_s`` before the previous cycle (so
-        a pause of the whole stream does not make the first sample after it run alone), and, during the first
-        ``stale_timeout_s`` after a start or reset, those not heard from yet."""
-        timeout = self._config.stale_timeout_s
-        reference = self._stamp_prev if self._stamp_prev is not None else self._newest_stamp
-        starting = self._first_stamp is not None and self._newest_stamp < self._first_stamp + timeout
-        return [
-            name for name, slot in self._slots.items()
-            if (slot.stamp is not None and slot.stamp >= reference - timeout) or (slot.stamp is None and starting)
-        ]
-
-    def ready(self) -> bool:
-        """True when a cycle should run.
-
-        Free-running (``sync_tolerance_s`` = 0): there is new input and every waited IMU has a usable new sample,
-        or some IMU already delivered a second sample while waiting (a late sensor delays cycles by at most one
-        sample period until it goes stale). Synchronized: every waited IMU has a queued sample of one instant
-        (stamps within ``sync_tolerance_s``); samples older than an instant another IMU has already passed are
-        discarded (counted). With ``sync_joint_states`` the joint-state stream is waited for too while it arrives.
-        """
-        if self._newest_stamp is None:
-            return False
-        fresh_any = self._joint_state_fresh or any(slot.fresh for slot in self._slots.values())
-        if not fresh_any:
-            return False
-        if self._overdue:
-            return True
-        newest = self._newest_stamp
-        timeout = self._config.stale_timeout_s
-        waited = self._waited_sensors()
-        if self._config.sync_tolerance_s:
-            instant = self._complete_instant(waited)
-            if instant is None:
-                # A waited IMU fell silent: once the oldest queued instant has waited stale_timeout, solve it with
-                # the IMUs that have it (the silent one goes stale and stops being waited for).
-                heads = [slot.pending[0].stamp for slot in self._slots.values() if slot.pending]
-                if not heads or min(heads) >= newest - timeout:
-                    return False
-                instant = min(heads)
-            self._sync_instant = instant
-        starting = self._first_stamp is not None and newest < self._first_stamp + timeout
-        if self._config.sync_joint_states and self._config.sync_tolerance_s:
-            # Encoders behind the instant (while they arrive) are waited for; encoders ahead are held.
-            if self._joint_state_stamp is None:
-                return not (starting and self._measured_count)
-            arriving = self._joint_state_stamp >= newest - timeout
-            return not (arriving and self._joint_state_stamp < self._sync_instant - self._config.sync_tolerance_s)
-        if self._config.sync_tolerance_s:
-            return True
-        if self._config.sync_joint_states and not self._joint_state_fresh:
-            reference = self._stamp_prev if self._stamp_prev is not None else newest
-            arriving = self._joint_state_stamp is not None and self._joint_state_stamp >= reference - timeout
-            if arriving or (starting and self._joint_state_stamp is None and self._measured_count):
-                return False
-        return all(self._satisfies(self._slots[name]) for name in waited)
-
-    def _satisfies(self, slot) -> bool:
-        """Free-running mode: a waited sensor's fresh sample is usable for a cycle at the newest stamp (not
-        expired: within stale_timeout)."""
-        return slot.fresh and slot.stamp >= self._newest_stamp - self._config.stale_timeout_s
-
-    def _complete_instant(self, waited) -> float | None:
-        """Synchronized mode: the stamp of the oldest instant every waited IMU has a queued sample of, or None.
-
-        T = the latest of the waited queues' oldest stamps (no earlier instant can be complete); samples older
-        than T - tolerance can never complete an instant and are discarded; repeat until the heads agree."""
-        tolerance = self._config.sync_tolerance_s
-        slots = [self._slots[name] for name in waited]
-        if not slots:
-            return None
-        for _ in range(2 * len(slots) + 1):
-            if any(not slot.pending for slot in slots):
-                return None
-            instant = max(slot.pending[0].stamp for slot in slots)
-            settled = True
-            for slot in slots:
-                while slot.pending and slot.pending[0].stamp < instant - tolerance:
-                    slot.pending.popleft()
-                    self._overwritten += 1
-                    settled = False
-            if settled:
-                return instant
-        return None
-
-    def _select_instant(self, stamp: float) -> None:
-        """Synchronized mode: move each IMU's queued sample of the instant ``stamp`` into the slot for the cycle."""
-        tolerance = self._config.sync_tolerance_s
-        for slot in self._slots.values():
-            while slot.pending and slot.pending[0].stamp < stamp - tolerance:
-                slot.pending.popleft()  # older than the instant being solved: can no longer be used
-                self._overwritten += 1
-            if slot.pending and slot.pending[0].stamp <= stamp + tolerance:
-                sample = slot.pending.popleft()
-                slot.R_GS, slot.w_S = sample.R_GS, sample.w_S
-
-    def step(self, stamp: float | None = None) -> EstimatorResult:
-        """Run one cycle at ``stamp`` (default: the newest input stamp) and return its result."""
-        if stamp is None:
-            if self._newest_stamp is None:
-                raise EstimatorStateError("step() without a stamp needs at least one accepted input sample")
-            stamp = self._sync_instant if self._sync_instant is not None else self._newest_stamp
-        stamp = float(stamp)
-        timeout = self._config.stale_timeout_s
-        tracking_reset = self._needs_assemble
-        if self._config.sync_tolerance_s:
-            self._select_instant(stamp)
-
-        q = self._q.copy()
-        measured = ~self._estimated_art
-        q[self._art_q[measured]] = self._encoder_q[measured]
-        missing = tuple(self._art_names[i] for i in np.flatnonzero(measured & ~self._have_encoder))
-
-        stale, observed, uncalibrated = [], [], []
-        R_WO = np.full((len(self._solver_sensors), 3, 3), np.nan)
-        for imu in self._imus:
-            slot = self._slots[imu.name]
-            if slot.stamp is None or slot.stamp < stamp - timeout:
-                stale.append(imu.name)
-                continue
-            if self._R_BS[imu.name] is None:
-                uncalibrated.append(imu.name)
-                continue
-            if slot.R_GS is not None and imu.weight > 0.0:
-                R_WO[self._solver_sensors.index(imu.name)] = self._R_WG @ slot.R_GS
-                observed.append(imu.name)
-
-        solved, failure, goal = False, "", 0.0
-        started = time.perf_counter()
-        if observed:
-            self._assembler.set_positions(q)
-            self._osensors.move_all_observations(R_WO)
-            try:
-                goal = float(self._assembler.assemble() if self._needs_assemble else self._assembler.track(stamp))
-                q = self._assembler.get_positions()
-                solved = True
-                self._needs_assemble = False
-                self._initialized = True
-            except (RuntimeError, ValueError) as error:
-                failure = f"assembler failed: {error}"
-                self._solve_failures += 1
-        else:
-            failure = "no IMU observed this cycle; estimated coordinates hold their previous values"
-        solve_time = time.perf_counter() - started
-
-        X_WB = self._kinematics.update(q).copy()
-        v, from_gyro = self._velocities(q, stamp, X_WB)
-        errors = {}
-        for imu in self._imus:
-            if imu.name in observed:
-                R_WS = X_WB[self._imu_body[imu.name].index, :3, :3] @ self._R_BS[imu.name]
-                R_WO_i = self._R_WG @ self._slots[imu.name].R_GS
-                errors[imu.name] = math.degrees(rotation_angle_between(R_WS, R_WO_i))
-            else:
-                errors[imu.name] = math.nan
-
-        for slot in self._slots.values():
-            slot.fresh = bool(slot.pending)
-        self._sync_instant = None
-        self._joint_state_fresh = False
-        self._overdue = False
-        self._q = q.copy()
-        self._q_prev, self._stamp_prev = q.copy(), stamp
-        self._cycles += 1
-        return EstimatorResult(
-            stamp=stamp,
-            q=_frozen(q),
-            v=_frozen(v),
-            position_names=self._position_names,
-            velocity_names=self._velocity_names,
-            velocity_from_gyro=_frozen(from_gyro),
-            X_WB=_frozen(X_WB),
-            goal=goal,
-            solved=solved,
-            failure=failure,
-            sensor_errors_deg=errors,
-            observed_sensors=tuple(observed),
-            stale_sensors=tuple(stale),
-            uncalibrated_sensors=tuple(uncalibrated),
-            missing_encoders=missing,
-            solve_time_s=solve_time,
-            tracking_reset=tracking_reset,
-            cycle=self._cycles,
-            initialized=self._initialized,
-        )
-
-    def _velocities(self, q: np.ndarray, stamp: float, X_WB: np.ndarray):
-        """v from gyros where they see it, else finite differences; measured dofs use encoder velocities."""
-        plant = self._plant
-        nv = plant.num_velocities()
-        dt = None if self._stamp_prev is None else stamp - self._stamp_prev
-        if dt is not None and dt > 0.0:
-            if self._floating_joints:
-                v_prior = np.asarray(plant.position_difference(self._q_prev, q), dtype=float) / dt
-            else:
-                v_prior = (q - self._q_prev) / dt  # v = q-dot for every joint: the difference is a subtraction
-        else:
-            v_prior = np.zeros(nv)
-        measured = ~self._estimated_art
-        encoder_v = self._encoder_v
-        use_encoder = measured & np.isfinite(encoder_v)
-        v_prior[self._art_v[use_encoder]] = encoder_v[use_encoder]
-
-        jacobians, rates = [], []
-        for imu in self._imus:
-            slot = self._slots[imu.name]
-            R_BS = self._R_BS[imu.name]
-            stale = slot.stamp is None or slot.stamp < stamp - self._config.stale_timeout_s
-            if slot.w_S is None or R_BS is None or stale:
-                continue
-            body = self._imu_body[imu.name]
-            R_WS = X_WB[body.index, :3, :3] @ R_BS
-            jacobians.append(self._kinematics.angular_jacobian(body.index))
-            rates.append(R_WS @ slot.w_S)
-        if not jacobians:
-            return v_prior, np.zeros(nv, dtype=bool)
-        solution = solve_velocities_from_gyros(
-            np.stack(jacobians), np.stack(rates), self._free_v, v_prior, self._config.velocity_regularization
-        )
-        return solution.v, solution.from_gyro

@@ -2,7 +2,8 @@
 
 You are in the ROS-free estimator core. DESIGN.md's reliability rules say bad input never crashes the node and
 never silently corrupts the output: each rejected sample gets a specific reason, a counter and is dropped (or
-the sensor is treated as unobserved). The checks here are pure functions over plain arrays; the
+the sensor is treated as unobserved). The checks here are pure functions over plain arrays (their decisions on
+IMU samples are compiled in ``rules.validate_imu``; the stamp checks are ``rules``'); the
 :class:`~ros_dofkit.core.estimator.estimator.Estimator` applies them and keeps the counters, so offline replay
 and the live node count the same things.
 
@@ -13,7 +14,7 @@ rad/s expressed in S, stamps in seconds.
 from __future__ import annotations
 
 import enum
-from collections import Counter
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,8 @@ class RejectReason(enum.StrEnum):
     FUTURE_STAMP = "future_stamp"
     OUT_OF_ORDER = "out_of_order"
     CLOCK_JUMP_BACK = "clock_jump_back"
+    INVALID_STAMP = "invalid_stamp"  # a header stamp that is no time (ROS nanosec outside [0, 1e9))
+    REPEATED_STAMP = "repeated_stamp"  # the source's last stamp again: the repeat is dropped (one datum per stamp)
 
 
 @dataclass(frozen=True)
@@ -65,59 +68,40 @@ def rejected(reason: RejectReason, detail: str) -> InputStatus:
     return InputStatus(False, reason, detail)
 
 
-class RejectCounters:
-    """Counts of dropped inputs by reason and by source (joint_states or a sensor name)."""
-
-    def __init__(self):
-        self._by_reason: Counter = Counter()
-        self._by_source: Counter = Counter()
-
-    def record(self, source: str, status: InputStatus) -> None:
-        """Count ``status`` for ``source`` when it carries a reason; accepted-and-clean samples are not counted."""
-        if status.reason is not None:
-            self._by_reason[status.reason.value] += 1
-            self._by_source[(source, status.reason.value)] += 1
-
-    def by_reason(self) -> dict:
-        """{reason value: count} with every reason present (zeros included), for stable diagnostics."""
-        return {reason.value: self._by_reason.get(reason.value, 0) for reason in RejectReason}
-
-    def by_source(self) -> dict:
-        """{(source, reason value): count} for the non-zero pairs."""
-        return dict(self._by_source)
-
-    def total(self) -> int:
-        return sum(self._by_reason.values())
+#: The stamp of an input whose header is no time: rejected as ``invalid_stamp`` (see :func:`stamp_seconds`).
+INVALID_STAMP = -math.inf
 
 
-def check_stamp(stamp, now, last_stamp, future_tolerance_s: float, stale_timeout_s: float) -> InputStatus:
-    """Timing checks of one sample stamped ``stamp``.
+#: :data:`INVALID_STAMP` as integer nanoseconds (replay carries stamps as int64 ns).
+INVALID_STAMP_NS = np.iinfo(np.int64).min
 
-    ``now`` is the receive clock (None offline: no future/stale check). ``last_stamp`` is the newest stamp
-    already accepted from the same source (None if none): a stamp before it is out of order; an equal stamp is
-    accepted (partial messages of one instant).
-    """
-    if stamp is None or not np.isfinite(stamp):
-        return rejected(RejectReason.NON_FINITE, f"stamp must be a finite time in seconds, got {stamp!r}")
-    if now is not None:
-        if stamp > now + future_tolerance_s:
-            return rejected(
-                RejectReason.FUTURE_STAMP,
-                f"stamp {stamp:.6f} s is {stamp - now:.6f} s ahead of the clock {now:.6f} s "
-                f"(tolerance {future_tolerance_s:g} s)",
-            )
-        if stamp < now - stale_timeout_s:
-            return rejected(
-                RejectReason.STALE_STAMP,
-                f"stamp {stamp:.6f} s is {now - stamp:.6f} s behind the clock {now:.6f} s "
-                f"(stale after {stale_timeout_s:g} s)",
-            )
-    if last_stamp is not None and stamp < last_stamp:
-        return rejected(
-            RejectReason.OUT_OF_ORDER,
-            f"stamp {stamp:.6f} s is older than the last accepted stamp {last_stamp:.6f} s of this source",
-        )
-    return ACCEPTED
+
+def stamp_nanoseconds(sec, nanosec):
+    """ROS time(s) (sec, nanosec; ints or int64 arrays) in integer nanoseconds, :data:`INVALID_STAMP_NS` where
+    nanosec is outside [0, 1e9)."""
+    if isinstance(sec, np.ndarray) or isinstance(nanosec, np.ndarray):
+        sec, nanosec = np.asarray(sec, dtype=np.int64), np.asarray(nanosec, dtype=np.int64)
+        valid = (nanosec >= 0) & (nanosec < 1_000_000_000)
+        return np.where(valid, sec * 1_000_000_000 + nanosec, INVALID_STAMP_NS)
+    if not 0 <= nanosec < 1_000_000_000:
+        return INVALID_STAMP_NS
+    return int(sec) * 1_000_000_000 + int(nanosec)
+
+
+def nanoseconds_to_seconds(stamp_ns):
+    """Integer nanoseconds (int or int64 array) in seconds; :data:`INVALID_STAMP_NS` gives :data:`INVALID_STAMP`."""
+    if isinstance(stamp_ns, np.ndarray):
+        return np.where(stamp_ns == INVALID_STAMP_NS, INVALID_STAMP, stamp_ns * 1e-9)
+    return INVALID_STAMP if stamp_ns == INVALID_STAMP_NS else stamp_ns * 1e-9
+
+
+def stamp_seconds(sec: int, nanosec: int) -> float:
+    """A ROS time (``builtin_interfaces/Time``: int32 sec, uint32 nanosec in [0, 1e9)) in seconds, or
+    :data:`INVALID_STAMP` when nanosec is outside [0, 1e9) (the estimator rejects it as ``invalid_stamp``; read
+    as sec + nanosec * 1e-9 it would be a plausible later time, accepted silently)."""
+    if not 0 <= nanosec < 1_000_000_000:
+        return INVALID_STAMP
+    return sec + nanosec * 1e-9
 
 
 @dataclass(frozen=True)

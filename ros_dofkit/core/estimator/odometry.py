@@ -36,9 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# The estimator's compiled kinematics (forward kinematics + angular Jacobians in microseconds): the same numbers
-# its solve used, at a cost a 500 Hz cycle affords.
-from ros_dofkit.core.estimator.estimator import _CompiledKinematics
+# The compiled kinematics (forward kinematics + angular Jacobians in microseconds): the same numbers the
+# estimator's solve used, at a cost a 500 Hz cycle affords.
+from ros_dofkit.core.multibody import compiled as kinematics
 
 #: Variance given to a component no sensor observes (rad^2, m^2, (rad/s)^2 or (m/s)^2): large enough for a
 #: filter to ignore it, finite so that the matrix stays usable (robot_localization rejects neither).
@@ -194,17 +194,23 @@ class SolveCovarianceModel:
             if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
                 raise OdometryInputError(f"{name}: expected a finite number > 0, got {value!r}")
         self._estimator = estimator
-        self._kinematics = _CompiledKinematics(estimator.plant)
+        self._tree = estimator.plant.tree.kernel_arguments()
         self.free = free_velocities(estimator)
         self._orientation_variance = float(orientation_variance)
         self._angular_velocity_variance = float(angular_velocity_variance)
 
     def jacobians(self, q, sensors) -> np.ndarray:
         """(k, 3, nv) angular Jacobians of the bodies carrying ``sensors`` (IMU names) at ``q``."""
-        self._kinematics.update(np.asarray(q, dtype=float))
-        nv = self.free.size
-        return np.array([self._kinematics.angular_jacobian(self._estimator.imu_body(name).index)
-                         for name in sensors]).reshape(len(sensors), 3, nv)
+        nb, nv = self._tree.parent.shape[0], self.free.size
+        X_WB, R_WF, p_WM = np.empty((nb, 4, 4)), np.empty((nb, 3, 3)), np.empty((nb, 3))
+        kinematics.forward_kinematics(self._tree, np.ascontiguousarray(q, dtype=float), X_WB, R_WF, p_WM)
+        J = np.empty((6, nv))
+        jacobians = np.empty((len(sensors), 3, nv))
+        for k, name in enumerate(sensors):
+            kinematics.point_jacobian(self._tree, R_WF, p_WM, self._estimator.imu_body(name).index, np.zeros(3),
+                                      False, J)
+            jacobians[k] = J[:3]
+        return jacobians
 
     def covariances(self, result) -> SolveCovariances:
         """The covariances of ``result``'s cycle (an EstimatorResult)."""

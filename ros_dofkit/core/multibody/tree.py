@@ -8,6 +8,7 @@ The readable reference over Joint objects is in ``kinematics.py``; tests hold th
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,14 @@ JOINT_TYPE_CODES = {
     "planar": JOINT_PLANAR,
     "quaternion_floating": JOINT_QUATERNION_FLOATING,
 }
+
+
+KernelTree = namedtuple("KernelTree", [
+    "parent", "joint_type", "X_PF", "X_MC", "axis", "q_start", "v_start", "mimic_q", "mimic_v", "mimic_multiplier",
+    "mimic_offset",
+])
+KernelTree.__doc__ = """The arrays of a :class:`KinematicTree` that compiled kernels read (``core.multibody.compiled``,
+the assembler's solver), as one named record: numba takes a namedtuple of arrays as one argument."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +98,11 @@ class KinematicTree:
             array.setflags(write=False)
             object.__setattr__(self, name, array)
         object.__setattr__(self, "_plan", _SweepPlan(self))
+        object.__setattr__(self, "_kernel_arguments", KernelTree(*(getattr(self, name) for name in KernelTree._fields)))
+
+    def kernel_arguments(self) -> KernelTree:
+        """The tree as compiled kernels take it (built once; the arrays are this tree's, read-only)."""
+        return self._kernel_arguments
 
 
 class _SweepPlan:

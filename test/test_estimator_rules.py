@@ -1,0 +1,180 @@
+"""The compiled cycle rules (ros_dofkit.core.estimator.rules) through the Estimator's two entry points: invalid and
+repeated stamps are dropped with their own reasons, and the streaming entry point (one message at a time) gives the
+offline one's (a window at a time) results bit for bit, in free-running, synchronized and sync_joint_states modes
+and with an IMU waiting for calibration, on jittered arrival orders."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ros_dofkit.core.estimator import CALIBRATE, EstimatorConfig, ImuConfig
+from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.inputs import INVALID_STAMP, RejectReason, stamp_seconds
+from ros_dofkit.core.estimator.offline import OfflineInputs
+from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
+from test_estimator_core import ARM_IMUS, DT, arm_trajectory, sensor_readings
+
+NAMES = [imu.name for imu in ARM_IMUS]
+ENCODERS = ["arm_joint1", "arm_joint2"]
+ESTIMATED = {"arm": ("arm_joint3", "arm_joint4", "arm_joint5", "arm_joint6", "arm_joint7")}
+
+
+@pytest.fixture(scope="module")
+def arm_plant():
+    return build_plant([ModelSpec("arm7.urdf", "arm")])
+
+
+def jittered_messages(plant, instants, jitter_periods, seed, imus=ARM_IMUS):
+    """The 4 IMU samples and one joint state of each instant (500 Hz), each delivered after a delay uniform in
+    [0, jitter_periods * DT), in order per sender (as DDS delivers one writer's samples): (arrival, kind, name,
+    stamp, payload) in arrival order."""
+    rng = np.random.default_rng(seed)
+    messages = []
+    last = {}
+    for k in range(instants):
+        t = k * DT
+        q, v = arm_trajectory(t)
+        sent = [(0, name, reading) for name, reading in sensor_readings(plant, imus, q, v).items()]
+        for kind, name, payload in [*sent, (1, "joint_states", (q[:2], v[:2]))]:
+            last[name] = max(last.get(name, 0.0), t + rng.uniform(0, jitter_periods * DT))
+            messages.append((last[name], kind, name, t, payload))
+    messages.sort(key=lambda message: message[0])
+    return messages
+
+
+def stream(estimator, messages, with_clock=True):
+    results = []
+    for arrival, kind, name, stamp, payload in messages:
+        now = arrival if with_clock else None
+        if kind == 0:
+            _, out = estimator.process_imu(name, stamp, *payload, now=now)
+        else:
+            _, out = estimator.process_joint_state(ENCODERS, *payload, stamp=stamp, now=now)
+        results += out
+    return results
+
+
+def as_inputs(messages, imus=ARM_IMUS, with_clock=True):
+    """The messages as one offline window (the same values the streaming calls get)."""
+    index = {imu.name: i for i, imu in enumerate(imus)}
+    imu = [m for m in messages if m[1] == 0]
+    js = [m for m in messages if m[1] == 1]
+    kind = np.array([m[1] for m in messages], dtype=np.int64)
+    row = np.empty(len(messages), dtype=np.int64)
+    row[kind == 0] = np.arange(len(imu))
+    row[kind == 1] = np.arange(len(js))
+    return OfflineInputs(
+        kind=kind, row=row, imu_sensor=np.array([index[m[2]] for m in imu], dtype=np.int64),
+        imu_stamp=np.array([m[3] for m in imu]), imu_quaternion_wxyz=np.array([m[4][0] for m in imu]).reshape(-1, 4),
+        imu_angular_velocity=np.array([m[4][1] for m in imu]).reshape(-1, 3),
+        imu_orientation_present=np.ones(len(imu), bool), imu_angular_velocity_present=np.ones(len(imu), bool),
+        js_stamp=np.array([m[3] for m in js]), js_names=[tuple(ENCODERS)] * len(js),
+        js_positions=[m[4][0] for m in js], js_velocities=[m[4][1] for m in js],
+        stamp_ns=np.array([round(m[3] * 1e9) for m in messages], dtype=np.int64),
+        now=np.array([m[0] if with_clock else np.nan for m in messages]))
+
+
+def test_invalid_stamps_are_rejected_with_their_own_reason(arm_plant):
+    assert stamp_seconds(3, 999_999_999) == pytest.approx(3.999999999)
+    assert stamp_seconds(3, 1_000_000_000) == INVALID_STAMP
+    for now in (None, 5.0):  # without and with a receive clock (sim or wall time)
+        estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS, estimated_joints=ESTIMATED))
+        q, v = arm_trajectory(0.0)
+        reading = sensor_readings(arm_plant, ARM_IMUS, q, v)["hand"]
+        status, results = estimator.process_imu("hand", stamp_seconds(5, 2_000_000_000), *reading, now=now)
+        assert not status.accepted and status.reason is RejectReason.INVALID_STAMP and results == ()
+        status, _ = estimator.process_joint_state(ENCODERS, q[:2], stamp=stamp_seconds(5, 1_500_000_000), now=now)
+        assert status.reason is RejectReason.INVALID_STAMP
+        assert estimator.reject_counts_by_source() == {("hand", "invalid_stamp"): 1,
+                                                       ("joint_states", "invalid_stamp"): 1}
+        assert estimator.process_imu("hand", 5.0, *reading, now=now)[0].ok  # a valid one after it is taken
+
+
+def test_repeated_sets_give_one_output_per_stamp(arm_plant):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS, estimated_joints=ESTIMATED))
+    q, v = arm_trajectory(0.0)
+    readings = sensor_readings(arm_plant, ARM_IMUS, q, v)
+    results = []
+    for _ in range(5):
+        _, out = estimator.process_joint_state(ENCODERS, q[:2], v[:2], stamp=1.0)
+        results += out
+        for name in NAMES:
+            results += estimator.process_imu(name, 1.0, *readings[name])[1]
+    assert [result.stamp for result in results] == [1.0]
+    assert estimator.reject_counts()["repeated_stamp"] == 4 * 5
+    assert estimator.reject_counts_by_source()[("joint_states", "repeated_stamp")] == 4
+    # A partial joint state of the same instant is no repeat: it adds other coordinates.
+    q1, _ = arm_trajectory(DT)
+    assert estimator.process_joint_state(ENCODERS[:1], q1[:1], stamp=1.0 + DT)[0].ok
+    assert estimator.process_joint_state(ENCODERS[1:], q1[1:2], stamp=1.0 + DT)[0].ok
+
+
+CONFIGURATIONS = {
+    "free-running": {},
+    "synchronized": {"sync_tolerance_s": 1e-4},
+    "sync_joint_states": {"sync_joint_states": True},
+    "synchronized + sync_joint_states": {"sync_tolerance_s": 1e-4, "sync_joint_states": True},
+}
+
+
+@pytest.mark.parametrize("mode", list(CONFIGURATIONS))
+@pytest.mark.parametrize("with_clock", [True, False])
+def test_streaming_equals_batch_bit_for_bit(arm_plant, mode, with_clock):
+    imus = (*ARM_IMUS[:3], dataclasses.replace(ARM_IMUS[3], mounting=CALIBRATE))  # the hand waits for calibration
+    config = EstimatorConfig(imus=imus, estimated_joints=ESTIMATED, stale_timeout_s=0.02, **CONFIGURATIONS[mode])
+    messages = jittered_messages(arm_plant, 60, 1.5, 7, imus=ARM_IMUS)
+    messages = [m for m in messages if not (m[2] == "wrist" and 20 * DT <= m[3] < 40 * DT)]  # the wrist goes stale
+    streaming = stream(Estimator(arm_plant, config), messages, with_clock)
+    batch_estimator = Estimator(arm_plant, config)
+    half = len(messages) // 2  # two windows: the state carries from one to the next
+    first = batch_estimator.run(as_inputs(messages[:half], with_clock=with_clock))
+    second = batch_estimator.feed(as_inputs(messages[half:], with_clock=with_clock))
+    batch = list(first.results()) + list(second.results())
+    assert len(batch) == len(streaming) > 30
+    for expected, got in zip(streaming, batch, strict=True):
+        assert got.stamp == expected.stamp and got.cycle == expected.cycle
+        np.testing.assert_array_equal(got.q, expected.q)
+        np.testing.assert_array_equal(got.v, expected.v)
+        np.testing.assert_array_equal(got.X_WB, expected.X_WB)
+        assert got.sensor_errors_deg.keys() == expected.sensor_errors_deg.keys()
+        np.testing.assert_array_equal(list(got.sensor_errors_deg.values()), list(expected.sensor_errors_deg.values()))
+        assert (got.observed_sensors, got.stale_sensors, got.uncalibrated_sensors, got.missing_encoders,
+                got.tracking_reset, got.solved, got.initialized) == (
+            expected.observed_sensors, expected.stale_sensors, expected.uncalibrated_sensors,
+            expected.missing_encoders, expected.tracking_reset, expected.solved, expected.initialized)
+    assert any(result.uncalibrated_sensors == ("hand",) for result in batch)
+    assert any("wrist" in result.stale_sensors for result in batch)
+
+
+def test_unknown_imu_and_bad_shapes_are_counted(arm_plant):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=(ImuConfig("hand", "arm_link7"),)))
+    assert estimator.process_imu("elbow", 0.0, [1.0, 0.0, 0.0, 0.0])[0].reason is RejectReason.UNKNOWN_SENSOR
+    assert estimator.process_imu("hand", 0.0, [1.0, 0.0, 0.0])[0].reason is RejectReason.MISMATCHED_ARRAYS
+    assert estimator.reject_counts_by_source() == {("elbow", "unknown_sensor"): 1, ("hand", "mismatched_arrays"): 1}
+
+
+@pytest.mark.parametrize(
+    "stamp, now, last, reason",
+    [
+        (10.0, 10.0, 9.99, None),
+        (10.0, None, None, None),
+        (10.2, 10.0, None, RejectReason.FUTURE_STAMP),
+        (9.0, 10.0, None, RejectReason.STALE_STAMP),
+        (9.5, None, 9.6, RejectReason.OUT_OF_ORDER),
+        (10.0, 10.0, 10.0, RejectReason.REPEATED_STAMP),
+        (float("nan"), None, None, RejectReason.NON_FINITE),
+        (None, None, None, RejectReason.NON_FINITE),
+        (INVALID_STAMP, 10.0, None, RejectReason.INVALID_STAMP),
+    ],
+)
+def test_stamp_rules(arm_plant, stamp, now, last, reason):
+    estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS, future_tolerance_s=0.05, stale_timeout_s=0.1))
+    if last is not None:
+        assert estimator.add_imu("hand", last, [1.0, 0.0, 0.0, 0.0], now=now).ok
+    status = estimator.add_imu("hand", stamp, [1.0, 0.0, 0.0, 0.0], now=now)
+    assert status.reason is reason
+    assert status.accepted == (reason is None)
+    assert sum(estimator.reject_counts().values()) == (reason is not None)
