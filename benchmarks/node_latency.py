@@ -262,19 +262,19 @@ def run_floor(load: NodeLoad) -> int:
     from ros_dofkit.ros.input_loop import InputLoop
     from ros_dofkit.ros.live_cdr import JointStateEncoder, TfMessageEncoder
     from ros_dofkit.ros.qos import output_qos, sensor_input_qos, tf_qos
-    from ros_dofkit.ros.tf_tree import frame_ids, moving_and_fixed_bodies
+    from ros_dofkit.ros.tf_tree import tf_tree
 
     plant = load_plant(load)
     names = [plant.get_joint(j).name for j in range(plant.num_joints())
              if plant.get_joint(j).type_name == "revolute"]
-    moving, _ = moving_and_fixed_bodies(plant)  # one transform per moving joint, as the estimator's TfBuilder
-    links = frame_ids(plant)
+    tree = tf_tree(plant)  # one transform per moving joint, as the estimator's TfBuilder
+    moving, links = tree.moving_bodies, tree.frame_ids
     rclpy.init()
     node = rclpy.create_node("latency_bench_floor")
     joint_states = node.create_publisher(JointState, f"{NAMESPACE}/estimated/joint_states", output_qos(10))
     tf = node.create_publisher(TFMessage, "/tf", tf_qos())
     joint_state_encoder = JointStateEncoder(names)
-    tf_encoder = TfMessageEncoder([links[int(plant.tree.parent[b])] for b in moving], [links[b] for b in moving])
+    tf_encoder = TfMessageEncoder([tree.parent_frame_of(b) for b in moving], [links[b] for b in moving])
     zeros = [0.0] * len(names)
     translations, quaternions = [[0.0] * 3] * len(moving), [[0.0, 0.0, 0.0, 1.0]] * len(moving)
     pending = {}  # (sec, nanosec) -> messages of that set received so far

@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     pin_to_one_cpu()
 
-    from ros_dofkit.core.estimator import Estimator
+    from ros_dofkit.core.estimator.estimator import Estimator
     from ros_dofkit.replay.batch import read_offline_inputs
     from ros_dofkit.replay.demo import DemoOptions
     from ros_dofkit.replay.demo_robot import build_demo_robot

@@ -40,7 +40,13 @@ from ros_dofkit.ros.parameters import (
 )
 
 #: Modules holding ``@njit(cache=True)`` kernels (test/test_precompile.py checks the list against the sources).
-KERNEL_MODULES = ("ros_dofkit.core.spatial", "ros_dofkit.core.assembly.kernels", "ros_dofkit.core.estimator.offline")
+KERNEL_MODULES = (
+    "ros_dofkit.core.spatial",
+    "ros_dofkit.core.multibody.compiled",
+    "ros_dofkit.core.assembly.kernels",
+    "ros_dofkit.core.estimator.rules",
+    "ros_dofkit.core.estimator.offline",
+)
 #: Seconds to compile what each program compiles at its first start with a cold cache, between what was measured
 #: on a quiet machine and on a loaded 2-core one (README, "First start": node 47-91 s, replay of a 2 s bag 103 s
 #: loaded): the online estimator's kernels, and the offline replay's.

@@ -284,7 +284,7 @@ def test_floating_base_replay_writes_odometry_matching_the_true_base(tmp_path):
 def test_replay_loop_clock_input_going_back_resets_tracking():
     """The loop's ClockInput is the receive clock (as /clock online): a jump back resets the tracker, and the
     samples that follow (stamps back at the start) are tracked again instead of rejected as out of order."""
-    from ros_dofkit.core.estimator import Estimator
+    from ros_dofkit.core.estimator.estimator import Estimator
     from ros_dofkit.replay.pipeline import ClockInput, ReplayLoop, simulation_inputs
 
     robot = build_demo_robot()

@@ -12,7 +12,8 @@ import ros_dofkit.core.multibody as multibody
 import ros_dofkit.core.state as state
 import ros_dofkit.core.state.errors as state_errors
 from ros_dofkit.core import errors
-from ros_dofkit.core.estimator import Estimator, EstimatorConfig, EstimatorConfigError, ImuConfig
+from ros_dofkit.core.estimator import EstimatorConfig, EstimatorConfigError, ImuConfig
+from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.state.plant_state import require_finalized, resolve_model_instance
 

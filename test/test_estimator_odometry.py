@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from ros_dofkit.core.estimator import Estimator
 from ros_dofkit.core.estimator.config import EstimatorConfig, ImuConfig
+from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.odometry import (
     UNOBSERVED_VARIANCE,
     OdometryInputError,

@@ -105,15 +105,7 @@ LOCAL_IMPORTS_ALLOWED = {
 }
 #: Files of other engineers (doc: /work/wt/BRIEF.md) rewritten in parallel with this check: their local imports are
 #: listed here, to be removed at merge (each is an intra-package import that can move to the top of its module).
-PENDING_AT_MERGE = {
-    ("ros_dofkit/core/estimator/__init__.py", "ros_dofkit.core.estimator"),
-    ("ros_dofkit/core/estimator/config.py", "ros_dofkit.core.spatial"),
-    ("ros_dofkit/core/estimator/estimator.py", "ros_dofkit.core.assembly"),
-    ("ros_dofkit/core/estimator/offline.py", "ros_dofkit.core."),
-    ("ros_dofkit/core/estimator/robot.py", "ros_dofkit.core.multibody"),
-    ("ros_dofkit/core/multibody/plant.py", "ros_dofkit.core.multibody.urdf"),
-    ("ros_dofkit/ros/estimator_messages.py", "ros_dofkit.core.spatial"),
-}
+PENDING_AT_MERGE = set()
 
 
 class Import(NamedTuple):

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from ros_dofkit.core.estimator import Estimator
+from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.offline import OfflineRun
 from ros_dofkit.replay.bag_replay import NoEstimateError, replay_bag
 from ros_dofkit.replay.batch import iter_offline_inputs, read_offline_inputs

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from ros_dofkit.core.estimator import Estimator
+from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.spatial import matrix_to_quat, rotation_angle
 from ros_dofkit.replay.bags import ReplaySetup
 

@@ -2,7 +2,8 @@
 
 You are in a thin node (``ros_dofkit.nodes``): it declares and validates parameters
 (``ros_dofkit.ros.parameters``), wires topics, and calls the ROS-free core
-(``ros_dofkit.core.estimator.Estimator``) — all data-flow logic lives there, so offline replay behaves the same.
+(``ros_dofkit.core.estimator.estimator.Estimator``) — all data-flow logic lives there, so offline replay behaves
+the same.
 
 Topics (relative names follow the node's namespace; ``<out>`` is the ``output_namespace`` parameter):
 

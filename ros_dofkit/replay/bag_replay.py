@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ros_dofkit.core.estimator import Estimator
+from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.offline import OfflineRun
 from ros_dofkit.replay.batch import WINDOW_MESSAGES, iter_offline_inputs, read_offline_inputs
 from ros_dofkit.replay.calibration import calibrate_from_inputs

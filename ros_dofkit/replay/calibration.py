@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ros_dofkit.core.estimator import Estimator
-from ros_dofkit.core.estimator.estimator import EstimatorStateError
+from ros_dofkit.core.estimator.estimator import Estimator, EstimatorStateError
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.demo_robot import parameter_yaml
 from ros_dofkit.replay.pipeline import ReplayError

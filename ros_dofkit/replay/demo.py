@@ -103,7 +103,7 @@ def write_outputs(outcome_results, truth, report, options, passed, path, out_dir
 
 def run_demo_in_process(options: DemoOptions, out_dir=None, progress=None) -> DemoOutcome:
     """Simulate, estimate in this process (no DDS), report. ``progress(fraction, text)`` shows progress."""
-    from ros_dofkit.core.estimator import Estimator
+    from ros_dofkit.core.estimator.estimator import Estimator
     from ros_dofkit.replay.demo_robot import build_demo_robot
     from ros_dofkit.replay.pipeline import ReplayLoop, simulation_inputs, tracking_report, truth_from_simulation
 

@@ -1,7 +1,7 @@
 """The replay loop: inputs in stamp order into the estimator core's streaming entry points.
 
 You are in ``ros_dofkit.replay``. This is what the live node does with each message (offer it to
-:class:`~ros_dofkit.core.estimator.Estimator` through ``process_imu`` / ``process_joint_state``, which run the
+:class:`~ros_dofkit.core.estimator.estimator.Estimator` through ``process_imu`` / ``process_joint_state``, which run the
 cycles that are due and return their results), applied to inputs that come from a bag or from the simulator
 instead of DDS. Nothing here imports ROS: inputs are plain
 :class:`ImuInput` / :class:`JointStateInput` records and results are the core's ``EstimatorResult``.
@@ -92,7 +92,7 @@ class ReplayStatistics:
 
 
 class ReplayLoop:
-    """Feeds inputs to an :class:`~ros_dofkit.core.estimator.Estimator` and collects its results.
+    """Feeds inputs to an :class:`~ros_dofkit.core.estimator.estimator.Estimator` and collects its results.
 
     ``on_result(result)`` is called after every cycle (e.g. to write output messages). Inputs must come in
     stamp order; out-of-order ones are the estimator's business (rejected and counted there, as live).

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ros_dofkit.core.estimator.config import EstimatorConfigError
+from ros_dofkit.core.multibody import MultibodyPlant
 
 #: Base joints a model instance can be attached with (plant.add_urdf's ``base_joint``); "urdf" keeps the URDF's.
 BASE_JOINTS = ("fixed", "planar", "floating", "urdf")
@@ -73,8 +74,6 @@ def build_plant(specs, plant_name: str = "robot"):
     of the instances added before is external (``ros_dofkit.ros.tf_tree`` names it as the root's TF parent): the
     instance attaches to the world body, which stands for that frame.
     """
-    from ros_dofkit.core.multibody import MultibodyPlant
-
     specs = list(specs)
     if not specs:
         raise EstimatorConfigError("a robot needs at least one model (robot_description or urdf_files)")

@@ -1,9 +1,10 @@
 """The estimator's cycle rules, compiled: which input is kept, when a cycle runs, and with which samples.
 
 You are in the ROS-free estimator core; this module imports NumPy, numba and the reject reasons of ``inputs``.
-It exists so that the rules are written once: the streaming :class:`~ros_dofkit.core.estimator.Estimator` offers
-each message to :func:`offer_imu` / :func:`offer_joint_state` (the node's path), and offline replay offers a window
-of inputs to :func:`schedule`, which calls the same two functions, over one :class:`RulesState`. Streaming and
+It exists so that the rules are written once: the streaming
+:class:`~ros_dofkit.core.estimator.estimator.Estimator` offers each message to :func:`offer_imu` /
+:func:`offer_joint_state` (the node's path), and offline replay offers a window of inputs to :func:`schedule`,
+which calls the same two functions, over one :class:`RulesState`. Streaming and
 offline cycles are therefore the same bits. The state is named: a :data:`CLOCK` record for the scalars and named
 arrays for the per-IMU and per-coordinate memory.
 

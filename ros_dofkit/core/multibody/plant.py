@@ -29,6 +29,7 @@ from .errors import (
 )
 from .joints import Joint, QuaternionFloatingJoint
 from .tree import JOINT_TYPE_CODES, KinematicTree, tree_jacobian, tree_kinematics
+from .urdf import add_urdf_to_plant
 
 WORLD_MODEL_INSTANCE = 0
 WORLD_BODY_NAME = "world"
@@ -98,8 +99,6 @@ class MultibodyPlant:
         URDF with a ``world`` link, "planar" and "floating" replace the URDF's one world joint.
         ``model_name`` defaults to the robot's name. Returns the model instance index. See ``urdf.py``.
         """
-        from .urdf import add_urdf_to_plant
-
         return add_urdf_to_plant(self, urdf, model_name=model_name, base_joint=base_joint,
                                  parent_frame=parent_frame, X_PF=X_PF)
 
