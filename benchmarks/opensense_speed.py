@@ -45,7 +45,7 @@ from ros_dofkit.core.recordings import opensim_files as osf  # noqa: E402
 from ros_dofkit.core.recordings import read_recording  # noqa: E402
 from ros_dofkit.core.recordings.imu_series import common_grid_orientations  # noqa: E402
 from ros_dofkit.core.spatial import quat_to_matrix  # noqa: E402
-from ros_dofkit.replay.bags import ReplaySetup  # noqa: E402
+from ros_dofkit.replay.setup import ReplaySetup  # noqa: E402
 from ros_dofkit.ros.parameters import load_parameter_file  # noqa: E402
 
 CONFIG = _REPO / "config" / "lower_body.yaml"

@@ -82,9 +82,10 @@ def write_parameter_file(values: dict, path: Path, comment: str) -> None:
 def calibration_of(bag: Path, config_values: dict, seconds: float):
     """The calibration ``dofkit replay --calibrate 0 SECONDS`` takes, as numbers (the command prints it and saves
     it as a parameter file): ``CalibrationResult`` of the library call behind it on the same window."""
-    from ros_dofkit.replay.bags import TRUTH_TOPIC, MessageFactory, ReplaySetup
     from ros_dofkit.replay.batch import read_offline_inputs
     from ros_dofkit.replay.calibration import calibrate_from_inputs
+    from ros_dofkit.replay.messages import MessageFactory
+    from ros_dofkit.replay.setup import TRUTH_TOPIC, ReplaySetup
 
     setup = ReplaySetup.from_parameters(config_values)
     inputs = read_offline_inputs(bag, setup, None, TRUTH_TOPIC, MessageFactory().typestore)[0]

@@ -83,7 +83,7 @@ def test_offline_replay_loads_no_ros_package():
     import sys
 
     probe = ("import sys\n"
-             "import ros_dofkit.commands.replay, ros_dofkit.replay.bags, ros_dofkit.replay.batch\n"
+             "import ros_dofkit.commands.replay, ros_dofkit.replay.bag_replay, ros_dofkit.replay.batch\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rclpy' or m.split('.')[0].endswith('_msgs')))")
     finished = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                               cwd=Path(__file__).resolve().parents[1])

@@ -31,7 +31,8 @@ def stamp_ns(stamp) -> int:
 
 
 def offline_estimates(bag, config, out):
-    from ros_dofkit.replay.bags import ReplaySetup, replay_bag
+    from ros_dofkit.replay.bag_replay import replay_bag
+    from ros_dofkit.replay.setup import ReplaySetup
     from ros_dofkit.ros.bag_io import read_bag
 
     replay_bag(bag, ReplaySetup.from_parameter_file(config), out)
@@ -61,7 +62,7 @@ def compare(online: dict, offline: dict) -> tuple[float, float, float]:
 def test_online_replay_matches_offline_and_a_clock_jump_resets_tracking(tmp_path, ros_node, ros_processes):
     from sensor_msgs.msg import JointState
 
-    from ros_dofkit.replay.bags import truth_from_records
+    from ros_dofkit.replay.inputs import truth_from_records
     from ros_dofkit.ros.bag_io import read_bag
 
     bag = tmp_path / "bag"

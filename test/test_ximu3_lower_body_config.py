@@ -15,7 +15,7 @@ from scipy.spatial.transform import Rotation
 
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.spatial import matrix_to_quat, rotation_angle
-from ros_dofkit.replay.bags import ReplaySetup
+from ros_dofkit.replay.setup import ReplaySetup
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "lower_body.yaml"
 HEADING_RAD = 1.1  # the subject faces 1.1 rad from the ENU world's x (any value but 0 would do)
