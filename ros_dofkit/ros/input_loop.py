@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.subscription import Subscription
@@ -92,7 +92,10 @@ class InputLoop:
             now = time.monotonic_ns()
             due = now >= next_housekeeping
             if due and (quiet or now >= next_housekeeping + overdue_ns):
-                self.executor.spin_once(timeout_sec=0)
+                try:
+                    self.executor.spin_once(timeout_sec=0)
+                except ExternalShutdownException:
+                    return  # the context shut down between the check above and this pass: what spin waits for
                 self.housekeeping_passes += 1
                 now = time.monotonic_ns()
                 next_housekeeping = now + period_ns
