@@ -8,8 +8,9 @@ of different topics that are pending together in its own order, so some cycles a
 different set of samples and carry another stamp: about 5-10 % with the streaming rules of c0fe923, 20-26 % with
 the compiled rules shared by node and replay (74-80 % coverage measured idle; the "one instant, one cycle" rule of
 issue 16.7 is what should bring it back). Stated bound: at least 65 % of the offline cycle stamps also appear
-online; at the stamps both have, the median difference over the estimated joints is below 1e-9 deg and the 95th percentile below 1e-3 deg (measured: 0 and <= 2e-6 deg); and the whole online
-estimate's RMS error against the truth is within 20 % (+0.05 deg) of the offline one.
+online; at the stamps both have, the median difference over the estimated joints is below 1e-9 deg and the
+95th percentile below 1e-3 deg (measured: 0 and <= 2e-6 deg); and the whole online estimate's RMS error against
+the truth is within 20 % (+0.05 deg) of the offline one.
 """
 
 from __future__ import annotations
