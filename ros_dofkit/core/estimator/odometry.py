@@ -162,13 +162,7 @@ def floating_base_covariance(v_start: int, R_WF, R_WB, sigma_orientation, sigma_
 def free_velocities(estimator) -> np.ndarray:
     """(nv,) bool: the velocities an :class:`~ros_dofkit.core.estimator.estimator.Estimator` solves for (its
     estimated articulated coordinates, and the rotation of every floating base, which is always estimated)."""
-    plant = estimator.plant
-    free = np.zeros(plant.num_velocities(), dtype=bool)
-    free[np.asarray(estimator.articulated_view.v_indices)[np.asarray(list(estimator.estimated_mask), dtype=bool)]] \
-        = True
-    for joint in estimator.floating_joints:
-        free[joint.velocity_start:joint.velocity_start + 3] = True
-    return free
+    return estimator.setup.free_v.copy()
 
 
 @dataclass(frozen=True)

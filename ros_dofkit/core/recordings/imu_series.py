@@ -44,10 +44,9 @@ from ros_dofkit.core.recordings.opensim_files import (
     opensense_world_to_ros,
     read_quaternion_table,
 )
+from ros_dofkit.core.simulation import STANDARD_GRAVITY
 from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE, matrix_to_quat, quat_multiply
 
-#: Standard gravity (CGPM 1901), the "g" of accelerometers, m/s².
-STANDARD_GRAVITY = 9.80665
 #: R_WE for each earth convention a device can report in, W = ENU (x east, y north, z up). Columns are E's axes in
 #: ENU: NWU x=north -> +y, y=west -> -x, z=up -> +z (+90 deg about z); NED x=north -> +y, y=east -> +x, z=down -> -z.
 EARTH_CONVENTIONS: dict[str, np.ndarray] = {
