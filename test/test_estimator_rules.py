@@ -15,7 +15,7 @@ from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.inputs import INVALID_STAMP, RejectReason, stamp_seconds
 from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
-from test_estimator_core import ARM_IMUS, DT, arm_trajectory, sensor_readings
+from test_estimator_estimator import ARM_IMUS, DT, arm_trajectory, sensor_readings
 
 NAMES = [imu.name for imu in ARM_IMUS]
 ENCODERS = ["arm_joint1", "arm_joint2"]

@@ -3,7 +3,7 @@
 Where you are: a thin node (``ros_dofkit.nodes``). It exists to prove the plumbing every other node relies on —
 console script start-up, parameters from ``--ros-args``, remapping, the project's QoS profiles and overrides,
 message types including the locally built tf2_msgs, clean shutdown — in a real cross-process test
-(test/test_ros_relay.py). It is also a handy tool: it renames the frames of a recorded TF/IMU stream.
+(test/test_node_relay.py). It is also a handy tool: it renames the frames of a recorded TF/IMU stream.
 
 Topics (relative, so they follow the node's namespace and remapping):
 
