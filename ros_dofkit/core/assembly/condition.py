@@ -70,7 +70,7 @@ class AssemblyCondition:
     def _uninitialize_assembler(self) -> None:
         """Simbody: ``uninitializeAssembler()``; called whenever a change needs re-initialization."""
         if self._assembler is not None:
-            self._assembler._uninitialize()
+            self._assembler.uninitialize()
 
     def uninitialize(self) -> None:
         """Called by the Assembler when it re-initializes: the condition rebuilds its state on the next use."""
@@ -341,11 +341,11 @@ class SensorSet(AssemblyCondition):
 
     def _require_initialized(self) -> None:
         if not self._initialized:
-            self.get_assembler()._initialize()
+            self.get_assembler().initialize()
 
     def _sensors_on_body(self, body) -> list[int]:
         assembler = self.get_assembler()
-        assembler._initialize()
+        assembler.initialize()
         mbx = self._resolve_body(body, assembler.plant)
         return [int(ix) for ix in self._active if self._body_index[ix] == mbx]
 

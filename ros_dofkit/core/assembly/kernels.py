@@ -22,8 +22,9 @@ Data layout (built by :class:`ros_dofkit.core.assembly.assembler.Assembler` at i
   last evaluation (of the bodies the sensors depend on; :func:`update_kinematics` recomputes only bodies whose
   coordinates changed), each rotation sensor's φ and each marker's p_GS, and scratch space.
 * ``solver_work`` (:func:`make_solver_work`): the solver's Jacobians, trial point and linear-algebra buffers.
-  Workspaces are created once per :func:`solve_one` / :func:`track_frames` call and reused by every frame and
-  iteration; they carry nothing that changes a result (tests compare with fresh ones bit for bit).
+  Workspaces are created once per :class:`Tracker` (:func:`make_tracker`, kept by the Assembler from one
+  initialization to the next) and per :func:`track_frames` call, and reused by every frame and iteration; they carry
+  nothing that changes a result (tests compare with fresh ones bit for bit).
 * ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``: residual sizes, the free velocities, and for a free
   velocity whose q̇ is a coordinate's, ``bound_q[j]`` (that q index, -1 otherwise) with ``lo[j] <= q <= hi[j]``.
 * ``settings = (accuracy, tolerance, use_rms, max_iterations, lam0)``.
@@ -38,7 +39,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.experimental import structref
 
 from ros_dofkit.core.multibody.compiled import (
     _kinematics_sweep,
@@ -69,7 +71,7 @@ _LAMBDA_MAX = 1e16
 # (array, index) instead of views; the per-evaluation kernels are such leaves, compiled with
 # ``error_model="numpy"`` (no ZeroDivisionError exits; every divisor in them is positive by construction, so
 # results are unchanged); and the solver's loop lives in one function (solve_frame / solve are inlined into
-# track_frames and solve_one), so its arguments are counted once per call, not once per frame.
+# track_frames and track_one), so its arguments are counted once per call, not once per frame.
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _rotation_log(R, out):
@@ -530,7 +532,7 @@ def make_work(tree, sensors):
 
 @njit(cache=True)
 def make_solver_work(problem, nq):
-    """The solver's buffers, allocated once per solve_one / track_frames call and reused by every frame and
+    """The solver's buffers, allocated once per Tracker / track_frames call and reused by every frame and
     iteration: ``(J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active, A, C, d, H, g)``, where A (m_goal, n),
     C (m_err, n), d (n), H (n, n) and g (n) have the largest step's size (n = number of free velocities) and each
     iteration uses their leading columns / blocks."""
@@ -742,15 +744,53 @@ def solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, fr
     return status, F0, e0, F, e, contributing
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# One initialized Assembler's compiled state, for the per-frame entry point
+#
+# Crossing into numba costs per argument: each array is typed and unboxed, and a namedtuple (the tree) is typed
+# in Python; with the ~35 arrays of a solve that was more than the solve of a Panda frame. The Tracker record holds
+# everything that lives from one initialization to the next (the tree, the sensors, the problem, the settings, the
+# statistics, the observation buffers and the workspaces), so that a frame crosses with one record and q.
+# ----------------------------------------------------------------------------------------------------------------
+@structref.register
+class TrackerType(types.StructRef):
+    """numba type of :class:`Tracker` (its fields' types are those of the arrays and tuples it was built from)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(kind)) for name, kind in fields)
+
+
+class Tracker(structref.StructRefProxy):
+    """A named record of the compiled state of one initialized Assembler (:func:`make_tracker`); opaque to Python.
+
+    Fields: ``tree``, ``sensors``, ``problem``, ``settings`` and ``stats`` as :func:`solve` reads them; ``obs_rot``
+    (n_rot_obs, 3, 3) and ``obs_pos`` (n_pos_obs, 3), the observation slots, read at each frame (the caller's
+    buffers: it writes them in place); ``frame``, ``work``, ``solver_work``, ``r_g`` and ``r_c``, the workspaces.
+    """
+
+
+TRACKER_FIELDS = ("tree", "sensors", "problem", "settings", "stats", "obs_rot", "obs_pos", "frame", "work",
+                  "solver_work", "r_g", "r_c")
+structref.define_constructor(Tracker, TrackerType, TRACKER_FIELDS)
+structref.define_boxing(TrackerType, Tracker)
+
+
 @njit(cache=True)
-def solve_one(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats):
-    """:func:`solve_frame` with its own workspaces (the entry point of assemble() and track())."""
-    m_goal, m_err = problem[0], problem[1]
-    frame = make_frame(sensors)
-    work = make_work(tree, sensors)
-    solver_work = make_solver_work(problem, q.shape[0])
-    return solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, frame, work, solver_work,
-                       np.empty(m_goal), np.empty(m_err))
+def make_tracker(tree, sensors, problem, settings, stats, obs_rot, obs_pos, nq):
+    """A :class:`Tracker` over these arrays (kept by reference, not copied) with its own workspaces for nq
+    coordinates."""
+    return Tracker(tree, sensors, problem, settings, stats, obs_rot, obs_pos, make_frame(sensors),
+                   make_work(tree, sensors), make_solver_work(problem, nq), np.empty(problem[0]),
+                   np.empty(problem[1]))
+
+
+@njit(cache=True)
+def track_one(tracker, q):
+    """:func:`solve_frame` at the tracker's observations from q (overwritten): the entry point of assemble() and
+    track(). The workspaces carry nothing from one call to the next that changes a result."""
+    return solve_frame(tracker.tree, q, tracker.sensors, tracker.obs_rot, tracker.obs_pos, tracker.problem,
+                       tracker.settings, tracker.stats, tracker.frame, tracker.work, tracker.solver_work, tracker.r_g,
+                       tracker.r_c)
 
 
 @njit(cache=True)
