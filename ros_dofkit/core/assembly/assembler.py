@@ -481,7 +481,7 @@ class Assembler:
         self._hi = np.array(hi, dtype=float)
         self._tree = plant.tree.kernel_arguments()
         self._problem = (self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo, self._hi)
-        self._weights_seen = None
+        self._sensors_tuple = None
         # The solver's observation slots: a single condition's own live buffer (its observations are written in
         # place; replacing the buffer uninitializes this Assembler), else buffers copied into at every solve.
         self._obs_rot = self._observation_buffer(self._rot_slices, self._n_rot_obs, (3, 3))
@@ -491,10 +491,15 @@ class Assembler:
         self._num_initializations += 1
 
     # -- per-frame packing -------------------------------------------------------------------------------------------
+    def weights_changed(self) -> None:
+        """Called by an adopted condition whose sensor weights changed without changing its active set (a change to
+        or from 0 uninitializes instead): the weights are re-read at the next solve, without re-initialization."""
+        self._sensors_tuple = None
+        self._tracker = None
+
     def _sensors(self):
-        """The kernels' ``sensors`` tuple; rebuilt when a sensor weight changed (no re-initialization needed)."""
-        versions = tuple(c.weights_version for c in self._conditions)
-        if versions != self._weights_seen:
+        """The kernels' ``sensors`` tuple with the current weights (rebuilt after :meth:`weights_changed`)."""
+        if self._sensors_tuple is None:
             rs_w = np.concatenate([np.zeros(0)] + [c.active_weights() for c in self._rs_conditions])
             mk_w = np.concatenate([np.zeros(0)] + [c.active_weights() for c in self._mk_conditions])
             cond_w = np.array([w if math.isfinite(w) else 1.0 for w in self._weights], dtype=float)
@@ -503,8 +508,6 @@ class Assembler:
                 rs["body"], rs["R_BS"], rs["row"], rs["hard"], rs["slot"], rs_w, rs["cond"],
                 mk["body"], mk["p_BS"], mk["row"], mk["hard"], mk["slot"], mk_w, mk["cond"], cond_w,
             )
-            self._weights_seen = versions
-            self._tracker = None
         return self._sensors_tuple
 
     @staticmethod
@@ -515,15 +518,16 @@ class Assembler:
 
     def _compiled_tracker(self):
         """The kernels' Tracker over the current weights and settings, with the observations of this frame."""
-        sensors = self._sensors()
-        if self._tracker is None:
-            self._tracker = kernels.make_tracker(self._tree, sensors, self._problem, self._settings(), self._stats,
-                                                 self._obs_rot, self._obs_pos, self._nq)
+        tracker = self._tracker
+        if tracker is None:
+            tracker = self._tracker = kernels.make_tracker(self._tree, self._sensors(), self._problem,
+                                                           self._settings(), self._stats, self._obs_rot,
+                                                           self._obs_pos, self._nq)
         if len(self._rot_slices) > 1:
             np.concatenate([c.observation_array() for c, _ in self._rot_slices], out=self._obs_rot)
         if len(self._pos_slices) > 1:
             np.concatenate([c.observation_array() for c, _ in self._pos_slices], out=self._obs_pos)
-        return self._tracker
+        return tracker
 
     def _settings(self):
         return (self.get_accuracy_in_use(), self.get_error_tolerance_in_use(), self._use_rms, self._max_iterations,
@@ -532,19 +536,15 @@ class Assembler:
 
     # -- evaluation --------------------------------------------------------------------------------------------------
     def _residuals_compiled(self, q, need_jacobian: bool):
-        self._compiled_tracker()  # fills the observation buffers
-        sensors, obs_rot, obs_pos = self._sensors(), self._obs_rot, self._obs_pos
-        frame = kernels.make_frame(sensors)
-        self._nothing_observed = kernels.gather_frame(sensors, obs_rot, obs_pos, frame) == 0
-        work = kernels.make_work(self._tree, sensors)
+        tracker = self._compiled_tracker()  # its workspaces, with this frame's observations
+        self._nothing_observed = kernels.gather_frame(tracker, self._obs_rot, self._obs_pos) == 0
         r_g = np.empty(self._m_goal)
         r_c = np.empty(self._m_err)
         J_g = np.zeros((self._m_goal, self._nv))
         J_c = np.zeros((self._m_err, self._nv))
-        q = np.ascontiguousarray(q, dtype=float)
-        kernels.evaluate_residuals(self._tree, q, sensors, frame, work, r_g, r_c)
+        kernels.evaluate_residuals(tracker, np.ascontiguousarray(q, dtype=float), r_g, r_c)
         if need_jacobian:
-            kernels.evaluate_jacobians(self._tree, sensors, frame, work, J_g, J_c)
+            kernels.evaluate_jacobians(tracker, J_g, J_c)
         return r_g, J_g, r_c, J_c
 
     def _residuals_reference(self, q, need_jacobian: bool):
@@ -785,10 +785,8 @@ class Assembler:
         status = np.empty(T, dtype=np.int64)
         q = self._q.copy()
         if self._backend == "compiled":
-            failed = kernels.track_frames(
-                self._tree, q, self._sensors(), obs_rot, obs_pos, self._held_q, positions, self._problem,
-                self._settings(), self._stats, Q, goal, err, status, poses,
-            )
+            failed = kernels.track_frames(self._compiled_tracker(), q, obs_rot, obs_pos, self._held_q, positions, Q,
+                                          goal, err, status, poses)
             last = T - 1 if failed < 0 else int(failed)
         else:
             failed, last = -1, T - 1

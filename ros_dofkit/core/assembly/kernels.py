@@ -72,6 +72,9 @@ _LAMBDA_MAX = 1e16
 # ``error_model="numpy"`` (no ZeroDivisionError exits; every divisor in them is positive by construction, so
 # results are unchanged); and the solver's loop lives in one function (solve_frame / solve are inlined into
 # track_frames and track_one), so its arguments are counted once per call, not once per frame.
+# The per-evaluation leaves (evaluate_residuals, evaluate_jacobians, gather_frame) take the Tracker record instead
+# of its ~40 arrays: numba increfs every array argument before a call and decrefs it after, and these atomic
+# calls (NRT_incref / NRT_decref) were 18 % of a tracked Panda frame's time (perf, before the change).
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _rotation_log(R, out):
@@ -200,10 +203,11 @@ def update_kinematics(tree, q, work, every_body):
 # Residuals
 # ----------------------------------------------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
-def evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c):
-    """Kinematics at q into ``work`` (:func:`update_kinematics`: the sensors' bodies and their ancestors) and the
-    goal / error residuals r_g, r_c (rows of an unobserved sensor, scale 0, are zero). Also keeps each rotation
-    sensor's φ and each marker's p_GS in ``work`` for the Jacobians."""
+def evaluate_residuals(tracker, q, r_g, r_c):
+    """Kinematics at q into the tracker's ``work`` (:func:`update_kinematics`: the sensors' bodies and their
+    ancestors) and the goal / error residuals r_g, r_c at its ``frame`` (rows of an unobserved sensor, scale 0, are
+    zero). Also keeps each rotation sensor's φ and each marker's p_GS in ``work`` for the Jacobians."""
+    tree, sensors, frame, work = tracker.tree, tracker.sensors, tracker.frame, tracker.work
     rs_body, rs_R_BS, rs_row, rs_hard = sensors[0], sensors[1], sensors[2], sensors[3]
     mk_body, mk_p_BS, mk_row, mk_hard = sensors[7], sensors[8], sensors[9], sensors[10]
     rs_obs, rs_scale, mk_obs, mk_scale = frame[0], frame[1], frame[2], frame[3]
@@ -255,9 +259,10 @@ def evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c):
 
 
 @njit(cache=True, error_model="numpy")
-def evaluate_jacobians(tree, sensors, frame, work, J_g, J_c):
-    """∂r_g/∂v and ∂r_c/∂v at the configuration of the last :func:`evaluate_residuals` on ``work``:
+def evaluate_jacobians(tracker, J_g, J_c):
+    """∂r_g/∂v and ∂r_c/∂v at the configuration of the tracker's last :func:`evaluate_residuals`:
     rotation rows ``-s J_r⁻¹(φ) J_ω(B)``, marker rows ``s J_v(S)``."""
+    tree, sensors, frame, work = tracker.tree, tracker.sensors, tracker.frame, tracker.work
     rs_body, rs_row, rs_hard = sensors[0], sensors[2], sensors[3]
     mk_body, mk_row, mk_hard = sensors[7], sensors[9], sensors[10]
     rs_scale, mk_scale = frame[1], frame[3]
@@ -544,13 +549,13 @@ def make_solver_work(problem, nq):
 
 
 @njit(cache=True, inline="always")
-def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, r_g, r_c, evaluated):
+def solve(tracker, q, r_g, r_c, evaluated):
     """Minimize ½|r_g|² subject to r_c = 0 over the free velocities, starting from (and overwriting) q.
 
-    ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``, ``settings = (accuracy, tolerance, use_rms,
-    max_iterations, lam0)``. If ``evaluated``, ``work``, r_g and r_c already hold the evaluation at q.
-    ``work`` is the kinematics workspace (:func:`make_work`), ``solver_work`` the buffers of
-    :func:`make_solver_work`; neither carries anything from one call to the next that changes the result.
+The tracker (:func:`make_tracker`) gives ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``, ``settings =
+    (accuracy, tolerance, use_rms, max_iterations, lam0)``, the statistics and the workspaces: ``work`` (kinematics,
+    :func:`make_work`) and ``solver_work`` (:func:`make_solver_work`); neither carries anything from one call to the
+    next that changes the result. If ``evaluated``, ``work``, r_g and r_c already hold the evaluation at q.
 
     Iteration: Jacobians at q; hold variables on an outward-pushed bound; damped step (:func:`compute_step`);
     trial q' = clip(q ⊕ d); accept or reject (:func:`accept_step`) with λ divided by 3 on acceptance (down to 1e-8)
@@ -562,8 +567,9 @@ def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, 
     ``stats`` (int64[3]) is incremented: [residual evaluations, Jacobian evaluations, iterations].
     Returns (status, goal F = ½|r_g|², error norm); r_g, r_c end as the residuals at the returned q.
     """
-    m_goal, m_err, nv_full, free_v, bound_q, lo, hi = problem
-    accuracy, tolerance, use_rms, max_iterations, lam0 = settings
+    tree, solver_work, stats = tracker.tree, tracker.solver_work, tracker.stats
+    m_goal, m_err, nv_full, free_v, bound_q, lo, hi = tracker.problem
+    accuracy, tolerance, use_rms, max_iterations, lam0 = tracker.settings
     nv = free_v.shape[0]
     J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active = (solver_work[0], solver_work[1], solver_work[2],
                                                          solver_work[3], solver_work[4], solver_work[5],
@@ -572,9 +578,9 @@ def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, 
     # normal equations (leading blocks). Full-size buffers: no per-iteration views.
     A, C, d, H, g = solver_work[8], solver_work[9], solver_work[10], solver_work[11], solver_work[12]
     if clip_to_bounds(q, bound_q, lo, hi) or not evaluated:
-        evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c)
+        evaluate_residuals(tracker, q, r_g, r_c)
         stats[0] += 1
-    evaluate_jacobians(tree, sensors, frame, work, J_g, J_c)
+    evaluate_jacobians(tracker, J_g, J_c)
     stats[1] += 1
     F = 0.5 * np.dot(r_g, r_g)
     e = error_norm(r_c, use_rms)
@@ -636,7 +642,7 @@ def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, 
         integrate_positions(tree, q, dv, q_trial)
         clip_to_bounds(q_trial, bound_q, lo, hi)
         # The trial overwrites the kinematics in `work`; the Jacobians at q are already in J_g / J_c.
-        evaluate_residuals(tree, q_trial, sensors, frame, work, r_g2, r_c2)
+        evaluate_residuals(tracker, q_trial, r_g2, r_c2)
         stats[0] += 1
         F_new = 0.5 * np.dot(r_g2, r_g2)
         e_new = error_norm(r_c2, use_rms)
@@ -652,7 +658,7 @@ def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, 
             if e <= tolerance and (step <= accuracy or abs(decrease) <= accuracy * accuracy * F_old):
                 status = STATUS_CONVERGED
                 break
-            evaluate_jacobians(tree, sensors, frame, work, J_g, J_c)
+            evaluate_jacobians(tracker, J_g, J_c)
             stats[1] += 1
         else:
             if step <= accuracy and e <= tolerance:
@@ -667,13 +673,14 @@ def solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, 
 
 
 @njit(cache=True, error_model="numpy")
-def gather_frame(sensors, obs_rot, obs_pos, frame):
-    """Per-frame setup: copy each active sensor's observation and compute its row scale into ``frame``.
+def gather_frame(tracker, obs_rot, obs_pos):
+    """Per-frame setup: copy each active sensor's observation and compute its row scale into the tracker's ``frame``.
 
     Goal rows get √(W_c w / Σ_c w) where Σ_c w sums the weights of the condition's sensors observed this frame;
     error rows get √w; unobserved sensors get 0 (active sensors have w > 0, so Σw > 0 where it divides). Returns
     the number of contributing sensors.
     """
+    sensors, frame = tracker.sensors, tracker.frame
     rs_hard, rs_obs_slot, rs_weight, rs_cond = sensors[3], sensors[4], sensors[5], sensors[6]
     mk_hard, mk_obs_slot, mk_weight, mk_cond = sensors[10], sensors[11], sensors[12], sensors[13]
     cond_weight = sensors[14]
@@ -727,20 +734,22 @@ def make_frame(sensors):
 
 
 @njit(cache=True, inline="always")
-def solve_frame(tree, q, sensors, obs_rot, obs_pos, problem, settings, stats, frame, work, solver_work, r_g, r_c):
+def solve_frame(tracker, q, obs_rot, obs_pos):
     """One frame of Simbody's assemble()/track(): gather the observations, evaluate at q, skip the solve when the
     error norm <= tolerance and the goal <= tolerance² (short-circuit), else :func:`solve` (q is overwritten).
 
-    Returns (status, goal at the start, error norm at the start, goal, error norm, contributing sensors)."""
-    tolerance, use_rms = settings[1], settings[2]
-    contributing = gather_frame(sensors, obs_rot, obs_pos, frame)
-    evaluate_residuals(tree, q, sensors, frame, work, r_g, r_c)
-    stats[0] += 1
+    Returns (status, goal at the start, error norm at the start, goal, error norm, contributing sensors); the
+    tracker's r_g, r_c end as the residuals at q."""
+    tolerance, use_rms = tracker.settings[1], tracker.settings[2]
+    r_g, r_c = tracker.r_g, tracker.r_c
+    contributing = gather_frame(tracker, obs_rot, obs_pos)
+    evaluate_residuals(tracker, q, r_g, r_c)
+    tracker.stats[0] += 1
     F0 = 0.5 * np.dot(r_g, r_g)
     e0 = error_norm(r_c, use_rms)
     if e0 <= tolerance and F0 <= tolerance * tolerance:
         return STATUS_CONVERGED, F0, e0, F0, e0, contributing
-    status, F, e = solve(tree, q, sensors, frame, work, solver_work, problem, settings, stats, r_g, r_c, True)
+    status, F, e = solve(tracker, q, r_g, r_c, True)
     return status, F0, e0, F, e, contributing
 
 
@@ -788,15 +797,14 @@ def make_tracker(tree, sensors, problem, settings, stats, obs_rot, obs_pos, nq):
 def track_one(tracker, q):
     """:func:`solve_frame` at the tracker's observations from q (overwritten): the entry point of assemble() and
     track(). The workspaces carry nothing from one call to the next that changes a result."""
-    return solve_frame(tracker.tree, q, tracker.sensors, tracker.obs_rot, tracker.obs_pos, tracker.problem,
-                       tracker.settings, tracker.stats, tracker.frame, tracker.work, tracker.solver_work, tracker.r_g,
-                       tracker.r_c)
+    return solve_frame(tracker, q, tracker.obs_rot, tracker.obs_pos)
 
 
 @njit(cache=True)
-def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, locked_q, positions, problem, settings, stats, Q_out,
-                 goal_out, err_out, status_out, X_WB_out):
-    """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve).
+def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, locked_q, positions, Q_out, goal_out, err_out, status_out,
+                 X_WB_out):
+    """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve) with
+    the tracker's problem, settings, statistics and workspaces (:func:`make_tracker`).
 
     obs_rot_seq (T, n_rot_obs, 3, 3) and obs_pos_seq (T, n_pos_obs, 3) hold all observation slots per frame. If
     ``positions`` has T rows, each frame first sets the locked coordinates ``locked_q`` to that frame's finite
@@ -806,13 +814,8 @@ def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, locked_q, positions
     recomputed). q is the start and ends as the last frame's solution. Returns the index of the first frame whose
     error norm exceeds the tolerance (tracking stops there; its rows are written), or -1.
     """
-    tolerance = settings[1]
-    m_goal, m_err = problem[0], problem[1]
-    frame = make_frame(sensors)
-    work = make_work(tree, sensors)
-    solver_work = make_solver_work(problem, q.shape[0])
-    r_g = np.empty(m_goal)
-    r_c = np.empty(m_err)
+    tolerance = tracker.settings[1]
+    tree, work = tracker.tree, tracker.work
     have_positions = positions.shape[0] == Q_out.shape[0]
     want_poses = X_WB_out.shape[0] == Q_out.shape[0]
     X_WB = work[0]
@@ -822,8 +825,7 @@ def track_frames(tree, q, sensors, obs_rot_seq, obs_pos_seq, locked_q, positions
                 value = positions[t, i]
                 if math.isfinite(value):
                     q[i] = value
-        status, F0, e0, F, e, contributing = solve_frame(tree, q, sensors, obs_rot_seq[t], obs_pos_seq[t], problem,
-                                                         settings, stats, frame, work, solver_work, r_g, r_c)
+        status, F0, e0, F, e, contributing = solve_frame(tracker, q, obs_rot_seq[t], obs_pos_seq[t])
         Q_out[t, :] = q
         goal_out[t] = F
         err_out[t] = e
