@@ -45,6 +45,7 @@ from numba.experimental import structref
 from ros_dofkit.core.multibody.compiled import (
     _kinematics_sweep,
     _set_world_kinematics,
+    add_rotated_angular_columns,
     integrate_positions,
     point_jacobian,
 )
@@ -272,21 +273,12 @@ def evaluate_jacobians(tracker, J_g, J_c):
     J_c[:, :] = 0.0
     Jr = work[5][3]  # a 3x3 block of the workspace's scratch
     J6 = work[6]
-    unused_point = p_WM[0]  # angular rows only: the point does not matter (this one is the world origin)
     for k in range(rs_body.shape[0]):
         s = rs_scale[k]
         if s == 0.0:
             continue
         _inverse_right_jacobian(rs_phi[k], Jr)
-        point_jacobian(tree, R_WF, p_WM, rs_body[k], unused_point, False, J6)
-        Jm = J_c if rs_hard[k] else J_g
-        row = rs_row[k]
-        for c in range(nv):
-            w0, w1, w2 = J6[0, c], J6[1, c], J6[2, c]
-            if w0 == 0.0 and w1 == 0.0 and w2 == 0.0:
-                continue
-            for i in range(3):
-                Jm[row + i, c] = -s * (Jr[i, 0] * w0 + Jr[i, 1] * w1 + Jr[i, 2] * w2)
+        add_rotated_angular_columns(tree, R_WF, rs_body[k], Jr, -s, J_c if rs_hard[k] else J_g, rs_row[k])
     for k in range(mk_body.shape[0]):
         s = mk_scale[k]
         if s == 0.0:

@@ -280,6 +280,44 @@ def point_jacobian(tree, R_WF, p_WM, body, p_WQ, linear, J):
         k = parent[k]
 
 
+@njit(cache=True, inline="always")
+def add_rotated_angular_columns(tree, R_WF, body, M, scale, J, row):
+    """``J[row:row + 3, c] += scale · M ω_c`` for every velocity column c of the joints between ``body`` and the
+    world, where ω_c is column c of J_ω(body) (rows 0-2 of :func:`point_jacobian`) and M is 3x3: a rotated block of
+    the angular Jacobian, written only where J_ω is not zero (a sensor's rows touch the dofs of its path alone)."""
+    parent, joint_type, axis, v_start = tree.parent, tree.joint_type, tree.axis, tree.v_start
+    mimic_v, mimic_multiplier = tree.mimic_v, tree.mimic_multiplier
+    k = body
+    while k > 0:
+        kind = joint_type[k]
+        count = 0  # angular columns of this joint (welds and prismatic joints have none)
+        column = 0
+        f = 1.0
+        if kind == JOINT_REVOLUTE:
+            column = v_start[k]
+            if mimic_v[k] >= 0:
+                column = mimic_v[k]
+                f = mimic_multiplier[k]
+            count = 1
+        elif kind == JOINT_PLANAR:
+            column = v_start[k] + 2
+            count = 1
+        elif kind == JOINT_QUATERNION_FLOATING:
+            column = v_start[k]
+            count = 3
+        for c in range(count):
+            if kind == JOINT_REVOLUTE:
+                w0 = f * (R_WF[k, 0, 0] * axis[k, 0] + R_WF[k, 0, 1] * axis[k, 1] + R_WF[k, 0, 2] * axis[k, 2])
+                w1 = f * (R_WF[k, 1, 0] * axis[k, 0] + R_WF[k, 1, 1] * axis[k, 1] + R_WF[k, 1, 2] * axis[k, 2])
+                w2 = f * (R_WF[k, 2, 0] * axis[k, 0] + R_WF[k, 2, 1] * axis[k, 1] + R_WF[k, 2, 2] * axis[k, 2])
+            else:  # planar: the rotation about F's z; floating: F's three axes
+                axis_column = 2 if kind == JOINT_PLANAR else c
+                w0, w1, w2 = R_WF[k, 0, axis_column], R_WF[k, 1, axis_column], R_WF[k, 2, axis_column]
+            for i in range(3):
+                J[row + i, column + c] += scale * (M[i, 0] * w0 + M[i, 1] * w1 + M[i, 2] * w2)
+        k = parent[k]
+
+
 @njit(cache=True)
 def integrate_positions(tree, q, dv, out):
     """out = q ⊕ dv: additive for 1-dof and planar joints; floating: quat <- exp(dv_ω) ⊗ quat, p += dv_v."""
