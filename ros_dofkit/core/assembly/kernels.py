@@ -291,7 +291,16 @@ def evaluate_jacobians(tracker, J_g, J_c):
                 Jm[row + i, c] = s * J6[3 + i, c]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _goal(r_g):
+    """F = ½|r_g|² (a loop: numba's np.dot of two vectors calls BLAS, whose set-up costs more than these few rows)."""
+    s = 0.0
+    for i in range(r_g.shape[0]):
+        s += r_g[i] * r_g[i]
+    return 0.5 * s
+
+
+@njit(cache=True, inline="always")
 def error_norm(r_c, use_rms):
     """Max-abs norm of the hard errors (RMS sqrt(Σe²/n) if use_rms); 0 when there are none."""
     n = r_c.shape[0]
@@ -433,7 +442,7 @@ def _constrained_step(A, r_g, C, r_c, lam, d):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def select_active_bounds(q, g_free, bound_q, lo, hi, active):
     """Mark free variables sitting on a bound with the goal gradient pushing outward (they are held this step)."""
     for j in range(bound_q.shape[0]):
@@ -447,7 +456,7 @@ def select_active_bounds(q, g_free, bound_q, lo, hi, active):
             active[j] = True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def clip_to_bounds(q, bound_q, lo, hi):
     """Clip the bounded coordinates of q into [lo, hi]; returns True if anything changed."""
     changed = False
@@ -463,7 +472,7 @@ def clip_to_bounds(q, bound_q, lo, hi):
     return changed
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def accept_step(F, F_new, e, e_new, tolerance, has_errors):
     """Acceptance rule: goals only, the goal must decrease; with hard errors (filter rule) the error norm must not
     grow beyond max(e, tolerance/2) and either the goal decreases or the error norm decreases."""
@@ -574,7 +583,7 @@ The tracker (:func:`make_tracker`) gives ``problem = (m_goal, m_err, nv, free_v,
         stats[0] += 1
     evaluate_jacobians(tracker, J_g, J_c)
     stats[1] += 1
-    F = 0.5 * np.dot(r_g, r_g)
+    F = _goal(r_g)
     e = error_norm(r_c, use_rms)
     lam = lam0
     status = STATUS_MAX_ITERATIONS
@@ -636,7 +645,7 @@ The tracker (:func:`make_tracker`) gives ``problem = (m_goal, m_err, nv, free_v,
         # The trial overwrites the kinematics in `work`; the Jacobians at q are already in J_g / J_c.
         evaluate_residuals(tracker, q_trial, r_g2, r_c2)
         stats[0] += 1
-        F_new = 0.5 * np.dot(r_g2, r_g2)
+        F_new = _goal(r_g2)
         e_new = error_norm(r_c2, use_rms)
         if accept_step(F, F_new, e, e_new, tolerance, m_err > 0):
             decrease = F - F_new
@@ -737,7 +746,7 @@ def solve_frame(tracker, q, obs_rot, obs_pos):
     contributing = gather_frame(tracker, obs_rot, obs_pos)
     evaluate_residuals(tracker, q, r_g, r_c)
     tracker.stats[0] += 1
-    F0 = 0.5 * np.dot(r_g, r_g)
+    F0 = _goal(r_g)
     e0 = error_norm(r_c, use_rms)
     if e0 <= tolerance and F0 <= tolerance * tolerance:
         return STATUS_CONVERGED, F0, e0, F0, e0, contributing

@@ -318,7 +318,7 @@ def add_rotated_angular_columns(tree, R_WF, body, M, scale, J, row):
         k = parent[k]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def integrate_positions(tree, q, dv, out):
     """out = q ⊕ dv: additive for 1-dof and planar joints; floating: quat <- exp(dv_ω) ⊗ quat, p += dv_v."""
     joint_type, q_start, v_start = tree.joint_type, tree.q_start, tree.v_start
