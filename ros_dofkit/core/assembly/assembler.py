@@ -533,7 +533,6 @@ class Assembler:
         return (self.get_accuracy_in_use(), self.get_error_tolerance_in_use(), self._use_rms, self._max_iterations,
                 _INITIAL_LAMBDA)
 
-
     # -- evaluation --------------------------------------------------------------------------------------------------
     def _residuals_compiled(self, q, need_jacobian: bool):
         tracker = self._compiled_tracker()  # its workspaces, with this frame's observations

@@ -23,7 +23,7 @@ Data layout (built by :class:`ros_dofkit.core.assembly.assembler.Assembler` at i
   coordinates changed), each rotation sensor's φ and each marker's p_GS, and scratch space.
 * ``solver_work`` (:func:`make_solver_work`): the solver's Jacobians, trial point and linear-algebra buffers.
   Workspaces are created once per :class:`Tracker` (:func:`make_tracker`, kept by the Assembler from one
-  initialization to the next) and per :func:`track_frames` call, and reused by every frame and iteration; they carry
+  initialization to the next) and reused by every frame and iteration of track_one and track_frames; they carry
   nothing that changes a result (tests compare with fresh ones bit for bit).
 * ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``: residual sizes, the free velocities, and for a free
   velocity whose q̇ is a coordinate's, ``bound_q[j]`` (that q index, -1 otherwise) with ``lo[j] <= q <= hi[j]``.
@@ -538,7 +538,7 @@ def make_work(tree, sensors):
 
 @njit(cache=True)
 def make_solver_work(problem, nq):
-    """The solver's buffers, allocated once per Tracker / track_frames call and reused by every frame and
+    """The solver's buffers, allocated once per Tracker (:func:`make_tracker`) and reused by every frame and
     iteration: ``(J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active, A, C, d, H, g)``, where A (m_goal, n),
     C (m_err, n), d (n), H (n, n) and g (n) have the largest step's size (n = number of free velocities) and each
     iteration uses their leading columns / blocks."""
@@ -553,7 +553,7 @@ def make_solver_work(problem, nq):
 def solve(tracker, q, r_g, r_c, evaluated):
     """Minimize ½|r_g|² subject to r_c = 0 over the free velocities, starting from (and overwriting) q.
 
-The tracker (:func:`make_tracker`) gives ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``, ``settings =
+    The tracker (:func:`make_tracker`) gives ``problem = (m_goal, m_err, nv, free_v, bound_q, lo, hi)``, ``settings =
     (accuracy, tolerance, use_rms, max_iterations, lam0)``, the statistics and the workspaces: ``work`` (kinematics,
     :func:`make_work`) and ``solver_work`` (:func:`make_solver_work`); neither carries anything from one call to the
     next that changes the result. If ``evaluated``, ``work``, r_g and r_c already hold the evaluation at q.

@@ -123,7 +123,7 @@ def _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, S, flags, q_last, incremental, 
                 R_WF[b, i, j] = S[0, i, j]
         # X_WM = X_WF X_FM into S[2]. A revolute or prismatic X_FM is a pure rotation or translation: only its
         # non-trivial products are formed (the others are exact: x·1 + y·0 + z·0 = x), so the values are those of
-        # the full 4x4 product, bit for bit, at a third less arithmetic.
+        # the full 4x4 product (up to the sign of a zero), at a third less arithmetic.
         if kind == JOINT_WELD:
             for i in range(4):
                 for j in range(4):
