@@ -71,8 +71,8 @@ _LAMBDA_MAX = 1e16
 # quarter of a tracking frame. Hence: helpers are inlined at the numba IR level (``inline="always"``) and take
 # (array, index) instead of views; the per-evaluation kernels are such leaves, compiled with
 # ``error_model="numpy"`` (no ZeroDivisionError exits; every divisor in them is positive by construction, so
-# results are unchanged); and the solver's loop lives in one function (solve_frame / solve are inlined into
-# track_frames and track_one), so its arguments are counted once per call, not once per frame.
+# results are unchanged); and the solver's loop lives in one function (solve is inlined into solve_frame, which
+# track_one and track_frames call: compiled once, and its one Tracker argument is counted once per frame).
 # The per-evaluation leaves (evaluate_residuals, evaluate_jacobians, gather_frame) take the Tracker record instead
 # of its ~40 arrays: numba increfs every array argument before a call and decrefs it after, and these atomic
 # calls (NRT_incref / NRT_decref) were 18 % of a tracked Panda frame's time (perf, before the change).
@@ -734,7 +734,7 @@ def make_frame(sensors):
     return (np.empty((n_rs, 3, 3)), np.empty(n_rs), np.empty((n_mk, 3)), np.empty(n_mk), np.empty(sensors[14].shape[0]))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def solve_frame(tracker, q, obs_rot, obs_pos):
     """One frame of Simbody's assemble()/track(): gather the observations, evaluate at q, skip the solve when the
     error norm <= tolerance and the goal <= tolerance² (short-circuit), else :func:`solve` (q is overwritten).
