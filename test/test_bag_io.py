@@ -308,6 +308,28 @@ def test_sqlite3_bags_written_here_read_in_rosbags_as_rosbags_own(tmp_path, type
     assert schema(ours) == schema(theirs)
 
 
+def test_each_bag_stores_the_definition_of_its_own_typestore_for_a_shared_type_name(tmp_path):
+    """Message definitions and hashes are cached across typestores (every replay makes a new one) by the type's
+    whole field tree: two typestores that define one type name differently each get their own definition and
+    RIHS01 hash in the bag (as rosbags generates them), and a third that agrees with the first gets the first's."""
+    from rosbags.typesys import get_types_from_msg
+
+    stores = []
+    for text in ("float64 x\nstd_msgs/Header header", "int32 y", "float64 x\nstd_msgs/Header header"):
+        store = make_typestore("jazzy")
+        store.register(get_types_from_msg(text, "dofkit_test_msgs/msg/Thing"))
+        stores.append(store)
+    for k, store in enumerate(stores):
+        with BagWriter(tmp_path / f"bag{k}", typestore=store) as bag:
+            bag.add_topic("/thing", "dofkit_test_msgs/msg/Thing")
+        with Reader(tmp_path / f"bag{k}") as reader:
+            (connection,) = reader.connections
+            assert connection.msgdef.data == store.generate_msgdef("dofkit_test_msgs/msg/Thing", ros_version=2)[0]
+            assert connection.digest == store.hash_rihs01("dofkit_test_msgs/msg/Thing")
+    definitions = [store.generate_msgdef("dofkit_test_msgs/msg/Thing", ros_version=2)[0] for store in stores]
+    assert definitions[0] != definitions[1] and definitions[0] == definitions[2]
+
+
 def test_read_raw_direct_path_equals_rosbags_reader_on_bags_of_both_writers(tmp_path, typestore):
     """read_raw reads plain sqlite3 bags from their metadata.yaml and database itself: same topics, stamps, bytes
     and order (ties in stamp keep the order written) as rosbags' Reader, for bags of this writer and of rosbags'."""

@@ -33,6 +33,7 @@ import struct
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import closing
+from functools import cache
 from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -68,6 +69,13 @@ def offered_qos(topic: str) -> Qos:
     return Qos(QosHistory.KEEP_LAST, 1 if latched else 100 if topic == "/tf" else 10, QosReliability.RELIABLE,
                QosDurability.TRANSIENT_LOCAL if latched else QosDurability.VOLATILE, _INFINITE, _INFINITE,
                QosLiveliness.AUTOMATIC, _INFINITE, False)
+
+
+@cache
+def _offered_qos_text(profile: Qos, version: int) -> str:
+    """rosbags' YAML text of ``[profile]`` for a version-8 topics table or version-9 metadata.yaml. Cached: rosbags
+    dumps it with ruamel in pure Python (~0.5 ms a topic, ~5% of a short replay), and the profiles are few."""
+    return (dump_qos_v8 if version == 8 else dump_qos_v9)([profile])
 
 
 # rosbag2 metadata version written: 9, the version Jazzy's rosbag2 writes (rosbags can write only 8 or 9).
@@ -186,7 +194,7 @@ class _Sqlite3File:
         self.topics.append((topic, msgtype, rihs01))
         topic_id = len(self.topics)
         self.connection.execute("INSERT INTO topics VALUES(?, ?, ?, ?, ?, ?)",
-                                (topic_id, topic, msgtype, "cdr", dump_qos_v8([offered_qos(topic)]), rihs01))
+                                (topic_id, topic, msgtype, "cdr", _offered_qos_text(offered_qos(topic), 8), rihs01))
         self.counts[topic_id] = 0
         return topic_id
 
@@ -225,7 +233,7 @@ class _Sqlite3File:
             "message_count": total,
             "topics_with_message_count": [
                 {"topic_metadata": {"name": name, "type": msgtype, "serialization_format": "cdr",
-                                    "offered_qos_profiles": dump_qos_v9([offered_qos(name)]),
+                                    "offered_qos_profiles": _offered_qos_text(offered_qos(name), 9),
                                     "type_description_hash": rihs01},
                  "message_count": self.counts[k + 1]}
                 for k, (name, msgtype, rihs01) in enumerate(self.topics)],
@@ -258,18 +266,37 @@ class _Sqlite3File:
         self.connection.close()
 
 
-#: {id(typestore): (typestore, {msgtype: (message definition, RIHS01 hash)})}: generating them takes ~1 ms a type.
-_MESSAGE_DEFINITIONS: dict[int, tuple[object, dict]] = {}
+#: {(msgtype, its type tree): (message definition, RIHS01 hash)}: generating them takes ~1 ms a type, and every
+#: replay makes a typestore of its own (rosbags' ``get_typestore`` returns a new one per call).
+_MESSAGE_DEFINITIONS: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _type_tree(typestore, msgtype: str) -> str:
+    """The field definitions of ``msgtype`` and of every type it uses, as text: two typestores that agree on it
+    generate the same definition and hash for it."""
+    fielddefs = typestore.fielddefs
+    seen, pending = {}, [msgtype]
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in fielddefs:
+            continue
+        seen[name] = repr(fielddefs[name])
+        stack = [fielddefs[name]]
+        while stack:  # the type names nested in the field tuples (NAME fields, arrays and sequences of them)
+            item = stack.pop()
+            if isinstance(item, str):
+                pending.append(item)
+            elif isinstance(item, (tuple, list)):
+                stack.extend(item)
+    return "\n".join(f"{name} {text}" for name, text in sorted(seen.items()))
 
 
 def _message_definition(typestore, msgtype: str) -> tuple[str, str]:
-    entry = _MESSAGE_DEFINITIONS.get(id(typestore))
-    if entry is None or entry[0] is not typestore:
-        entry = _MESSAGE_DEFINITIONS[id(typestore)] = (typestore, {})
-    definitions = entry[1]
-    if msgtype not in definitions:
-        definitions[msgtype] = (typestore.generate_msgdef(msgtype, ros_version=2)[0], typestore.hash_rihs01(msgtype))
-    return definitions[msgtype]
+    key = (msgtype, _type_tree(typestore, msgtype))
+    if key not in _MESSAGE_DEFINITIONS:
+        _MESSAGE_DEFINITIONS[key] = (typestore.generate_msgdef(msgtype, ros_version=2)[0],
+                                     typestore.hash_rihs01(msgtype))
+    return _MESSAGE_DEFINITIONS[key]
 
 
 class BagWriter:
