@@ -410,6 +410,62 @@ def test_write_streams_equals_interleaved_write_raw_and_journal_off_changes_noth
             bag.write_streams(stamps[:3], [("/js", joint_states)])
 
 
+@pytest.mark.parametrize("mode", ["matrices", "lists", "small_statements", "without_json", "unequal_sizes"])
+def test_packed_streams_give_the_rows_of_interleaved_write_raw(tmp_path, typestore, monkeypatch, mode):
+    """write_streams' packed path (one SQL statement inserting from one blob per topic) stores what write_raw
+    stores with the records interleaved stamp by stamp: same rows, ids, stamps and bytes, and rosbags reads the
+    same bag; also when split over several statements, when SQLite lacks json_each (rows then), and when one
+    topic's messages differ in size (rows then)."""
+    import sqlite3
+
+    from ros_dofkit.ros import bag_io
+
+    stamps = [1_000 + 10 * (k // 2) for k in range(11)]  # equal stamps keep the order given
+    joint_states = [typestore.serialize_cdr(joint_state(typestore, s, [float(k)] * (1 + (k % 2 if mode ==
+                                                                                          "unequal_sizes" else 0))),
+                                            "sensor_msgs/msg/JointState") for k, s in enumerate(stamps)]
+    tfs = [typestore.serialize_cdr(tf_message(typestore, s, float(k)), "tf2_msgs/msg/TFMessage")
+           for k, s in enumerate(stamps)]
+    if mode == "small_statements":
+        monkeypatch.setattr(bag_io._Sqlite3File, "PACKED_STAMPS", 3)
+    if mode == "without_json":
+        monkeypatch.setattr(bag_io._Sqlite3File, "has_json", None)
+        real_connect = sqlite3.connect
+
+        class WithoutJson(sqlite3.Connection):  # what an SQLite built without its JSON functions answers
+            def execute(self, statement, *arguments):
+                if "json_each" in statement:
+                    raise sqlite3.OperationalError("no such table: json_each")
+                return super().execute(statement, *arguments)
+
+        monkeypatch.setattr(bag_io.sqlite3, "connect", lambda *args, **kwargs: real_connect(*args, **kwargs,
+                                                                                            factory=WithoutJson))
+    tables = []
+    for name in ("raw", "streams"):
+        with BagWriter(tmp_path / name, typestore=typestore) as bag:
+            bag.add_topic("/js", "sensor_msgs/msg/JointState")
+            bag.add_topic("/tf", "tf2_msgs/msg/TFMessage")
+            bag.write_raw([("/js", 500, joint_states[0])])  # ids go on after rows written before
+            if name == "streams":
+                streams = [("/tf", tfs), ("/js", joint_states)]
+                if mode == "matrices":
+                    streams = [(topic, np.frombuffer(b"".join(m), dtype=np.uint8).reshape(len(m), -1))
+                               for topic, m in streams]
+                bag.write_streams(np.array(stamps), streams)
+            else:
+                bag.write_raw((topic, s, messages[k]) for k, s in enumerate(stamps)
+                              for topic, messages in (("/tf", tfs), ("/js", joint_states)))
+            assert bag.counts == {"/js": 12, "/tf": 11}
+        database = sqlite3.connect(next((tmp_path / name).glob("*.db3")))
+        tables.append(database.execute("SELECT id, topic_id, timestamp, data FROM messages ORDER BY id").fetchall())
+        database.close()
+    assert tables[0] == tables[1]
+    assert [row[0] for row in tables[1]] == list(range(1, 24))
+    assert _rosbags_view(tmp_path / "raw") == _rosbags_view(tmp_path / "streams")
+    if mode == "without_json":
+        assert bag_io._Sqlite3File.has_json is False
+
+
 @pytest.mark.parametrize("count", [1, 31, 32, 33, 64, 97])
 def test_bulk_insert_keeps_every_row_in_the_order_given(tmp_path, count):
     """write_raw on sqlite3 inserts in multi-row statements plus single rows for the remainder: whatever the count,

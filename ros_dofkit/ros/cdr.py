@@ -113,20 +113,29 @@ def _put(rows: np.ndarray, offset: int, values: np.ndarray, dtype: str) -> None:
     rows[:, offset:offset + raw.shape[1]] = raw
 
 
-def _put_stamps(rows: np.ndarray, offset: int, stamps_ns) -> None:
+def _stamp_bytes(stamps_ns) -> np.ndarray:
+    """builtin_interfaces/Time (int32 sec, uint32 nanosec) of each stamp, as (N, 8) little-endian bytes."""
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     if np.any(stamps_ns < 0):
         raise ValueError("stamps must be non-negative nanoseconds")
-    pair = np.empty((stamps_ns.size, 2), dtype=np.int64)
-    pair[:, 0], pair[:, 1] = np.divmod(stamps_ns, 1_000_000_000)
-    if np.any(pair[:, 0] > np.iinfo(np.int32).max):
+    sec, nanosec = np.divmod(stamps_ns, 1_000_000_000)
+    if np.any(sec > np.iinfo(np.int32).max):
         raise ValueError("stamps beyond the int32 seconds of builtin_interfaces/Time")
-    _put(rows, offset, pair[:, :1], "<i4")
-    _put(rows, offset + 4, pair[:, 1:], "<u4")
+    pair = np.empty((stamps_ns.size, 2), dtype="<u4")
+    pair[:, 0], pair[:, 1] = sec, nanosec  # sec is in [0, 2**31): its int32 and uint32 bytes agree
+    return pair.view(np.uint8)
 
 
-def _rows_to_bytes(rows: np.ndarray) -> list[bytes]:
-    return [row.tobytes() for row in rows]
+def _put_stamps(rows: np.ndarray, offsets, stamps_ns) -> None:
+    """The stamps' Time at each byte offset of ``offsets`` of every row (converted once)."""
+    raw = _stamp_bytes(stamps_ns)
+    for offset in offsets:
+        rows[:, offset:offset + 8] = raw
+
+
+def _result(rows: np.ndarray, packed: bool):
+    """The encoders' result: the (N, size) uint8 matrix of the messages when ``packed``, else one bytes each."""
+    return rows if packed else [row.tobytes() for row in rows]
 
 
 def _batch(count: int, name: str, array, width: int | None) -> np.ndarray:
@@ -177,8 +186,9 @@ def tf_message_template(parents, children) -> TemplateBuilder:
 
 # ---------------------------------------------------------------------------------------------- encoders
 def encode_joint_states(stamps_ns, names, positions=None, velocities=None, efforts=None,
-                        frame_id: str = "") -> list[bytes]:
-    """sensor_msgs/JointState messages sharing ``names`` and ``frame_id``: one per stamp.
+                        frame_id: str = "", packed: bool = False):
+    """sensor_msgs/JointState messages sharing ``names`` and ``frame_id``: one per stamp, as bytes (``packed``:
+    the (N, size) uint8 matrix of them, one message per row, as ``bag_io.BagWriter.write_streams`` takes them).
 
     ``positions`` / ``velocities`` / ``efforts``: (N, len(names)) arrays, or None for an empty field.
     """
@@ -189,14 +199,15 @@ def encode_joint_states(stamps_ns, names, positions=None, velocities=None, effor
     fields = {key: _batch(count, key, values, n) for key, values in given.items()}
     template = _Template(joint_state_template(names, frame_id, *(key in given for key in JOINT_STATE_ARRAYS)))
     rows = template.fill(count)
-    _put_stamps(rows, template.offsets["stamp"], stamps_ns)
+    _put_stamps(rows, [template.offsets["stamp"]], stamps_ns)
     for key, values in fields.items():
         _put(rows, template.offsets[key], values, "<f8")
-    return _rows_to_bytes(rows)
+    return _result(rows, packed)
 
 
-def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_xyzw) -> list[bytes]:
-    """tf2_msgs/TFMessage, one per stamp, each with the transforms parent[i] -> child[i] (all stamped alike).
+def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_xyzw, packed: bool = False):
+    """tf2_msgs/TFMessage, one per stamp, each with the transforms parent[i] -> child[i] (all stamped alike); bytes
+    or, ``packed``, one matrix (see :func:`encode_joint_states`).
 
     ``translations`` (N, k, 3), ``quaternions_xyzw`` (N, k, 4) in geometry_msgs' (x, y, z, w) order.
     """
@@ -206,17 +217,18 @@ def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_x
     translations = np.asarray(translations, dtype=float).reshape(count, k, 3)
     quaternions_xyzw = np.asarray(quaternions_xyzw, dtype=float).reshape(count, k, 4)
     rows = template.fill(count)
+    _put_stamps(rows, [template.offsets[f"stamp{i}"] for i in range(k)], stamps_ns)
     for i in range(k):
-        _put_stamps(rows, template.offsets[f"stamp{i}"], stamps_ns)
         _put(rows, template.offsets[f"translation{i}"], translations[:, i], "<f8")
         _put(rows, template.offsets[f"rotation{i}"], quaternions_xyzw[:, i], "<f8")
-    return _rows_to_bytes(rows)
+    return _result(rows, packed)
 
 
 def encode_odometry(stamps_ns, frame_id: str, child_frame_id: str, positions, quaternions_xyzw, linear,
-                    angular, pose_covariance=None, twist_covariance=None) -> list[bytes]:
+                    angular, pose_covariance=None, twist_covariance=None, packed: bool = False):
     """nav_msgs/Odometry, one per stamp: positions (N, 3), quaternions (N, 4) (x, y, z, w), twist linear and
-    angular (N, 3); covariances (N, 36) or None for zeros."""
+    angular (N, 3); covariances (N, 36) or None for zeros. Bytes or, ``packed``, one matrix (see
+    :func:`encode_joint_states`)."""
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     count = stamps_ns.size
     builder = TemplateBuilder()
@@ -230,18 +242,18 @@ def encode_odometry(stamps_ns, frame_id: str, child_frame_id: str, positions, qu
     builder.float64s(36, "twist_covariance")
     template = _Template(builder)
     rows = template.fill(count)
-    _put_stamps(rows, template.offsets["stamp"], stamps_ns)
+    _put_stamps(rows, [template.offsets["stamp"]], stamps_ns)
     for key, values, width in (("position", positions, 3), ("orientation", quaternions_xyzw, 4),
                                ("linear", linear, 3), ("angular", angular, 3),
                                ("pose_covariance", pose_covariance, 36), ("twist_covariance", twist_covariance, 36)):
         if values is not None:
             _put(rows, template.offsets[key], _batch(count, key, values, width), "<f8")
-    return _rows_to_bytes(rows)
+    return _result(rows, packed)
 
 
-def encode_float64_multi_arrays(label: str, values) -> list[bytes]:
+def encode_float64_multi_arrays(label: str, values, packed: bool = False):
     """std_msgs/Float64MultiArray, one per row of ``values`` (N, n): one dimension (``label``, size n, stride n),
-    data_offset 0."""
+    data_offset 0. Bytes or, ``packed``, one matrix (see :func:`encode_joint_states`)."""
     values = np.asarray(values, dtype=float)
     if values.ndim != 2:
         raise ValueError(f"values: expected (N, n), got shape {values.shape}")
@@ -258,7 +270,7 @@ def encode_float64_multi_arrays(label: str, values) -> list[bytes]:
     rows = template.fill(count)
     if n:
         _put(rows, template.offsets["data"], values, "<f8")
-    return _rows_to_bytes(rows)
+    return _result(rows, packed)
 
 
 # ---------------------------------------------------------------------------------------------- decoders
