@@ -83,11 +83,11 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     imu_positions = np.flatnonzero(code < imus_count)
     js_positions = np.flatnonzero(code == imus_count)
     truth_positions = np.flatnonzero(code == imus_count + 1)
-    data = raw.data
+    pick = raw.data.__getitem__
     try:
-        imus = decode_imus([data[k] for k in imu_positions.tolist()], typestore)
-        joint_states = decode_joint_states([data[k] for k in js_positions.tolist()], typestore)
-        truth = decode_joint_states([data[k] for k in truth_positions.tolist()], typestore)
+        imus = decode_imus(list(map(pick, imu_positions.tolist())), typestore)
+        joint_states = decode_joint_states(list(map(pick, js_positions.tolist())), typestore)
+        truth = decode_joint_states(list(map(pick, truth_positions.tolist())), typestore)
     except _DECODE_ERRORS as error:
         raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
 

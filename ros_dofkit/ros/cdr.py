@@ -284,6 +284,12 @@ def _concatenate(datas) -> tuple:
     return buffer, starts, sizes
 
 
+def _joined(datas, members: np.ndarray, count: int) -> np.ndarray:
+    """The messages ``datas[members]`` end to end, as one uint8 array (without a Python list in between)."""
+    joined = b"".join(datas) if members.size == count else b"".join(map(datas.__getitem__, members.tolist()))
+    return np.frombuffer(joined, dtype=np.uint8)
+
+
 def _gather_uint32(buffer: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Little-endian uint32 at each offset of ``buffer`` (int64)."""
     raw = buffer[offsets[:, None] + np.arange(4)]
@@ -358,8 +364,7 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
     # through fixed offsets (one topic's messages usually share a size).
     for size in np.unique(sizes[sizes >= _HEADER + 12]).tolist():
         members = np.flatnonzero(sizes == size)
-        block = np.frombuffer(b"".join([datas[k] for k in members.tolist()]), dtype=np.uint8).reshape(members.size,
-                                                                                                       size)
+        block = _joined(datas, members, count).reshape(members.size, size)
         frame_length = block[:, _HEADER + 8:_HEADER + 12].copy().view("<u4").reshape(-1).astype(np.int64)
         expected = _HEADER + 8 * ((12 + frame_length + 7) // 8) + _IMU_TAIL
         good = (block[:, 0] == 0) & (block[:, 1] == 1) & (frame_length > 0) & (expected == size)
@@ -372,9 +377,14 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
             fits[index] = True
             stamp_ns[index] = _stamps(rows)
             body = _HEADER + _imu_body_offset(length)
+            whole = index.size == count
             for name, offset, width in _IMU_FIELDS:
                 start = body + offset
-                out[name][index] = rows[:, start:start + 8 * width].copy().view("<f8")
+                values = rows[:, start:start + 8 * width].view("<f8")  # rows are contiguous: a view, no copy
+                if whole:
+                    out[name][:] = values
+                else:
+                    out[name][index] = values
             text = rows[:, _HEADER + 12:_HEADER + 12 + length - 1]
             if np.all(text == text[0]):  # one sensor's topic: a single frame_id
                 frames[index] = bytes(text[0]).decode("utf-8")
@@ -476,6 +486,15 @@ def joint_state_message(data, typestore):
     return types[JOINT_STATE_MSGTYPE](header=header, name=list(names), **values)
 
 
+def _place(column: list, members: list, items: list, whole: bool) -> None:
+    """``column[members[k]] = items[k]`` for every k (a slice assignment when ``members`` is every index)."""
+    if whole:
+        column[:] = items
+        return
+    for i, item in zip(members, items, strict=True):
+        column[i] = item
+
+
 def decode_joint_states(datas, typestore=None) -> JointStateBatch:
     """Decode sensor_msgs/JointState messages (raw CDR, encapsulation header included).
 
@@ -504,8 +523,7 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
             continue
         size = int(sizes[first])
         candidates = pending[sizes[pending] == size]
-        rows = np.frombuffer(b"".join([datas[k] for k in candidates.tolist()]), dtype=np.uint8).reshape(
-            candidates.size, size)
+        rows = _joined(datas, candidates, count).reshape(candidates.size, size)
         # Same layout: frame_id, the names and the three counts agree byte for byte (padding may differ).
         same = np.all(rows[:, content] == rows[0, content], axis=1)
         group = candidates[same]
@@ -514,16 +532,15 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
         remaining[np.searchsorted(pending, group)] = False
         pending = pending[remaining]
         stamp_ns[group] = _stamps(rows)
+        whole = group.size == count  # one layout for every message (the usual case): lists made in one go
         members = group.tolist()
-        for i in members:
-            frame_ids[i] = frame_id
-            names[i] = message_names
+        _place(frame_ids, members, [frame_id] * group.size, whole)
+        _place(names, members, [message_names] * group.size, whole)
         for key, column in values.items():
             n, _, offset = fields[key]
-            matrix = rows[:, offset:offset + 8 * n].copy().view("<f8").reshape(len(members), n)
+            matrix = rows[:, offset:offset + 8 * n].copy().view("<f8").reshape(group.size, n)
             matrix.setflags(write=False)
-            for i, row in zip(members, matrix, strict=True):
-                column[i] = row
+            _place(column, members, list(matrix), whole)
     if slow:
         typestore = typestore if typestore is not None else _default_typestore()
         for i in slow:
