@@ -330,9 +330,17 @@ def test_each_bag_stores_the_definition_of_its_own_typestore_for_a_shared_type_n
     assert definitions[0] != definitions[1] and definitions[0] == definitions[2]
 
 
-def test_read_raw_direct_path_equals_rosbags_reader_on_bags_of_both_writers(tmp_path, typestore):
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+def test_read_raw_direct_path_equals_rosbags_reader_on_bags_of_both_writers(tmp_path, typestore, monkeypatch, driver):
     """read_raw reads plain sqlite3 bags from their metadata.yaml and database itself: same topics, stamps, bytes
-    and order (ties in stamp keep the order written) as rosbags' Reader, for bags of this writer and of rosbags'."""
+    and order (ties in stamp keep the order written) as rosbags' Reader, for bags of this writer and of rosbags',
+    through apsw (installed with rosbags) and through the standard library's sqlite3 when apsw is absent."""
+    from ros_dofkit.ros import bag_io
+
+    if driver == "sqlite3":
+        monkeypatch.setattr(bag_io, "apsw", None)
+    else:
+        assert bag_io.apsw is not None, "apsw is a runtime requirement (requirements/runtime.txt)"
 
     records = _records(typestore)
     ours = tmp_path / "ours"
