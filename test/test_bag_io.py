@@ -382,6 +382,11 @@ def test_iter_raw_windows_concatenate_to_read_raw(tmp_path, typestore, layout):
         assert np.concatenate([c.stamps_ns for c in chunks]).tolist() == whole.stamps_ns.tolist()
         assert [bytes(d) for c in chunks for d in c.data] == [bytes(d) for d in whole.data]
         assert all(c.msgtypes == whole.msgtypes for c in chunks)
+        unstamped = list(iter_raw(path, topics=["/tf", "/odom"], window=window, stamps=False))
+        assert [t for c in unstamped for t in c.topics] == whole.topics
+        assert [bytes(d) for c in unstamped for d in c.data] == [bytes(d) for d in whole.data]
+        # A plain sqlite3 bag is then read without its stamps; other layouts still give them.
+        assert all((c.stamps_ns is None) == (layout != "mcap") for c in unstamped)
     for window in (0, -3, 2.5, True):
         with pytest.raises(ValueError, match="window must be a positive number of messages"):
             iter_raw(path, window=window)

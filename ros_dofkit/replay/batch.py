@@ -55,7 +55,7 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
             wanted.append(truth_topic)
         return wanted
 
-    for raw in iter_raw(path, topics=select, window=window):
+    for raw in iter_raw(path, topics=select, window=window, stamps=False):  # the header stamps are used
         yield offline_inputs_from_raw(raw, setup, truth_topic, typestore, path)
 
 

@@ -666,18 +666,20 @@ def _deserialize(typestore, raw, msgtype: str):
 
 class RawMessages(NamedTuple):
     """A bag's serialized messages in stamp order: parallel lists of topic, bag stamp (ns) and CDR bytes, and
-    ``{topic: msgtype}``."""
+    ``{topic: msgtype}``. ``stamps_ns`` may be None where the reader was asked not to read them
+    (``iter_raw(stamps=False)``)."""
 
     topics: list
-    stamps_ns: np.ndarray
+    stamps_ns: np.ndarray | None
     data: list
     msgtypes: dict
 
 
-def _ordered_query(ids: list) -> str:
+def _ordered_query(ids: list, stamps: bool = True) -> str:
     # (timestamp, rowid) is the order of the timestamp index: equal stamps stay in recording order, and SQLite walks
     # the index instead of sorting (a bag without the index is sorted by SQLite, on disk if need be).
-    return (f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN ({','.join('?' * len(ids))}) "
+    columns = "topic_id, timestamp, data" if stamps else "topic_id, data"
+    return (f"SELECT {columns} FROM messages WHERE topic_id IN ({','.join('?' * len(ids))}) "
             "ORDER BY timestamp, id")
 
 
@@ -702,16 +704,17 @@ def _direct_sqlite(reader, connections) -> tuple | None:
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
-def _rows_chunks(cursor, topic_of: dict, msgtypes: dict, window: int | None) -> Iterator[RawMessages]:
-    """RawMessages of at most ``window`` rows (all at once when None) from a cursor over (topic id, stamp, bytes)
-    (sqlite3's or apsw's: any iterable of rows)."""
+def _rows_chunks(cursor, topic_of: dict, msgtypes: dict, window: int | None,
+                 stamps: bool = True) -> Iterator[RawMessages]:
+    """RawMessages of at most ``window`` rows (all at once when None) from a cursor over (topic id, stamp, bytes),
+    or (topic id, bytes) when not ``stamps`` (sqlite3's or apsw's cursor: any iterable of rows)."""
     while True:
         rows = list(cursor if window is None else islice(cursor, window))
         if not rows:
             return
         yield RawMessages(list(map(topic_of.__getitem__, map(_FIRST, rows))),
-                          np.fromiter(map(_SECOND, rows), dtype=np.int64, count=len(rows)), list(map(_THIRD, rows)),
-                          msgtypes)
+                          np.fromiter(map(_SECOND, rows), dtype=np.int64, count=len(rows)) if stamps else None,
+                          list(map(_THIRD if stamps else _SECOND, rows)), msgtypes)
         if window is None:
             return
 
@@ -777,7 +780,8 @@ def _open_read_only(database: Path):
     return sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
 
 
-def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, window) -> Iterator[RawMessages]:
+def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, window,
+                        stamps: bool = True) -> Iterator[RawMessages]:
     """:func:`iter_raw` of a sqlite3 bag :func:`_plain_bag` accepted: the database opened read-only, one query."""
     msgtypes = _selected_types(path, available, topics)
     try:
@@ -789,8 +793,8 @@ def _iter_plain_sqlite3(path: Path, database: Path, available: dict, topics, win
         table = connection.execute("SELECT id, name, type FROM topics").fetchall()
         topic_of = {topic_id: name for topic_id, name, msgtype in table if msgtypes.get(name) == msgtype}
         if topic_of:
-            cursor = connection.execute(_ordered_query(list(topic_of)), list(topic_of))
-            yield from _rows_chunks(cursor, topic_of, msgtypes, window)
+            cursor = connection.execute(_ordered_query(list(topic_of), stamps), list(topic_of))
+            yield from _rows_chunks(cursor, topic_of, msgtypes, window, stamps)
     except _SQLITE_ERRORS as error:
         raise BagError(f"corrupt bag {path}: {error}") from None
     finally:
@@ -853,7 +857,7 @@ def _iter_rosbags(path: Path, topics, window) -> Iterator[RawMessages]:
         reader.close()
 
 
-def iter_raw(path, topics=None, window: int | None = None) -> Iterator[RawMessages]:
+def iter_raw(path, topics=None, window: int | None = None, stamps: bool = True) -> Iterator[RawMessages]:
     """The messages of ``topics`` in stamp order, undecoded, as consecutive :class:`RawMessages` of at most
     ``window`` messages each (``None``: all in one), streamed from storage: memory is bounded by the window, not by
     the bag. Errors are those of :func:`read_bag` (:class:`BagError` for unknown topics, damaged storage and split
@@ -864,6 +868,10 @@ def iter_raw(path, topics=None, window: int | None = None) -> Iterator[RawMessag
     is opened once. A plain sqlite3 bag (one uncompressed file) is read directly (:func:`_iter_plain_sqlite3`), so
     is an mcap file in the layout ``ros2 bag record`` writes (``ros_dofkit.ros.mcap_chunks``); any other through
     rosbags' reader. Order: stamp, then recording order (sqlite3: ``ORDER BY timestamp, id``).
+
+    ``stamps=False``: the caller does not need the bag stamps (offline replay reads the header stamps), so a plain
+    sqlite3 bag is read without them (~15% less time) and its windows have ``stamps_ns`` None; other bags still
+    give them.
     """
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         raise ValueError(f"window must be a positive number of messages or None, got {window!r}")
@@ -872,7 +880,7 @@ def iter_raw(path, topics=None, window: int | None = None) -> Iterator[RawMessag
         raise BagError(f"bag not found: {path}")
     plain = _plain_bag(path) if path.is_dir() else None
     if plain is not None and plain[0] == "sqlite3":
-        return _iter_plain_sqlite3(path, plain[1], plain[2], topics, window)
+        return _iter_plain_sqlite3(path, plain[1], plain[2], topics, window, stamps)
     if plain is not None:
         try:
             layout = mcap_chunks.plain_layout(plain[1])
