@@ -325,9 +325,9 @@ class ImuBatch:
     linear_acceleration_covariance: np.ndarray  # (N, 9)
 
 
-def _imu_body_offset(frame_length: int) -> int:
+def _imu_body_offset(frame_length):
     """Offset (after the encapsulation header) of Imu.orientation for a frame_id of ``frame_length`` bytes
-    (NUL included)."""
+    (NUL included; an int or an array of them)."""
     return align(12 + frame_length, 8)
 
 
@@ -366,32 +366,39 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
         members = np.flatnonzero(sizes == size)
         block = _joined(datas, members, count).reshape(members.size, size)
         frame_length = block[:, _HEADER + 8:_HEADER + 12].copy().view("<u4").reshape(-1).astype(np.int64)
-        expected = _HEADER + 8 * ((12 + frame_length + 7) // 8) + _IMU_TAIL
+        expected = _HEADER + _imu_body_offset(frame_length) + _IMU_TAIL
         good = (block[:, 0] == 0) & (block[:, 1] == 1) & (frame_length > 0) & (expected == size)
         nul = np.where(good, _HEADER + 12 + frame_length - 1, 0)
         good &= block[np.arange(members.size), nul] == 0
-        for length in np.unique(frame_length[good]).tolist():
-            selected = good & (frame_length == length)
-            index = members[selected]
-            rows = block[selected] if not selected.all() else block
-            fits[index] = True
-            stamp_ns[index] = _stamps(rows)
-            body = _HEADER + _imu_body_offset(length)
-            whole = index.size == count
-            for name, offset, width in _IMU_FIELDS:
-                start = body + offset
-                values = rows[:, start:start + 8 * width].view("<f8")  # rows are contiguous: a view, no copy
-                if whole:
-                    out[name][:] = values
-                else:
-                    out[name][index] = values
+        if not good.any():
+            continue
+        # Every good message of the group has its values at one offset (its size fixes the padded frame_id length),
+        # so the values are read for the whole group at once; frame_ids by length.
+        every = good.all()
+        rows, index, frame_length = (block, members, frame_length) if every else (block[good], members[good],
+                                                                                  frame_length[good])
+        fits[index] = True
+        stamp_ns[index] = _stamps(rows)
+        body = size - _IMU_TAIL  # = _HEADER + _imu_body_offset(frame length) of every good message
+        for name, offset, width in _IMU_FIELDS:
+            start = body + offset
+            values = rows[:, start:start + 8 * width].view("<f8")  # rows are contiguous: a view, no copy
+            if index.size == count:
+                out[name][:] = values
+            else:
+                out[name][index] = values
+        lengths = np.unique(frame_length).tolist()
+        for length in lengths:
+            selected = frame_length == length
             text = rows[:, _HEADER + 12:_HEADER + 12 + length - 1]
+            text = text if len(lengths) == 1 else text[selected]
+            target = index if len(lengths) == 1 else index[selected]
             if np.all(text == text[0]):  # one sensor's topic: a single frame_id
-                frames[index] = bytes(text[0]).decode("utf-8")
+                frames[target] = bytes(text[0]).decode("utf-8")
             else:
                 decoded: dict = {}
-                frames[index] = [decoded.get(raw) or decoded.setdefault(raw, raw.decode("utf-8"))
-                                 for raw in map(bytes, text)]
+                frames[target] = [decoded.get(raw) or decoded.setdefault(raw, raw.decode("utf-8"))
+                                  for raw in map(bytes, text)]
     frame_ids = frames.tolist()
     slow = np.flatnonzero(~fits).tolist()
     if slow:
