@@ -92,25 +92,27 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int) -> r
                                 f"[{imu_sensor.min()}, {imu_sensor.max()}]")
     n = len(imu_sensor)
     imu_code = np.empty(n, dtype=np.int64)
-    R_GS = np.empty((n, 3, 3))
-    w_S = np.empty((n, 3))
+    samples = np.empty(n, dtype=rules.SAMPLE)
     rules.validate_imus(np.ascontiguousarray(inputs.imu_quaternion_wxyz, dtype=float),
                         np.ascontiguousarray(inputs.imu_angular_velocity, dtype=float),
                         np.asarray(inputs.imu_orientation_present, dtype=np.bool_),
-                        np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), imu_code, R_GS, w_S)
+                        np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), imu_code, samples)
     js_code, js_offsets, js_index, js_position, js_velocity = _validate_joint_states(inputs, name_to_index)
     if inputs.stamp_ns is None:
         input_ns = np.round(inputs.input_stamps() * 1e9).astype(np.int64)
     else:
         input_ns = np.asarray(inputs.stamp_ns, dtype=np.int64)
-    m = len(inputs.kind)
+    kind = np.asarray(inputs.kind, dtype=np.int64)
+    row = np.asarray(inputs.row, dtype=np.int64)
+    samples["stamp"] = np.asarray(inputs.imu_stamp, dtype=float)
+    samples["stamp_ns"] = -1
+    samples["stamp_ns"][row[kind == 0]] = input_ns[kind == 0]
+    m = len(kind)
     now = np.full(m, np.nan) if inputs.now is None else np.asarray(inputs.now, dtype=float)
     return rules.WindowInputs(
-        kind=np.asarray(inputs.kind, dtype=np.int64), row=np.asarray(inputs.row, dtype=np.int64), now=now,
-        stamp_ns=input_ns, imu_sensor=imu_sensor, imu_stamp=np.asarray(inputs.imu_stamp, dtype=float),
-        imu_code=imu_code, imu_R_GS=R_GS, imu_w_S=w_S, js_stamp=np.asarray(inputs.js_stamp, dtype=float),
-        js_code=js_code, js_offsets=js_offsets, js_index=js_index, js_position=js_position,
-        js_velocity=js_velocity)
+        kind=kind, row=row, now=now, stamp_ns=input_ns, imu_sensor=imu_sensor, imu_code=imu_code, imu_sample=samples,
+        js_stamp=np.asarray(inputs.js_stamp, dtype=float), js_code=js_code, js_offsets=js_offsets, js_index=js_index,
+        js_position=js_position,         js_velocity=js_velocity)
 
 
 def _names_entry(names, name_to_index: dict) -> tuple:
