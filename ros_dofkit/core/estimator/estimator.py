@@ -121,8 +121,7 @@ class Estimator:
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
-        self._R_GS = np.empty((3, 3))
-        self._w_S = np.empty(3)
+        self._sample = np.empty(1, dtype=rules.SAMPLE)  # one message's sample
         self._build_solver()
         self.reset()
 
@@ -137,7 +136,7 @@ class Estimator:
 
     def reset(self) -> None:
         """Forget every input: the next input starts from the initial state (counters and statistics at zero)."""
-        self._state = rules.new_state(len(self._names), self._settings)
+        self._state = rules.new_state(len(self._names), self._settings, self._setup.q_default[self._setup.art_q])
         self._unknown_sensors = Counter()
         self._windows = {name: deque(maxlen=self._config.calibration_window) for name in self._names}
         self._resets_seen = 0
@@ -233,7 +232,7 @@ class Estimator:
     def stale_sensors(self, now: float) -> tuple:
         """IMUs whose newest accepted sample is older than ``now - stale_timeout_s`` (or that never delivered):
         staleness judged from a clock, also when no cycle runs (the node's diagnostics timer)."""
-        last = self._state.last_stamp
+        last = self._state.imu["last_stamp"]
         limit = float(now) - self._config.stale_timeout_s
         return tuple(name for name, stamp in zip(self._names, last, strict=True) if not stamp >= limit)
 
@@ -275,12 +274,14 @@ class Estimator:
             self._state.counts[i, rules.REASONS.index(status.reason)] += 1
             return status
         stamp = math.nan if stamp is None else float(stamp)
-        code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, self._R_GS, self._w_S)
-        result = rules.offer_imu(self._state, self._settings, i, stamp, _stamp_ns(stamp), now_value, code,
-                                 self._R_GS, self._w_S, -1, run_cycles, self._message)
+        sample = self._sample[0]
+        sample["stamp"], sample["stamp_ns"] = stamp, _stamp_ns(stamp)
+        code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, self._sample, 0)
+        result = rules.offer_imu(self._state, self._settings, i, now_value, code, self._sample, 0, -1, run_cycles,
+                                 self._message)
         self._after_offer()
-        if result < 0 and math.isfinite(self._R_GS[0, 0]):
-            self._windows[name].append((stamp, self._R_GS.copy()))
+        if result < 0 and math.isfinite(sample["R_GS"][0, 0]):
+            self._windows[name].append((stamp, sample["R_GS"].copy()))
         if result == code and code >= 0:  # rejected by validation: parse_imu explains why
             return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
                              angular_velocity_present)[0]
@@ -391,16 +392,17 @@ class Estimator:
         """The outputs of the first ``C`` cycles of ``cycles``: q (assemble after a reset, then warm-started
         tracking), v (gyros, finite differences, encoders), poses and sensor errors."""
         stale = cycles.stale[:C]
-        R_GS = cycles.R_GS[:C]
-        w_S = cycles.w_S[:C]
+        cycle, encoder = cycles.cycle[:C], cycles.encoder[:C]
+        R_GS = np.ascontiguousarray(cycles.sample["R_GS"][:C])
+        w_S = np.ascontiguousarray(cycles.sample["w_S"][:C])
         with np.errstate(invalid="ignore"):
             has_R = np.isfinite(R_GS[:, :, 0, 0])
             has_w = np.isfinite(w_S[:, :, 0])
         observed = ~stale & has_R & self._calibrated & (self._setup.weights > 0.0)
         use_gyro = ~stale & has_w & self._calibrated
-        solve = self._solve(cycles.stamp[:C], cycles.reset[:C], observed, R_GS, cycles.encoder_q[:C], progress)
+        solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"], progress)
         Q = solve["q"]
-        v_prior = self._velocity_priors(Q, cycles.stamp[:C], cycles.stamp_prev[:C], cycles.encoder_v[:C])
+        v_prior = self._velocity_priors(Q, cycle["stamp"], cycle["stamp_prev"], encoder["v"])
         V = np.empty_like(v_prior)
         from_gyro = np.zeros(v_prior.shape, dtype=bool)
         X_WB = solve["X_WB"]
@@ -417,10 +419,10 @@ class Estimator:
         first_cycle = self._cycles
         self._cycles += C
         return OfflineRun(
-            stamp=cycles.stamp[:C].copy(), stamp_ns=cycles.stamp_ns[:C].copy(), input=cycles.input[:C].copy(), q=Q,
+            stamp=cycle["stamp"].copy(), stamp_ns=cycle["stamp_ns"].copy(), input=cycle["input"].copy(), q=Q,
             v=V, velocity_from_gyro=from_gyro, X_WB=X_WB, goal=solve["goal"], solved=solve["solved"],
             failure=solve["failure"], sensor_errors_deg=errors, observed=observed, stale=stale.copy(),
-            uncalibrated=~stale & ~self._calibrated, missing=~self._setup.estimated & ~cycles.have_encoder[:C],
+            uncalibrated=~stale & ~self._calibrated, missing=~self._setup.estimated & ~encoder["have"],
             tracking_reset=solve["tracking_reset"], initialized=solve["initialized"],
             solve_time_s=solve["solve_time"], sensor_names=self._names,
             position_names=tuple(self._plant.position_names()), velocity_names=tuple(self._plant.velocity_names()),
@@ -603,8 +605,8 @@ class Estimator:
         """The pose calibration assumes the robot holds: default positions (OpenSense's default pose), with the
         measured coordinates at their latest encoder values."""
         q = self._setup.q_default.copy()
-        measured = ~self._setup.estimated & self._state.have_encoder
-        q[self._setup.art_q[measured]] = self._state.encoder_q[measured]
+        measured = ~self._setup.estimated & self._state.encoder["have"]
+        q[self._setup.art_q[measured]] = self._state.encoder["q"][measured]
         return q
 
     def _calibration_windows(self, needed, now) -> dict:
