@@ -1,0 +1,304 @@
+"""Orientation from raw IMUs: one VQF (Laidig & Seel's filter, pip ``vqf``) per IMU that reports gyro + accelerometer
+only, fed in stamp order, so a raw IMU enters the estimator exactly as an IMU that reports its own orientation.
+
+You are in the ROS-free estimator core; this module imports NumPy, ``vqf`` and ``core.spatial``. It exists because
+many robot IMUs publish only gyro and accelerometer (``orientation_covariance[0] = -1``); the estimator needs R_GS.
+The filter is VQF, chosen by measurement over x-io's imufusion (README, ``./run bench orientation_filters``); this
+module holds no filter math of its own, only the rules that make its input well defined from timestamped messages.
+
+Frames. F is the filter's earth frame: z up (gravity along -z), heading VQF's own: without a magnetometer the
+sensor's heading when the filter started, with one magnetic north (VQF's 9D quaternion). The output is
+``q_FS`` (w, x, y, z) = ``R_z(psi) q_VQF``: ``psi`` (:attr:`OrientationFilter.heading_offset`) turns the filter's
+earth frame about the vertical; the estimator sets it when it aligns a raw IMU's heading with the model
+(``Estimator.calibrate``), and a restart after a gap keeps the heading continuous (below).
+
+Rules, per sample ``(stamp, gyro w_S rad/s, accelerometer f_S m/s^2[, magnetometer])`` of one IMU, in the order
+offered (:meth:`OrientationFilter.update` one at a time, :meth:`OrientationFilter.run` a window at a time: the same
+decisions and the same VQF calls, hence the same bits):
+
+* **Sample time.** VQF integrates at a fixed sample time Ts: ``FilterSettings.sample_time_s`` when > 0, else the
+  median of the first :data:`WARMUP_INTERVALS` stamp intervals after a (re)start (those samples are held, no output,
+  counted as ``warmup``, then fed). Each later sample is fed with its gyro scaled by dt / Ts (dt: interval to the
+  previous fed sample), so the integrated rotation follows the stamps: stamp jitter and a dropped sample do not
+  bias it. VQF's accelerometer low-pass, bias and rest estimation run at the nominal Ts.
+* **Non-finite gyro or accelerometer:** not fed; counted ``non_finite``; the output is a NaN quaternion, which the
+  estimator's validation drops and counts as ``non_finite`` too.
+* **Saturated accelerometer** (``|f| > max_acceleration``) or an all-zero one: fed with the accelerometer left out
+  (VQF skips a zero accelerometer: a gyro-only update); counted ``saturated``.
+* **Stamps.** A non-finite stamp is not fed (no output; the estimator rejects it as ``invalid_stamp``); a stamp
+  not after the previous fed one, within ``max_gap_s``, is not fed (counted ``out_of_order``). A stamp more than
+  ``max_gap_s`` after the previous one (a gap) or before it (a looping recording) **resets** the filter (counted
+  ``resets``): a new VQF starts from this sample. Without a magnetometer the restarted filter is turned about the
+  vertical so that its first output has the heading of the last output before the reset (the IMU is assumed not
+  to have turned about the vertical during the gap); its inclination converges again within about tau_acc (3 s).
+* **Magnetometer** (optional, any unit): a non-finite or absent one is left out (VQF skips zero). Once a filter has
+  seen one, its output is VQF's 9D quaternion.
+
+Use from other code (e.g. a benchmark): ``OrientationFilter(FilterSettings(sample_time_s=0.01)).run(stamps, gyro,
+accel)`` -> :class:`FilterRun` (``quaternion_wxyz`` (n, 4), NaN rows where there is no output; ``present`` (n,)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from vqf import VQF
+
+from ros_dofkit.core.spatial import quat_multiply
+
+#: Stamp intervals whose median is the sample time when ``FilterSettings.sample_time_s`` is 0.
+WARMUP_INTERVALS = 4
+
+#: Output codes of one sample (:attr:`FilterRun.code`).
+OUTPUT, WARMUP, NOT_FED, NON_FINITE = 0, 1, 2, 3
+
+COUNTERS = ("updates", "warmup", "non_finite", "saturated", "out_of_order", "resets")
+
+
+class OrientationFilterError(ValueError):
+    """A filter setting or an input array is malformed (the message says what was expected and what was received)."""
+
+
+def _positive(value, what: str, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise OrientationFilterError(f"{what}: expected a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0.0 or (value == 0.0 and not allow_zero):
+        raise OrientationFilterError(f"{what}: expected a finite number {'>= 0' if allow_zero else '> 0'}, "
+                                     f"got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class FilterSettings:
+    """The input rules of one raw IMU's filter (see the module docstring).
+
+    Attributes:
+        sample_time_s: VQF's sample time; 0 = the median of the first stamp intervals after each (re)start.
+        max_gap_s: a stamp interval longer than this (or a stamp this far back) restarts the filter.
+        max_acceleration: accelerometer norm (m/s^2) beyond which a sample counts as saturated (set it just below
+            the sensor's range); such samples update the filter from the gyro alone.
+        tau_acc_s: VQF's accelerometer time constant (its default, 3 s): larger trusts the gyro longer.
+    """
+
+    sample_time_s: float = 0.0
+    max_gap_s: float = 0.2
+    max_acceleration: float = 150.0
+    tau_acc_s: float = 3.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "sample_time_s", _positive(self.sample_time_s, "sample_time_s", True))
+        object.__setattr__(self, "max_gap_s", _positive(self.max_gap_s, "max_gap_s"))
+        object.__setattr__(self, "max_acceleration", _positive(self.max_acceleration, "max_acceleration"))
+        object.__setattr__(self, "tau_acc_s", _positive(self.tau_acc_s, "tau_acc_s"))
+        if self.sample_time_s > self.max_gap_s:
+            raise OrientationFilterError(f"sample_time_s ({self.sample_time_s:g} s) must not exceed max_gap_s "
+                                         f"({self.max_gap_s:g} s): every interval would be a gap")
+
+
+@dataclass(frozen=True)
+class FilterRun:
+    """A window's outputs: ``quaternion_wxyz`` (n, 4) q_FS (NaN rows without output), ``present`` (n,) True where
+    there is an orientation, ``code`` (n,) :data:`OUTPUT`, :data:`WARMUP`, :data:`NOT_FED` or :data:`NON_FINITE`."""
+
+    quaternion_wxyz: np.ndarray
+    present: np.ndarray
+    code: np.ndarray
+
+
+def heading_offset(R_from, R_to) -> float:
+    """The angle psi (rad) such that ``R_z(psi) R_from`` has the heading of ``R_to``: the difference of the headings
+    (atan2 of the horizontal projection) of the sensor axis that is most horizontal in ``R_to``, so that it is well
+    defined unless that axis is vertical in ``R_from`` too."""
+    R_from, R_to = np.asarray(R_from, dtype=float), np.asarray(R_to, dtype=float)
+    k = int(np.argmin(np.abs(R_to[2])))
+    return math.atan2(R_to[1, k], R_to[0, k]) - math.atan2(R_from[1, k], R_from[0, k])
+
+
+def _heading_quaternion(psi: float) -> np.ndarray:
+    return np.array([math.cos(0.5 * psi), 0.0, 0.0, math.sin(0.5 * psi)])
+
+
+def _quaternion_matrix(q) -> np.ndarray:
+    w, x, y, z = (float(c) for c in q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+@dataclass
+class _Feeds:
+    """VQF calls decided for a window: rows of (scaled gyro, accelerometer, magnetometer), the row at which a new
+    VQF starts (with its Ts), and per sample the last row it fed (-1: none)."""
+
+    gyro: list = field(default_factory=list)
+    accel: list = field(default_factory=list)
+    mag: list = field(default_factory=list)
+    starts: dict = field(default_factory=dict)  # row -> Ts of the VQF that starts there
+
+
+class OrientationFilter:
+    """One raw IMU's VQF and the input rules of the module docstring. :meth:`update` (one sample, the node) and
+    :meth:`run` (a window, replay) may be mixed; the state carries over. :attr:`counts` holds the counters."""
+
+    def __init__(self, settings: FilterSettings | None = None):
+        self.settings = FilterSettings() if settings is None else settings
+        if not isinstance(self.settings, FilterSettings):
+            raise OrientationFilterError(f"settings: expected FilterSettings, got {type(self.settings).__name__}")
+        self.heading_offset = 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (a new filter; counters at zero; heading offset kept)."""
+        self._running = False
+        self._filter = None
+        self._ts = math.nan
+        self._last = math.nan  # stamp of the last sample fed or held
+        self._held = []  # warm-up samples: (stamp, gyro, accel, mag)
+        self._has_mag = False
+        self._last_output = None  # q_FS of the last output (heading continuity across restarts)
+        self._pending_heading = False
+        self._restarted = False  # set by a restart in the decisions, taken by the next output
+        self.counts = dict.fromkeys(COUNTERS, 0)
+
+    @property
+    def sample_time_s(self) -> float:
+        """The running filter's sample time (NaN before it started)."""
+        return self._ts
+
+    # ------------------------------------------------------------------ decisions (shared by update and run)
+    def _decide(self, stamp: float, gyro, accel, mag, feeds: _Feeds) -> int:
+        """Apply the input rules to one sample: append its VQF feeds and return its code."""
+        if not math.isfinite(stamp):
+            return NOT_FED
+        if not (np.all(np.isfinite(gyro)) and np.all(np.isfinite(accel))):
+            self.counts["non_finite"] += 1
+            return NON_FINITE
+        settings = self.settings
+        norm = math.sqrt(float(accel @ accel))
+        if norm > settings.max_acceleration or norm == 0.0:
+            self.counts["saturated"] += 1
+            accel = np.zeros(3)
+        mag = np.zeros(3) if mag is None or not np.all(np.isfinite(mag)) else mag
+        if math.isfinite(self._last):
+            dt = stamp - self._last
+            if dt > settings.max_gap_s or dt < -settings.max_gap_s:
+                self.counts["resets"] += 1
+                self._restart()
+            elif dt <= 0.0:
+                self.counts["out_of_order"] += 1
+                return NOT_FED
+        if not self._running and not self._held and settings.sample_time_s > 0.0:
+            self._start(settings.sample_time_s, feeds)
+        if not self._running:
+            self._held.append((stamp, gyro, accel, mag))
+            self._last = stamp
+            if len(self._held) <= WARMUP_INTERVALS:
+                self.counts["warmup"] += 1
+                return WARMUP
+            stamps = np.array([s for s, _, _, _ in self._held])
+            self._start(float(np.median(np.diff(stamps))), feeds)
+            previous = math.nan
+            for held_stamp, held_gyro, held_accel, held_mag in self._held:
+                self._feed(held_stamp, previous, held_gyro, held_accel, held_mag, feeds)
+                previous = held_stamp
+            self._held = []
+            return OUTPUT
+        self._feed(stamp, self._last, gyro, accel, mag, feeds)
+        return OUTPUT
+
+    def _restart(self) -> None:
+        self._running = False
+        self._held = []
+        self._last = math.nan
+        self._restarted = not self._has_mag
+        self._has_mag = False
+
+    def _start(self, ts: float, feeds: _Feeds) -> None:
+        self._ts = ts
+        self._running = True  # the VQF object itself is made when its first row is executed
+        feeds.starts[len(feeds.gyro)] = ts
+
+    def _feed(self, stamp, previous, gyro, accel, mag, feeds: _Feeds) -> None:
+        scale = 1.0 if not math.isfinite(previous) else (stamp - previous) / self._ts
+        feeds.gyro.append(gyro * scale)
+        feeds.accel.append(accel)
+        feeds.mag.append(mag)
+        self._has_mag = self._has_mag or bool(np.any(mag != 0.0))
+        self._last = stamp
+        self.counts["updates"] += 1
+
+    # ------------------------------------------------------------------ execution
+    def _execute(self, feeds: _Feeds) -> tuple:
+        """Run the decided rows through VQF (one ``updateBatch`` per run of rows between starts; a row without a
+        magnetometer passes zeros, which VQF skips); returns VQF's 6D and 9D quaternions after every row."""
+        rows = len(feeds.gyro)
+        out6, out9 = np.empty((rows, 4)), np.empty((rows, 4))
+        bounds = sorted(set(feeds.starts) | {0, rows})
+        for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
+            if begin in feeds.starts:
+                self._filter = VQF(feeds.starts[begin])
+                self._filter.setTauAcc(self.settings.tau_acc_s)
+            if end == begin:
+                continue
+            result = self._filter.updateBatch(*(np.ascontiguousarray(rows_, dtype=float) for rows_ in
+                                                (feeds.gyro[begin:end], feeds.accel[begin:end], feeds.mag[begin:end])))
+            out6[begin:end] = result["quat6D"]
+            out9[begin:end] = result["quat9D"]
+        return out6, out9
+
+    def _outputs(self, codes, fed_row, raw, mag_seen, restarted) -> np.ndarray:
+        """q_FS per sample: the VQF quaternion after the sample's last row, turned by the heading offset (set anew
+        at the first output after a restart without a magnetometer)."""
+        n = len(codes)
+        quaternions = np.full((n, 4), np.nan)
+        for k in range(n):
+            if restarted[k]:
+                self._pending_heading = self._last_output is not None
+            if codes[k] != OUTPUT:
+                continue
+            q = raw[1 if mag_seen[k] else 0][fed_row[k]]
+            if self._pending_heading and not mag_seen[k]:
+                self.heading_offset += heading_offset(_quaternion_matrix(quat_multiply(
+                    _heading_quaternion(self.heading_offset), q)), _quaternion_matrix(self._last_output))
+            self._pending_heading = False
+            quaternions[k] = quat_multiply(_heading_quaternion(self.heading_offset), q[None])[0]
+            self._last_output = quaternions[k]
+        return quaternions
+
+    def run(self, stamps, gyro, accel, mag=None) -> FilterRun:
+        """Offer a window of samples in order: stamps (n,) s, gyro (n, 3) rad/s, accel (n, 3) m/s^2, mag (n, 3) or
+        None. Returns their outputs (:class:`FilterRun`)."""
+        stamps = np.asarray(stamps, dtype=float).reshape(-1)
+        n = len(stamps)
+        gyro = np.asarray(gyro, dtype=float)
+        accel = np.asarray(accel, dtype=float)
+        if gyro.shape != (n, 3) or accel.shape != (n, 3) or (mag is not None and np.shape(mag) != (n, 3)):
+            raise OrientationFilterError(f"expected gyro, accel (and mag) of shape ({n}, 3) for {n} stamps, got "
+                                         f"{gyro.shape}, {accel.shape}, {None if mag is None else np.shape(mag)}")
+        mag = None if mag is None else np.asarray(mag, dtype=float)
+        feeds = _Feeds()
+        codes = np.empty(n, dtype=np.int64)
+        fed_row = np.full(n, -1, dtype=np.int64)
+        mag_seen = np.zeros(n, dtype=bool)
+        restarted = np.zeros(n, dtype=bool)
+        for k in range(n):
+            codes[k] = self._decide(float(stamps[k]), gyro[k], accel[k], None if mag is None else mag[k], feeds)
+            fed_row[k] = len(feeds.gyro) - 1
+            mag_seen[k] = self._has_mag
+            restarted[k], self._restarted = self._restarted, False
+        raw = self._execute(feeds)
+        quaternions = self._outputs(codes, fed_row, raw, mag_seen, restarted)
+        return FilterRun(quaternion_wxyz=quaternions, present=codes == OUTPUT, code=codes)
+
+    def update(self, stamp: float, gyro, accel, mag=None) -> np.ndarray | None:
+        """Offer one sample: returns q_FS (4,) (w, x, y, z), a NaN quaternion for a non-finite gyro or
+        accelerometer, or None when there is no output (warm-up, a stamp not fed)."""
+        run = self.run(np.array([stamp], dtype=float), np.asarray(gyro, dtype=float).reshape(1, -1),
+                       np.asarray(accel, dtype=float).reshape(1, -1),
+                       None if mag is None else np.asarray(mag, dtype=float).reshape(1, -1))
+        if run.code[0] == OUTPUT or run.code[0] == NON_FINITE:
+            return run.quaternion_wxyz[0]
+        return None

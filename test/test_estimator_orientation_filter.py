@@ -1,0 +1,185 @@
+"""ros_dofkit.core.estimator.orientation_filter: raw gyro + accelerometer -> orientation (VQF) under the module's
+input rules. Truth is the simulator's (the demo arm's IMUs, lever arm and gyro bias included) and analytic motions;
+one sample at a time equals a window at a time bit for bit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ros_dofkit.core.estimator.orientation_filter import (
+    NON_FINITE,
+    NOT_FED,
+    OUTPUT,
+    WARMUP,
+    WARMUP_INTERVALS,
+    FilterSettings,
+    OrientationFilter,
+    OrientationFilterError,
+    heading_offset,
+)
+from ros_dofkit.core.simulation import STANDARD_GRAVITY, SensorNoise, SensorSimulator, SineTrajectory
+from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_z, rotvec_to_matrix
+from ros_dofkit.replay.demo_robot import DEMO_CENTRE, DEMO_MAX_AMPLITUDE, build_demo_robot
+
+NOISE = SensorNoise(gyro=0.01, accelerometer=0.05, gyro_bias=0.005, dropout=0.01, stamp_jitter_s=0.0005)
+
+
+def inclination_error_deg(q_estimated, q_true) -> np.ndarray:
+    """Angle (deg) between the estimated and the true direction of the vertical seen in the sensor frame."""
+    up_estimated = quat_to_matrix(q_estimated)[..., 2, :]
+    up_true = quat_to_matrix(q_true)[..., 2, :]
+    cosine = np.clip(np.sum(up_estimated * up_true, axis=-1), -1.0, 1.0)
+    return np.degrees(np.arccos(cosine))
+
+
+@pytest.fixture(scope="module")
+def arm_run():
+    robot = build_demo_robot()
+    trajectory = SineTrajectory(robot.plant, seed=3, centre=DEMO_CENTRE, max_amplitude=DEMO_MAX_AMPLITUDE)
+    simulator = SensorSimulator(robot.plant, robot.imus, trajectory=trajectory, noise=NOISE, seed=3)
+    return simulator.run(60.0)
+
+
+def test_inclination_follows_the_simulated_arm_within_a_degree(arm_run):
+    for readings in arm_run.imus:
+        run = OrientationFilter().run(readings.stamps, readings.angular_velocity, readings.linear_acceleration)
+        assert np.array_equal(run.code[:WARMUP_INTERVALS], [WARMUP] * WARMUP_INTERVALS)
+        assert np.all(run.code[WARMUP_INTERVALS:] == OUTPUT)
+        settled = readings.stamps > 5.0
+        error = inclination_error_deg(run.quaternion_wxyz[settled], readings.true_quaternion_wxyz[settled])
+        rms = math.sqrt(float(np.mean(error ** 2)))
+        assert rms < 1.0, (readings.name, rms)
+        assert np.allclose(np.linalg.norm(run.quaternion_wxyz[settled], axis=1), 1.0, atol=1e-12)
+
+
+def test_one_sample_at_a_time_equals_windows_bit_for_bit(arm_run):
+    readings = arm_run.imu("forearm")
+    n = 3000
+    stamps = np.array(readings.stamps[:n])
+    gyro = np.array(readings.angular_velocity[:n])
+    accel = np.array(readings.linear_acceleration[:n])
+    gyro[100] = np.nan  # non-finite gyro
+    accel[200] = (np.inf, 0.0, 0.0)  # non-finite accelerometer
+    accel[300:310] *= 40.0  # saturated
+    stamps[1000:] += 1.0  # a gap: reset
+    stamps[2000] = stamps[1999]  # a repeated stamp: not fed
+    stamps[2500:] -= 20.0  # a jump back (looping recording): reset
+    streaming = OrientationFilter()
+    one_by_one = np.array([
+        np.full(4, np.nan) if (q := streaming.update(stamps[k], gyro[k], accel[k])) is None else q for k in range(n)])
+    windowed = OrientationFilter()
+    parts = [windowed.run(stamps[a:b], gyro[a:b], accel[a:b]) for a, b in ((0, 700), (700, 1003), (1003, n))]
+    assert np.array_equal(one_by_one, np.vstack([p.quaternion_wxyz for p in parts]), equal_nan=True)
+    assert streaming.counts == windowed.counts
+    assert streaming.counts["non_finite"] == 2 and streaming.counts["saturated"] == 10
+    assert streaming.counts["resets"] == 2 and streaming.counts["out_of_order"] == 1
+    codes = np.concatenate([p.code for p in parts])
+    assert codes[100] == NON_FINITE and np.isnan(one_by_one[100]).all()
+    assert codes[2000] == NOT_FED
+    assert np.all(codes[1000:1000 + WARMUP_INTERVALS] == WARMUP) and codes[1000 + WARMUP_INTERVALS] == OUTPUT
+
+
+def test_a_non_finite_stamp_is_not_fed_and_counts_nothing():
+    f = OrientationFilter(FilterSettings(sample_time_s=0.01))
+    assert f.update(math.nan, np.zeros(3), np.array([0.0, 0.0, STANDARD_GRAVITY])) is None
+    assert f.update(-math.inf, np.zeros(3), np.array([0.0, 0.0, STANDARD_GRAVITY])) is None
+    assert sum(f.counts.values()) == 0
+
+
+def static_samples(R_GS, count, period, start=0.0, rate_z=0.0):
+    """Stamps, gyro and accelerometer of a sensor at rest (or turning at ``rate_z`` about the vertical) from R_GS."""
+    stamps = start + period * np.arange(count)
+    R = rotation_z(rate_z * (stamps - start)) @ R_GS
+    gyro = np.einsum("tji,j->ti", R, np.array([0.0, 0.0, rate_z]))
+    accel = np.einsum("tji,j->ti", R, np.array([0.0, 0.0, STANDARD_GRAVITY]))
+    return stamps, gyro, accel, R
+
+
+def test_saturated_accelerometer_samples_update_from_the_gyro_only():
+    R_GS = rotation_x(0.4)
+    stamps, gyro, accel, _ = static_samples(R_GS, 1000, 0.01)
+    accel[500:540] += np.array([0.0, 300.0, 0.0])  # an impact beyond the configured range
+    tilted = []
+    for limit in (150.0, 1e6):  # the default range, and a range that lets the impact in
+        run = OrientationFilter(FilterSettings(max_acceleration=limit)).run(stamps, gyro, accel)
+        tilted.append(inclination_error_deg(run.quaternion_wxyz[540], matrix_to_quat(R_GS)))
+    assert tilted[0] < 0.05  # gyro-only updates: the inclination does not move
+    assert tilted[1] > 1.0  # the same samples fed as accelerometer readings tilt it
+
+
+def test_a_gap_restarts_the_filter_with_the_heading_it_had():
+    R_GS = rotvec_to_matrix(np.array([0.3, -0.2, 1.1]))
+    before = static_samples(R_GS, 500, 0.01, rate_z=0.5)  # turning about the vertical, then a gap
+    R_after = before[3][-1]
+    after = static_samples(R_after, 400, 0.01, start=before[0][-1] + 2.0)
+    f = OrientationFilter()
+    first = f.run(*before[:3])
+    second = f.run(*after[:3])
+    assert f.counts["resets"] == 1
+    last_before = quat_to_matrix(first.quaternion_wxyz[-1])
+    settled_after = quat_to_matrix(second.quaternion_wxyz[-1])
+    turned = heading_offset(settled_after, last_before)
+    assert abs(math.degrees(turned)) < 0.5
+    # and the heading before the gap followed the turn: 0.5 rad/s for 4.99 s, from the filter's own start heading
+    start = quat_to_matrix(first.quaternion_wxyz[WARMUP_INTERVALS])
+    expected = 0.5 * (before[0][-1] - before[0][WARMUP_INTERVALS])
+    assert abs(math.remainder(heading_offset(start, last_before) - expected, 2 * math.pi)) < math.radians(0.5)
+
+
+def test_stamps_decide_the_integrated_rotation_under_dropouts_and_jitter():
+    rng = np.random.default_rng(7)
+    R_GS = rotation_x(0.2)
+    stamps, gyro, accel, R = static_samples(R_GS, 2001, 0.01, rate_z=1.0)
+    keep = np.ones(len(stamps), dtype=bool)
+    keep[3::3] = False  # every third sample dropped
+    jitter = rng.uniform(-0.002, 0.002, len(stamps))
+    jitter[0] = 0.0
+    # a sensor stamping late by the jitter measures the rate of its true instant: shift the motion with the stamps
+    stamps_jittered = stamps + jitter
+    R = rotation_z(1.0 * stamps_jittered) @ R_GS
+    f = OrientationFilter()
+    run = f.run(stamps_jittered[keep], gyro[keep], accel[keep])
+    assert f.sample_time_s == pytest.approx(0.01, abs=0.003)
+    k0 = WARMUP_INTERVALS
+    turned = heading_offset(quat_to_matrix(run.quaternion_wxyz[k0]), quat_to_matrix(run.quaternion_wxyz[-1]))
+    truth = heading_offset(R[keep][k0], R[keep][-1])
+    assert abs(math.remainder(turned - truth, 2 * math.pi)) < math.radians(0.5)
+
+
+def test_heading_offset_is_the_turn_about_the_vertical():
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        R = rotvec_to_matrix(rng.normal(size=3))
+        psi = rng.uniform(-3.0, 3.0)
+        assert math.remainder(heading_offset(R, rotation_z(psi) @ R) - psi, 2 * math.pi) == pytest.approx(0.0,
+                                                                                                          abs=1e-12)
+
+
+def test_the_heading_offset_turns_the_output():
+    stamps, gyro, accel, R = static_samples(rotation_x(0.3), 50, 0.01)
+    plain = OrientationFilter(FilterSettings(sample_time_s=0.01)).run(stamps, gyro, accel)
+    turned_filter = OrientationFilter(FilterSettings(sample_time_s=0.01))
+    turned_filter.heading_offset = 0.7
+    turned = turned_filter.run(stamps, gyro, accel)
+    assert np.allclose(quat_to_matrix(turned.quaternion_wxyz), rotation_z(0.7) @ quat_to_matrix(plain.quaternion_wxyz),
+                       atol=1e-12)
+    assert np.all(plain.code == OUTPUT)  # a configured sample time needs no warm-up
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"sample_time_s": -0.01}, "sample_time_s: expected a finite number >= 0, got -0.01"),
+    ({"max_gap_s": 0.0}, "max_gap_s: expected a finite number > 0, got 0.0"),
+    ({"max_acceleration": "big"}, "max_acceleration: expected a number, got str 'big'"),
+    ({"sample_time_s": 0.5, "max_gap_s": 0.2}, "sample_time_s (0.5 s) must not exceed max_gap_s (0.2 s)"),
+])
+def test_bad_settings_say_what_was_expected(settings, message):
+    with pytest.raises(OrientationFilterError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        FilterSettings(**settings)
+
+
+def test_arrays_of_the_wrong_shape_are_refused():
+    with pytest.raises(OrientationFilterError, match=r"expected gyro, accel \(and mag\) of shape \(2, 3\)"):
+        OrientationFilter().run(np.zeros(2), np.zeros((2, 3)), np.zeros((3, 3)))
