@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 
+from raw_imu_scenarios import HOLD_S, RAW_IMUS, joint_errors_deg, offline_inputs, raw_arm, raw_messages
+from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.orientation_filter import (
     NON_FINITE,
     NOT_FED,
@@ -22,7 +24,7 @@ from ros_dofkit.core.estimator.orientation_filter import (
 )
 from ros_dofkit.core.simulation import STANDARD_GRAVITY, SensorNoise, SensorSimulator, SineTrajectory
 from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_z, rotvec_to_matrix
-from ros_dofkit.replay.demo_robot import DEMO_CENTRE, DEMO_MAX_AMPLITUDE, build_demo_robot
+from ros_dofkit.replay.demo_robot import DEMO_CENTRE, DEMO_ESTIMATED_JOINTS, DEMO_MAX_AMPLITUDE, build_demo_robot
 
 NOISE = SensorNoise(gyro=0.01, accelerometer=0.05, gyro_bias=0.005, dropout=0.01, stamp_jitter_s=0.0005)
 
@@ -183,3 +185,74 @@ def test_bad_settings_say_what_was_expected(settings, message):
 def test_arrays_of_the_wrong_shape_are_refused():
     with pytest.raises(OrientationFilterError, match=r"expected gyro, accel \(and mag\) of shape \(2, 3\)"):
         OrientationFilter().run(np.zeros(2), np.zeros((2, 3)), np.zeros((3, 3)))
+
+
+# ---------------------------------------------------------------------------------------------- in the estimator
+def stream(estimator, messages, calibrate_at=None):
+    """Offer the messages one by one (the node's path), calibrating before the first one stamped >= calibrate_at."""
+    results, calibration = [], None
+    for kind, name, stamp, payload in messages:
+        if calibrate_at is not None and calibration is None and stamp >= calibrate_at:
+            calibration = estimator.calibrate()
+        if kind == 0:
+            quaternion, gyro, present, accel = payload
+            results += estimator.process_imu(name, stamp, quaternion, gyro, present, linear_acceleration=accel)[1]
+        else:
+            results += estimator.process_joint_state(*payload, stamp=stamp)[1]
+    return results, calibration
+
+
+def calibrated_then_batch(estimator, messages, calibrate_at):
+    """The messages before ``calibrate_at`` one by one (calibration needs the node's sample windows), calibration,
+    then the rest as one window (replay's path)."""
+    before = [m for m in messages if m[2] < calibrate_at]
+    results, _ = stream(estimator, before)
+    calibration = estimator.calibrate()
+    after = estimator.feed(offline_inputs(messages[len(before):], estimator.config.imu_names))
+    return results, calibration, after
+
+
+@pytest.fixture(scope="module")
+def raw_arm_8s():
+    robot, config, run, _ = raw_arm(8.0)
+    messages = raw_messages(run)
+    hand = [k for k, m in enumerate(messages) if m[1] == "hand"]
+    for k, change in ((hand[300], np.nan), (hand[400], 50.0)):  # a non-finite and a saturated accelerometer
+        kind, name, stamp, (quaternion, gyro, present, accel) = messages[k]
+        messages[k] = (kind, name, stamp, (quaternion, gyro, present, accel * change))
+    return robot, config, run, messages
+
+
+def test_raw_imus_give_the_same_bits_one_message_at_a_time_and_in_windows(raw_arm_8s):
+    robot, config, _, messages = raw_arm_8s
+    streaming = Estimator(robot.plant, config)
+    results, calibration = stream(streaming, messages, calibrate_at=HOLD_S - 0.1)
+    batched = Estimator(robot.plant, config)
+    before, batch_calibration, after = calibrated_then_batch(batched, messages, HOLD_S - 0.1)
+    assert np.array_equal(np.array([r.q for r in results]), np.concatenate([[r.q for r in before], after.q]))
+    assert calibration.heading_offsets == batch_calibration.heading_offsets
+    assert set(calibration.heading_offsets) == set(RAW_IMUS)
+    assert streaming.filter_counts() == batched.filter_counts()
+    assert streaming.filter_counts()["hand"]["non_finite"] == 1 and streaming.filter_counts()["hand"]["saturated"] == 1
+    assert streaming.reject_counts_by_source() == batched.reject_counts_by_source()
+    assert streaming.reject_counts_by_source()[("hand", "non_finite")] == 1  # the rules drop it too
+    assert streaming.reject_counts_by_source()[("hand", "orientation_absent")] == WARMUP_INTERVALS
+    # and from the start, without calibration: one window equals the messages one by one
+    whole = Estimator(robot.plant, config).run(offline_inputs(messages, config.imu_names))
+    assert np.array_equal(np.array([r.q for r in stream(Estimator(robot.plant, config), messages)[0]]), whole.q)
+
+
+def test_raw_and_orientation_imus_together_estimate_the_arm_after_heading_alignment():
+    """Two of the demo arm's four IMUs raw, 20 s: after calibration at the held pose aligns the raw IMUs' headings,
+    every estimated joint stays within 1.5 deg RMS (3 deg at most) of the truth once the motion runs (measured:
+    0.07-0.79 deg RMS, 1.44 deg max); without the alignment the hand's arbitrary heading puts joints far off."""
+    robot, config, run, _ = raw_arm(20.0)
+    messages = raw_messages(run)
+    estimator = Estimator(robot.plant, config)
+    _, calibration, after = calibrated_then_batch(estimator, messages, HOLD_S - 0.1)
+    assert calibration.R_BS == {}  # nothing but the raw IMUs' headings was calibrated
+    errors = joint_errors_deg(after.results(after.stamp > 5.0), run, DEMO_ESTIMATED_JOINTS)
+    assert np.sqrt(np.mean(errors ** 2, axis=0)).max() < 1.5
+    assert errors.max() < 3.0
+    unaligned = Estimator(robot.plant, config).run(offline_inputs(messages, config.imu_names))
+    assert joint_errors_deg(unaligned.results(unaligned.stamp > 5.0), run, DEMO_ESTIMATED_JOINTS).max() > 20.0

@@ -1,8 +1,9 @@
 """Orientation from raw IMUs: one VQF (Laidig & Seel's filter, pip ``vqf``) per IMU that reports gyro + accelerometer
 only, fed in stamp order, so a raw IMU enters the estimator exactly as an IMU that reports its own orientation.
 
-You are in the ROS-free estimator core; this module imports NumPy, ``vqf`` and ``core.spatial``. It exists because
-many robot IMUs publish only gyro and accelerometer (``orientation_covariance[0] = -1``); the estimator needs R_GS.
+You are in the ROS-free estimator core; this module imports NumPy, ``vqf``, ``core.spatial`` and ``core.errors``. It
+exists because many robot IMUs publish only gyro and accelerometer (``orientation_covariance[0] = -1``); the
+estimator needs R_GS.
 The filter is VQF, chosen by measurement over x-io's imufusion (README, ``./run bench orientation_filters``); this
 module holds no filter math of its own, only the rules that make its input well defined from timestamped messages.
 
@@ -34,6 +35,10 @@ decisions and the same VQF calls, hence the same bits):
 * **Magnetometer** (optional, any unit): a non-finite or absent one is left out (VQF skips zero). Once a filter has
   seen one, its output is VQF's 9D quaternion.
 
+The estimator holds a :class:`RawImuFilters` (one filter per IMU whose ``ImuConfig.orientation`` is not
+``"sensor"``): the node offers each message through :meth:`RawImuFilters.offer`, replay a window of inputs through
+:meth:`RawImuFilters.apply`, both before the compiled rules, which then see an orientation like any other.
+
 Use from other code (e.g. a benchmark): ``OrientationFilter(FilterSettings(sample_time_s=0.01)).run(stamps, gyro,
 accel)`` -> :class:`FilterRun` (``quaternion_wxyz`` (n, 4), NaN rows where there is no output; ``present`` (n,)).
 """
@@ -41,11 +46,12 @@ accel)`` -> :class:`FilterRun` (``quaternion_wxyz`` (n, 4), NaN rows where there
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from vqf import VQF
 
+from ros_dofkit.core.errors import EstimatorConfigError
 from ros_dofkit.core.spatial import quat_multiply
 
 #: Stamp intervals whose median is the sample time when ``FilterSettings.sample_time_s`` is 0.
@@ -54,10 +60,14 @@ WARMUP_INTERVALS = 4
 #: Output codes of one sample (:attr:`FilterRun.code`).
 OUTPUT, WARMUP, NOT_FED, NON_FINITE = 0, 1, 2, 3
 
+#: Where an IMU's orientation comes from (``ImuConfig.orientation``): the message, the filter, or the filter for
+#: messages that mark their orientation absent and carry gyro + accelerometer.
+ORIENTATION_MODES = ("sensor", "filter", "auto")
+
 COUNTERS = ("updates", "warmup", "non_finite", "saturated", "out_of_order", "resets")
 
 
-class OrientationFilterError(ValueError):
+class OrientationFilterError(EstimatorConfigError):
     """A filter setting or an input array is malformed (the message says what was expected and what was received)."""
 
 
@@ -162,6 +172,11 @@ class OrientationFilter:
         self._pending_heading = False
         self._restarted = False  # set by a restart in the decisions, taken by the next output
         self.counts = dict.fromkeys(COUNTERS, 0)
+
+    @property
+    def has_output(self) -> bool:
+        """True once the filter has given an orientation (since its construction or :meth:`reset`)."""
+        return self._last_output is not None
 
     @property
     def sample_time_s(self) -> float:
@@ -302,3 +317,93 @@ class OrientationFilter:
         if run.code[0] == OUTPUT or run.code[0] == NON_FINITE:
             return run.quaternion_wxyz[0]
         return None
+
+
+def is_raw(mode, orientation_present, gyro_present, accel_present, accel):
+    """Whether a sample goes through the filter (scalars or arrays): mode ``"filter"`` when it carries gyro and
+    accelerometer, ``"auto"`` when it also marks its orientation absent and its accelerometer is not all zeros (an
+    Imu message whose accelerometer nobody filled is not raw). ``accel`` (..., 3)."""
+    if mode == "sensor":
+        return np.zeros(np.shape(orientation_present), dtype=bool)
+    carried = np.logical_and(gyro_present, accel_present)
+    if mode == "filter":
+        return carried
+    filled = np.any(np.asarray(accel) != 0.0, axis=-1)
+    return carried & ~np.asarray(orientation_present, dtype=bool) & filled
+
+
+class RawImuFilters:
+    """The estimator's raw-IMU filters: one :class:`OrientationFilter` per IMU (index into ``imus``) whose
+    ``orientation`` is ``"filter"`` or ``"auto"``. A sample that is raw (:func:`is_raw`) leaves with the filter's
+    orientation (absent during warm-up; NaN for a non-finite gyro or accelerometer, so the rules drop it as
+    ``non_finite``); in mode ``"filter"`` a message's own orientation is never used."""
+
+    def __init__(self, imus):
+        self.names = tuple(imu.name for imu in imus)
+        self.modes = tuple(imu.orientation for imu in imus)
+        self.filters = {i: OrientationFilter(imu.filter) for i, imu in enumerate(imus) if imu.orientation != "sensor"}
+
+    def counts(self) -> dict:
+        """{IMU name: {counter: value}} of the filtered IMUs (:data:`COUNTERS`)."""
+        return {self.names[i]: dict(f.counts) for i, f in self.filters.items()}
+
+    def alignable(self) -> list:
+        """Names of the IMUs whose orientation comes from a filter (the ones calibration aligns in heading): mode
+        ``"filter"``, and ``"auto"`` once its filter has given an orientation (a raw stream)."""
+        return [self.names[i] for i, f in self.filters.items() if self.modes[i] == "filter" or f.has_output]
+
+    def align_headings(self, rotations: dict) -> dict:
+        """Turn each named IMU's filter output about the vertical so that ``R_now`` (its recent output, R_FS) gets
+        the heading of ``R_model`` (the model's R_GS for it): ``{name: (R_now, R_model)}`` -> ``{name: psi}``, the
+        turns added (rad). Without a magnetometer each raw IMU's heading is its own (the sensor's heading when its
+        filter started); this puts them all in the model's G."""
+        turns = {}
+        for name, (R_now, R_model) in rotations.items():
+            turns[name] = heading_offset(R_now, R_model)
+            self.filters[self.names.index(name)].heading_offset += turns[name]
+        return turns
+
+    def offer(self, i: int, stamp, quaternion_wxyz, orientation_present: bool, gyro, gyro_present: bool, accel,
+              accel_present: bool) -> tuple:
+        """``(quaternion_wxyz, orientation_present)`` to hand to the rules for one sample of IMU ``i``."""
+        f = self.filters.get(i)
+        if f is None:
+            return quaternion_wxyz, orientation_present
+        given = accel is not None and gyro is not None
+        accel = np.asarray(accel if given else np.zeros(3), dtype=float).reshape(-1)
+        gyro = np.asarray(gyro if given else np.zeros(3), dtype=float).reshape(-1)
+        if gyro.size != 3 or accel.size != 3 or not is_raw(self.modes[i], orientation_present, gyro_present,
+                                                           accel_present and given, accel):
+            return ((np.full(4, np.nan), False) if self.modes[i] == "filter" else
+                    (quaternion_wxyz, orientation_present))
+        q = f.update(math.nan if stamp is None else float(stamp), gyro, accel)
+        return (np.full(4, np.nan), False) if q is None else (q, True)
+
+    def apply(self, inputs):
+        """``inputs`` (an ``offline.OfflineInputs``) with the filtered IMUs' orientations, every IMU's samples
+        offered to its filter in offering order."""
+        if not self.filters:
+            return inputs
+        imu_rows = np.asarray(inputs.row)[np.asarray(inputs.kind) == 0]
+        sensor = np.asarray(inputs.imu_sensor)[imu_rows]
+        quaternions = np.array(inputs.imu_quaternion_wxyz, dtype=float)
+        present = np.array(inputs.imu_orientation_present, dtype=bool)
+        n = len(present)
+        accel = np.zeros((n, 3)) if inputs.imu_linear_acceleration is None else np.asarray(
+            inputs.imu_linear_acceleration, dtype=float)
+        accel_present = np.zeros(n, dtype=bool) if inputs.imu_linear_acceleration is None else (
+            np.ones(n, dtype=bool) if inputs.imu_linear_acceleration_present is None
+            else np.asarray(inputs.imu_linear_acceleration_present, dtype=bool))
+        gyro = np.asarray(inputs.imu_angular_velocity, dtype=float)
+        gyro_present = np.asarray(inputs.imu_angular_velocity_present, dtype=bool)
+        stamps = np.asarray(inputs.imu_stamp, dtype=float)
+        for i, f in self.filters.items():
+            rows = imu_rows[sensor == i]
+            raw = is_raw(self.modes[i], present[rows], gyro_present[rows], accel_present[rows], accel[rows])
+            if self.modes[i] == "filter":
+                quaternions[rows], present[rows] = np.nan, False
+            rows = rows[raw]
+            run = f.run(stamps[rows], gyro[rows], accel[rows])
+            quaternions[rows] = run.quaternion_wxyz
+            present[rows] = run.present | (run.code == NON_FINITE)
+        return replace(inputs, imu_quaternion_wxyz=quaternions, imu_orientation_present=present)
