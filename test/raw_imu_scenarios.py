@@ -18,6 +18,8 @@ RAMP_S = 2.0
 #: IMUs of the demo arm that are simulated as raw (no orientation in their messages).
 RAW_IMUS = ("upper_arm", "hand")
 NOISE = SensorNoise(gyro=0.01, accelerometer=0.05, gyro_bias=0.002, stamp_jitter_s=0.0005, dropout=0.01)
+#: The same sensors sampling together (one hub: equal stamps, nothing lost), for the node in synchronized mode.
+HUB_NOISE = SensorNoise(gyro=0.01, accelerometer=0.05, gyro_bias=0.002)
 
 
 class HoldThenMove:
@@ -43,11 +45,11 @@ class HoldThenMove:
         return self.q_hold + s * (q_sine - self.q_hold), ds * (q_sine - self.q_hold) + s * v_sine
 
 
-def raw_arm(duration_s: float, seed: int = 5, orientation: str = "auto"):
+def raw_arm(duration_s: float, seed: int = 5, orientation: str = "auto", noise: SensorNoise = NOISE):
     """(robot, EstimatorConfig with RAW_IMUS filtered, SimulationRun, trajectory)."""
     robot = build_demo_robot()
     trajectory = HoldThenMove(robot.plant, seed)
-    run = SensorSimulator(robot.plant, robot.imus, DEMO_ENCODER_JOINTS, trajectory=trajectory, noise=NOISE,
+    run = SensorSimulator(robot.plant, robot.imus, DEMO_ENCODER_JOINTS, trajectory=trajectory, noise=noise,
                           seed=seed).run(duration_s)
     imus = tuple(ImuConfig(imu.name, imu.body, imu.topic, imu.mounting, imu.weight, imu.model_instance,
                            orientation=orientation if imu.name in RAW_IMUS else "sensor")

@@ -52,7 +52,7 @@ import numpy as np
 from vqf import VQF
 
 from ros_dofkit.core.errors import EstimatorConfigError
-from ros_dofkit.core.spatial import quat_multiply
+from ros_dofkit.core.spatial import quat_multiply, quat_to_matrix
 
 #: Stamp intervals whose median is the sample time when ``FilterSettings.sample_time_s`` is 0.
 WARMUP_INTERVALS = 4
@@ -131,22 +131,21 @@ def _heading_quaternion(psi: float) -> np.ndarray:
     return np.array([math.cos(0.5 * psi), 0.0, 0.0, math.sin(0.5 * psi)])
 
 
-def _quaternion_matrix(q) -> np.ndarray:
-    w, x, y, z = (float(c) for c in q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 @dataclass
-class _Feeds:
-    """VQF calls decided for a window: rows of (scaled gyro, accelerometer, magnetometer), the row at which a new
-    VQF starts (with its Ts), and per sample the last row it fed (-1: none)."""
+class _Decisions:
+    """What the input rules decided for a window: per sample its code, the VQF row after which it has its output
+    (-1: none) and whether a magnetometer was seen; the VQF rows (``source``: sample index, or -1 for a held
+    warm-up sample whose data is in ``held``; ``scale``: gyro factor dt / Ts); the rows at which a new VQF starts
+    (with its Ts); the restarts (sample index, the old filter had no magnetometer)."""
 
-    gyro: list = field(default_factory=list)
-    accel: list = field(default_factory=list)
-    mag: list = field(default_factory=list)
-    starts: dict = field(default_factory=dict)  # row -> Ts of the VQF that starts there
+    code: np.ndarray
+    fed_row: np.ndarray
+    mag_seen: np.ndarray
+    source: list = field(default_factory=list)
+    scale: list = field(default_factory=list)
+    held: dict = field(default_factory=dict)
+    starts: dict = field(default_factory=dict)
+    restarts: list = field(default_factory=list)
 
 
 class OrientationFilter:
@@ -166,11 +165,10 @@ class OrientationFilter:
         self._filter = None
         self._ts = math.nan
         self._last = math.nan  # stamp of the last sample fed or held
-        self._held = []  # warm-up samples: (stamp, gyro, accel, mag)
+        self._held = []  # warm-up samples: (stamp, gyro, accel, mag, has mag)
         self._has_mag = False
         self._last_output = None  # q_FS of the last output (heading continuity across restarts)
         self._pending_heading = False
-        self._restarted = False  # set by a restart in the decisions, taken by the next output
         self.counts = dict.fromkeys(COUNTERS, 0)
 
     @property
@@ -183,104 +181,112 @@ class OrientationFilter:
         """The running filter's sample time (NaN before it started)."""
         return self._ts
 
-    # ------------------------------------------------------------------ decisions (shared by update and run)
-    def _decide(self, stamp: float, gyro, accel, mag, feeds: _Feeds) -> int:
-        """Apply the input rules to one sample: append its VQF feeds and return its code."""
-        if not math.isfinite(stamp):
-            return NOT_FED
-        if not (np.all(np.isfinite(gyro)) and np.all(np.isfinite(accel))):
-            self.counts["non_finite"] += 1
-            return NON_FINITE
+    # ------------------------------------------------------------------ decisions
+    def _decide(self, stamps, usable, saturated, gyro, accel, mag, has_mag) -> _Decisions:
+        """Apply the input rules sample by sample (on Python floats: the sequential part of a window)."""
         settings = self.settings
-        norm = math.sqrt(float(accel @ accel))
-        if norm > settings.max_acceleration or norm == 0.0:
-            self.counts["saturated"] += 1
-            accel = np.zeros(3)
-        mag = np.zeros(3) if mag is None or not np.all(np.isfinite(mag)) else mag
-        if math.isfinite(self._last):
-            dt = stamp - self._last
-            if dt > settings.max_gap_s or dt < -settings.max_gap_s:
-                self.counts["resets"] += 1
-                self._restart()
-            elif dt <= 0.0:
-                self.counts["out_of_order"] += 1
-                return NOT_FED
-        if not self._running and not self._held and settings.sample_time_s > 0.0:
-            self._start(settings.sample_time_s, feeds)
-        if not self._running:
-            self._held.append((stamp, gyro, accel, mag))
-            self._last = stamp
-            if len(self._held) <= WARMUP_INTERVALS:
-                self.counts["warmup"] += 1
-                return WARMUP
-            stamps = np.array([s for s, _, _, _ in self._held])
-            self._start(float(np.median(np.diff(stamps))), feeds)
-            previous = math.nan
-            for held_stamp, held_gyro, held_accel, held_mag in self._held:
-                self._feed(held_stamp, previous, held_gyro, held_accel, held_mag, feeds)
-                previous = held_stamp
-            self._held = []
-            return OUTPUT
-        self._feed(stamp, self._last, gyro, accel, mag, feeds)
-        return OUTPUT
+        n = len(stamps)
+        d = _Decisions(code=np.full(n, NOT_FED, dtype=np.int64), fed_row=np.full(n, -1, dtype=np.int64),
+                       mag_seen=np.zeros(n, dtype=bool))
+        for k, stamp in enumerate(stamps):
+            if not math.isfinite(stamp):
+                continue
+            if not usable[k]:
+                self.counts["non_finite"] += 1
+                d.code[k] = NON_FINITE
+                continue
+            if saturated[k]:
+                self.counts["saturated"] += 1
+            if math.isfinite(self._last):
+                dt = stamp - self._last
+                if dt > settings.max_gap_s or dt < -settings.max_gap_s:
+                    self.counts["resets"] += 1
+                    d.restarts.append((k, not self._has_mag))
+                    self._running, self._held, self._last, self._has_mag = False, [], math.nan, False
+                elif dt <= 0.0:
+                    self.counts["out_of_order"] += 1
+                    continue
+            if not self._running and not self._held and settings.sample_time_s > 0.0:
+                self._start(settings.sample_time_s, d)
+            if not self._running:
+                self._held.append((stamp, gyro[k], accel[k], mag[k], has_mag[k]))
+                self._last = stamp
+                if len(self._held) <= WARMUP_INTERVALS:
+                    self.counts["warmup"] += 1
+                    d.code[k] = WARMUP
+                    continue
+                self._start(float(np.median(np.diff([held[0] for held in self._held]))), d)
+                previous = math.nan
+                for held_stamp, held_gyro, held_accel, held_mag, held_has_mag in self._held:
+                    d.held[len(d.source)] = (held_gyro, held_accel, held_mag)
+                    self._feed(-1, held_stamp, previous, held_has_mag, d)
+                    previous = held_stamp
+                self._held = []
+            else:
+                self._feed(k, stamp, self._last, has_mag[k], d)
+            d.code[k] = OUTPUT
+            d.fed_row[k] = len(d.source) - 1
+            d.mag_seen[k] = self._has_mag
+        return d
 
-    def _restart(self) -> None:
-        self._running = False
-        self._held = []
-        self._last = math.nan
-        self._restarted = not self._has_mag
-        self._has_mag = False
-
-    def _start(self, ts: float, feeds: _Feeds) -> None:
+    def _start(self, ts: float, d: _Decisions) -> None:
         self._ts = ts
         self._running = True  # the VQF object itself is made when its first row is executed
-        feeds.starts[len(feeds.gyro)] = ts
+        d.starts[len(d.source)] = ts
 
-    def _feed(self, stamp, previous, gyro, accel, mag, feeds: _Feeds) -> None:
-        scale = 1.0 if not math.isfinite(previous) else (stamp - previous) / self._ts
-        feeds.gyro.append(gyro * scale)
-        feeds.accel.append(accel)
-        feeds.mag.append(mag)
-        self._has_mag = self._has_mag or bool(np.any(mag != 0.0))
+    def _feed(self, k: int, stamp: float, previous: float, has_mag: bool, d: _Decisions) -> None:
+        d.source.append(k)
+        d.scale.append(1.0 if not math.isfinite(previous) else (stamp - previous) / self._ts)
+        self._has_mag = self._has_mag or bool(has_mag)
         self._last = stamp
         self.counts["updates"] += 1
 
     # ------------------------------------------------------------------ execution
-    def _execute(self, feeds: _Feeds) -> tuple:
+    def _execute(self, d: _Decisions, gyro, accel, mag) -> tuple:
         """Run the decided rows through VQF (one ``updateBatch`` per run of rows between starts; a row without a
         magnetometer passes zeros, which VQF skips); returns VQF's 6D and 9D quaternions after every row."""
-        rows = len(feeds.gyro)
+        source = np.asarray(d.source, dtype=np.int64)
+        rows = len(source)
+        G, A, M = gyro[np.maximum(source, 0)], accel[np.maximum(source, 0)], mag[np.maximum(source, 0)]
+        for row, (held_gyro, held_accel, held_mag) in d.held.items():
+            G[row], A[row], M[row] = held_gyro, held_accel, held_mag
+        G = G * np.asarray(d.scale, dtype=float).reshape(-1, 1)
         out6, out9 = np.empty((rows, 4)), np.empty((rows, 4))
-        bounds = sorted(set(feeds.starts) | {0, rows})
+        bounds = sorted(set(d.starts) | {0, rows})
         for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
-            if begin in feeds.starts:
-                self._filter = VQF(feeds.starts[begin])
+            if begin in d.starts:
+                self._filter = VQF(d.starts[begin])
                 self._filter.setTauAcc(self.settings.tau_acc_s)
-            if end == begin:
-                continue
-            result = self._filter.updateBatch(*(np.ascontiguousarray(rows_, dtype=float) for rows_ in
-                                                (feeds.gyro[begin:end], feeds.accel[begin:end], feeds.mag[begin:end])))
-            out6[begin:end] = result["quat6D"]
-            out9[begin:end] = result["quat9D"]
+            if end > begin:
+                result = self._filter.updateBatch(np.ascontiguousarray(G[begin:end]), np.ascontiguousarray(
+                    A[begin:end]), np.ascontiguousarray(M[begin:end]))
+                out6[begin:end] = result["quat6D"]
+                out9[begin:end] = result["quat9D"]
         return out6, out9
 
-    def _outputs(self, codes, fed_row, raw, mag_seen, restarted) -> np.ndarray:
-        """q_FS per sample: the VQF quaternion after the sample's last row, turned by the heading offset (set anew
-        at the first output after a restart without a magnetometer)."""
-        n = len(codes)
-        quaternions = np.full((n, 4), np.nan)
-        for k in range(n):
-            if restarted[k]:
-                self._pending_heading = self._last_output is not None
-            if codes[k] != OUTPUT:
-                continue
-            q = raw[1 if mag_seen[k] else 0][fed_row[k]]
-            if self._pending_heading and not mag_seen[k]:
-                self.heading_offset += heading_offset(_quaternion_matrix(quat_multiply(
-                    _heading_quaternion(self.heading_offset), q)), _quaternion_matrix(self._last_output))
+    def _outputs(self, d: _Decisions, out6, out9) -> np.ndarray:
+        """q_FS per sample: the VQF quaternion after the sample's last row (9D once a magnetometer was seen), turned
+        by the heading offset, which a restart without a magnetometer sets anew at its first output."""
+        quaternions = np.full((len(d.code), 4), np.nan)
+        outputs = np.flatnonzero(d.code == OUTPUT)
+        rows = d.fed_row[outputs]
+        raw = np.where(d.mag_seen[outputs, None], out9[rows], out6[rows])
+        restart_at = np.searchsorted(outputs, [k for k, _ in d.restarts]).tolist()  # first output after each
+        restarts = list(zip(restart_at, [no_mag for _, no_mag in d.restarts], strict=True))
+        bounds = sorted({0, len(outputs)} | set(restart_at))
+        for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
+            for position, no_mag in restarts:
+                if position == begin:
+                    self._pending_heading = no_mag and self._last_output is not None
+            if self._pending_heading and not d.mag_seen[outputs[begin]]:
+                turned = quat_multiply(_heading_quaternion(self.heading_offset), raw[begin])
+                self.heading_offset += heading_offset(quat_to_matrix(turned), quat_to_matrix(self._last_output))
             self._pending_heading = False
-            quaternions[k] = quat_multiply(_heading_quaternion(self.heading_offset), q[None])[0]
-            self._last_output = quaternions[k]
+            quaternions[outputs[begin:end]] = quat_multiply(_heading_quaternion(self.heading_offset), raw[begin:end])
+            self._last_output = quaternions[outputs[end - 1]]
+        for position, no_mag in restarts:  # a restart with no output yet: its heading is set at its first output
+            if position == len(outputs):
+                self._pending_heading = no_mag and self._last_output is not None
         return quaternions
 
     def run(self, stamps, gyro, accel, mag=None) -> FilterRun:
@@ -293,20 +299,20 @@ class OrientationFilter:
         if gyro.shape != (n, 3) or accel.shape != (n, 3) or (mag is not None and np.shape(mag) != (n, 3)):
             raise OrientationFilterError(f"expected gyro, accel (and mag) of shape ({n}, 3) for {n} stamps, got "
                                          f"{gyro.shape}, {accel.shape}, {None if mag is None else np.shape(mag)}")
-        mag = None if mag is None else np.asarray(mag, dtype=float)
-        feeds = _Feeds()
-        codes = np.empty(n, dtype=np.int64)
-        fed_row = np.full(n, -1, dtype=np.int64)
-        mag_seen = np.zeros(n, dtype=bool)
-        restarted = np.zeros(n, dtype=bool)
-        for k in range(n):
-            codes[k] = self._decide(float(stamps[k]), gyro[k], accel[k], None if mag is None else mag[k], feeds)
-            fed_row[k] = len(feeds.gyro) - 1
-            mag_seen[k] = self._has_mag
-            restarted[k], self._restarted = self._restarted, False
-        raw = self._execute(feeds)
-        quaternions = self._outputs(codes, fed_row, raw, mag_seen, restarted)
-        return FilterRun(quaternion_wxyz=quaternions, present=codes == OUTPUT, code=codes)
+        with np.errstate(invalid="ignore", over="ignore"):
+            usable = np.isfinite(gyro).all(axis=1) & np.isfinite(accel).all(axis=1)
+            norm = np.sqrt(np.einsum("ij,ij->i", accel, accel))
+            saturated = usable & ((norm > self.settings.max_acceleration) | (norm == 0.0))
+        accel = np.where(saturated[:, None], 0.0, accel)  # VQF skips a zero accelerometer: gyro-only update
+        if mag is None:
+            mag = np.zeros((n, 3))
+        else:
+            mag = np.asarray(mag, dtype=float)
+            mag = np.where(np.isfinite(mag).all(axis=1)[:, None], mag, 0.0)
+        has_mag = np.any(mag != 0.0, axis=1)
+        d = self._decide(stamps.tolist(), usable.tolist(), saturated.tolist(), gyro, accel, mag, has_mag.tolist())
+        out6, out9 = self._execute(d, gyro, accel, mag)
+        return FilterRun(quaternion_wxyz=self._outputs(d, out6, out9), present=d.code == OUTPUT, code=d.code)
 
     def update(self, stamp: float, gyro, accel, mag=None) -> np.ndarray | None:
         """Offer one sample: returns q_FS (4,) (w, x, y, z), a NaN quaternion for a non-finite gyro or
