@@ -177,6 +177,8 @@ def imu_parameter_specs(imu_name: str) -> tuple:
                       "(s)", read_only=True, value_range=(1e-4, 3600.0)),
         ParameterSpec(prefix + "filter_max_acceleration", DOUBLE, 150.0, "accelerometer norm (m/s^2) beyond which a "
                       "raw sample counts as saturated (gyro-only update)", read_only=True, value_range=(1.0, 1e4)),
+        ParameterSpec(prefix + "filter_heading", DOUBLE, 0.0, "raw-IMU filter output turned about the vertical by "
+                      "this angle (rad); written by calibration", read_only=True, value_range=(-1e3, 1e3)),
     )
 
 
@@ -314,7 +316,7 @@ def imu_configs_from_parameters(values: dict) -> tuple:
                 name=name, body=get["body"], topic=get["topic"], mounting=mounting, weight=get["weight"],
                 model_instance=get["model_instance"] or None, orientation=get["orientation"],
                 filter={"sample_time_s": get["filter_sample_time"], "max_gap_s": get["filter_max_gap"],
-                        "max_acceleration": get["filter_max_acceleration"]},
+                        "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"]},
             ))
         except EstimatorConfigError as error:
             raise ParameterValueError(str(error)) from error

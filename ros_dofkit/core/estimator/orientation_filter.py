@@ -91,18 +91,25 @@ class FilterSettings:
         max_acceleration: accelerometer norm (m/s^2) beyond which a sample counts as saturated (set it just below
             the sensor's range); such samples update the filter from the gyro alone.
         tau_acc_s: VQF's accelerometer time constant (its default, 3 s): larger trusts the gyro longer.
+        heading_offset: the initial turn psi (rad) of the output about the vertical (what a calibration found for
+            a filter that starts on the same samples: replay's calibrated parameter file carries it).
     """
 
     sample_time_s: float = 0.0
     max_gap_s: float = 0.2
     max_acceleration: float = 150.0
     tau_acc_s: float = 3.0
+    heading_offset: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "sample_time_s", _positive(self.sample_time_s, "sample_time_s", True))
         object.__setattr__(self, "max_gap_s", _positive(self.max_gap_s, "max_gap_s"))
         object.__setattr__(self, "max_acceleration", _positive(self.max_acceleration, "max_acceleration"))
         object.__setattr__(self, "tau_acc_s", _positive(self.tau_acc_s, "tau_acc_s"))
+        if isinstance(self.heading_offset, bool) or not isinstance(self.heading_offset, (int, float)) or not (
+                math.isfinite(self.heading_offset)):
+            raise OrientationFilterError(f"heading_offset: expected a finite angle in rad, got {self.heading_offset!r}")
+        object.__setattr__(self, "heading_offset", float(self.heading_offset))
         if self.sample_time_s > self.max_gap_s:
             raise OrientationFilterError(f"sample_time_s ({self.sample_time_s:g} s) must not exceed max_gap_s "
                                          f"({self.max_gap_s:g} s): every interval would be a gap")
@@ -156,7 +163,7 @@ class OrientationFilter:
         self.settings = FilterSettings() if settings is None else settings
         if not isinstance(self.settings, FilterSettings):
             raise OrientationFilterError(f"settings: expected FilterSettings, got {type(self.settings).__name__}")
-        self.heading_offset = 0.0
+        self.heading_offset = self.settings.heading_offset
         self.reset()
 
     def reset(self) -> None:
