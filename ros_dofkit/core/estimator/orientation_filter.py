@@ -357,8 +357,10 @@ class RawImuFilters:
         self.filters = {i: OrientationFilter(imu.filter) for i, imu in enumerate(imus) if imu.orientation != "sensor"}
 
     def counts(self) -> dict:
-        """{IMU name: {counter: value}} of the filtered IMUs (:data:`COUNTERS`)."""
-        return {self.names[i]: dict(f.counts) for i, f in self.filters.items()}
+        """{IMU name: {counter: value}} (:data:`COUNTERS`) of the IMUs in mode ``"filter"`` and of those in mode
+        ``"auto"`` whose filter has been offered a raw sample."""
+        return {self.names[i]: dict(f.counts) for i, f in self.filters.items()
+                if self.modes[i] == "filter" or any(f.counts.values())}
 
     def alignable(self) -> list:
         """Names of the IMUs whose orientation comes from a filter (the ones calibration aligns in heading): mode
