@@ -4,6 +4,7 @@ one sample at a time equals a window at a time bit for bit."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -256,3 +257,19 @@ def test_raw_and_orientation_imus_together_estimate_the_arm_after_heading_alignm
     assert errors.max() < 3.0
     unaligned = Estimator(robot.plant, config).run(offline_inputs(messages, config.imu_names))
     assert joint_errors_deg(unaligned.results(unaligned.stamp > 5.0), run, DEMO_ESTIMATED_JOINTS).max() > 20.0
+
+
+def test_calibrated_headings_survive_a_reset_and_equal_configured_ones(raw_arm_8s):
+    """A reset keeps the heading turns calibration found (as it keeps calibrated mountings), and a filter configured
+    with them (``FilterSettings.heading_offset``, the calibrated parameter file's ``filter_heading``) gives the same
+    bits on the same samples."""
+    robot, config, _, messages = raw_arm_8s
+    estimator = Estimator(robot.plant, config)
+    _, calibration = stream(estimator, [m for m in messages if m[2] < HOLD_S - 0.1], calibrate_at=HOLD_S - 0.2)
+    inputs = offline_inputs(messages, config.imu_names)
+    again = estimator.run(inputs)
+    imus = tuple(dataclasses.replace(imu, filter=dataclasses.replace(
+        imu.filter, heading_offset=calibration.heading_offsets.get(imu.name, 0.0))) for imu in config.imus)
+    configured = Estimator(robot.plant, dataclasses.replace(config, imus=imus)).run(inputs)
+    assert np.array_equal(again.q, configured.q)
+    assert not np.array_equal(again.q, Estimator(robot.plant, config).run(inputs).q)

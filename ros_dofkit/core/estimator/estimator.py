@@ -129,6 +129,7 @@ class Estimator:
         self._R_GS = np.empty((3, 3))
         self._w_S = np.empty(3)
         self._build_solver()
+        self._raw_imus = None
         self.reset()
 
     def _build_solver(self) -> None:
@@ -143,7 +144,8 @@ class Estimator:
     def reset(self) -> None:
         """Forget every input: the next input starts from the initial state (counters and statistics at zero)."""
         self._state = rules.new_state(len(self._names), self._settings)
-        self._raw_imus = RawImuFilters(self._config.imus)  # raw IMUs' orientation filters, before the rules
+        # raw IMUs' orientation filters, before the rules (headings aligned by calibration kept, as mountings are)
+        self._raw_imus = RawImuFilters(self._config.imus, self._raw_imus)
         self._unknown_sensors = Counter()
         self._windows = {name: deque(maxlen=self._config.calibration_window) for name in self._names}
         self._resets_seen = 0

@@ -347,14 +347,18 @@ def is_raw(mode, orientation_present, gyro_present, accel_present, accel):
 
 class RawImuFilters:
     """The estimator's raw-IMU filters: one :class:`OrientationFilter` per IMU (index into ``imus``) whose
-    ``orientation`` is ``"filter"`` or ``"auto"``. A sample that is raw (:func:`is_raw`) leaves with the filter's
+    ``orientation`` is ``"filter"`` or ``"auto"`` (``previous``: the bank they replace, whose heading offsets they
+    keep). A sample that is raw (:func:`is_raw`) leaves with the filter's
     orientation (absent during warm-up; NaN for a non-finite gyro or accelerometer, so the rules drop it as
     ``non_finite``); in mode ``"filter"`` a message's own orientation is never used."""
 
-    def __init__(self, imus):
+    def __init__(self, imus, previous: RawImuFilters | None = None):
         self.names = tuple(imu.name for imu in imus)
         self.modes = tuple(imu.orientation for imu in imus)
         self.filters = {i: OrientationFilter(imu.filter) for i, imu in enumerate(imus) if imu.orientation != "sensor"}
+        if previous is not None:  # new filters, the heading offsets of ``previous`` (set by a calibration)
+            for i, f in self.filters.items():
+                f.heading_offset = previous.filters[i].heading_offset
 
     def counts(self) -> dict:
         """{IMU name: {counter: value}} (:data:`COUNTERS`) of the IMUs in mode ``"filter"`` and of those in mode
