@@ -8,7 +8,7 @@ The filter is VQF, chosen by measurement over x-io's imufusion (README, ``./run 
 module holds no filter math of its own, only the rules that make its input well defined from timestamped messages.
 
 Frames. F is the filter's earth frame: z up (gravity along -z), heading VQF's own: without a magnetometer the
-sensor's heading when the filter started, with one magnetic north (VQF's 9D quaternion). The output is
+sensor's heading when the filter started, with one VQF's 9D frame, ENU (y along magnetic north; tested). The output is
 ``q_FS`` (w, x, y, z) = ``R_z(psi) q_VQF``: ``psi`` (:attr:`OrientationFilter.heading_offset`) turns the filter's
 earth frame about the vertical; the estimator sets it when it aligns a raw IMU's heading with the model
 (``Estimator.calibrate``), and a restart after a gap keeps the heading continuous (below).
@@ -32,8 +32,9 @@ decisions and the same VQF calls, hence the same bits):
   ``resets``): a new VQF starts from this sample. Without a magnetometer the restarted filter is turned about the
   vertical so that its first output has the heading of the last output before the reset (the IMU is assumed not
   to have turned about the vertical during the gap); its inclination converges again within about tau_acc (3 s).
-* **Magnetometer** (optional, any unit): a non-finite or absent one is left out (VQF skips zero). Once a filter has
-  seen one, its output is VQF's 9D quaternion.
+* **Magnetometer** (optional, any unit; :meth:`OrientationFilter.run` / :meth:`~OrientationFilter.update` take one,
+  the estimator has no MagneticField input yet): a non-finite or absent one is left out (VQF skips zero). Once a
+  filter has seen one, its output is VQF's 9D quaternion.
 
 The estimator holds a :class:`RawImuFilters` (one filter per IMU whose ``ImuConfig.orientation`` is not
 ``"sensor"``): the node offers each message through :meth:`RawImuFilters.offer`, replay a window of inputs through
