@@ -106,6 +106,6 @@ def feed_imu_cdr(estimator, name: str, data, now: float | None = None):
         orientation_present=values[4] != -1.0,
         angular_velocity_present=values[16] != -1.0,
         now=now,
-        linear_acceleration=None if values[28] == -1.0 else np.array(values[25:28]),
+        linear_acceleration=None if values[28] == -1.0 else values[25:28],
     )
     return sec, nanosec, status, results

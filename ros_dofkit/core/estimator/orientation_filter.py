@@ -387,7 +387,7 @@ class RawImuFilters:
               accel_present: bool) -> tuple:
         """``(quaternion_wxyz, orientation_present)`` to hand to the rules for one sample of IMU ``i``."""
         f = self.filters.get(i)
-        if f is None:
+        if f is None or (orientation_present and self.modes[i] == "auto"):  # the node's path for orientation IMUs
             return quaternion_wxyz, orientation_present
         given = accel is not None and gyro is not None
         accel = np.asarray(accel if given else np.zeros(3), dtype=float).reshape(-1)
