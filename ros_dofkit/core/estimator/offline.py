@@ -42,6 +42,8 @@ class OfflineInputs:
     Joint states: ``js_stamp`` (s), ``js_names`` (tuples), ``js_positions``, ``js_velocities`` (arrays; empty or
     None = no velocities). ``stamp_ns`` (M,) optional integer stamps the outputs carry (default round(s * 1e9)).
     ``now`` (M,) optional receive clock of each input (s; NaN or None: none, as offline).
+    ``imu_linear_acceleration`` (n_imu, 3) and ``imu_linear_acceleration_present`` (n_imu,), optional: the
+    accelerometer of each IMU sample, which raw IMUs' orientation filters need (``orientation_filter``).
     """
 
     kind: np.ndarray
@@ -58,6 +60,8 @@ class OfflineInputs:
     js_velocities: list
     stamp_ns: np.ndarray | None = None
     now: np.ndarray | None = None
+    imu_linear_acceleration: np.ndarray | None = None  # (n_imu, 3) m/s^2, for raw IMUs (orientation_filter)
+    imu_linear_acceleration_present: np.ndarray | None = None  # (n_imu,) bool; None: all present
 
     def __post_init__(self):
         m = len(self.kind)
