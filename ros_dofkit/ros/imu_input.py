@@ -81,6 +81,17 @@ def feed_imu_msg(estimator, name: str, msg, now: float | None = None):
     )
 
 
+def feed_magnetic_field_msg(estimator, name: str, msg):
+    """Offer one ``sensor_msgs/MagneticField`` (tesla, in the sensor frame) of raw IMU ``name`` to its orientation
+    filter (``Estimator.process_magnetic_field``); returns the :class:`InputStatus`. A message whose
+    ``magnetic_field_covariance[0]`` is -1 marks the field absent (REP-145) and is offered as NaN (dropped,
+    counted ``field_invalid``)."""
+    f = msg.magnetic_field
+    absent = len(msg.magnetic_field_covariance) and float(msg.magnetic_field_covariance[0]) == -1.0
+    field_T = np.full(3, np.nan) if absent else np.array([f.x, f.y, f.z], dtype=float)
+    return estimator.process_magnetic_field(name, stamp_to_seconds(msg.header.stamp), field_T)
+
+
 def feed_joint_state_msg(estimator, msg, now: float | None = None):
     """Offer one JointState message to an Estimator (merged by name, ``Estimator.process_joint_state``); returns
     ``(status, results)``."""
