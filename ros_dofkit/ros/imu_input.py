@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ros_dofkit.core.estimator.inputs import stamp_seconds
+from ros_dofkit.ros.imu_messages import magnetic_field_to_arrays
 from ros_dofkit.ros.live_cdr import decode_imu
 
 NANOSECONDS = 1_000_000_000
@@ -86,10 +87,8 @@ def feed_magnetic_field_msg(estimator, name: str, msg):
     filter (``Estimator.process_magnetic_field``); returns the :class:`InputStatus`. A message whose
     ``magnetic_field_covariance[0]`` is -1 marks the field absent (REP-145) and is offered as NaN (dropped,
     counted ``field_invalid``)."""
-    f = msg.magnetic_field
-    absent = len(msg.magnetic_field_covariance) and float(msg.magnetic_field_covariance[0]) == -1.0
-    field_T = np.full(3, np.nan) if absent else np.array([f.x, f.y, f.z], dtype=float)
-    return estimator.process_magnetic_field(name, stamp_to_seconds(msg.header.stamp), field_T)
+    return estimator.process_magnetic_field(name, stamp_to_seconds(msg.header.stamp),
+                                            magnetic_field_to_arrays(msg)[1])
 
 
 def feed_joint_state_msg(estimator, msg, now: float | None = None):
