@@ -105,7 +105,8 @@ def offline_inputs(messages, names) -> OfflineInputs:
     """``messages`` as one window of the estimator's batch inputs (the same values the streaming calls get);
     magnetometer samples (kind 2) go to the ``field_*`` arrays, offered where they are in ``messages``."""
     index = {name: i for i, name in enumerate(names)}
-    fields = [(m, sum(1 for n in messages[:k] if n[0] != 2)) for k, m in enumerate(messages) if m[0] == 2]
+    offered = np.cumsum([m[0] != 2 for m in messages])  # inputs offered up to each message
+    fields = [(m, int(offered[k])) for k, m in enumerate(messages) if m[0] == 2]
     messages = [m for m in messages if m[0] != 2]
     imu = [m for m in messages if m[0] == 0]
     js = [m for m in messages if m[0] == 1]
