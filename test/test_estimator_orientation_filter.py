@@ -20,6 +20,7 @@ from raw_imu_scenarios import (
     with_magnetometers,
 )
 from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.inputs import RejectReason
 from ros_dofkit.core.estimator.orientation_filter import (
     NON_FINITE,
     NOT_FED,
@@ -335,11 +336,11 @@ def raw_arm_with_magnetometers():
 def test_magnetometers_give_the_raw_imus_the_model_heading_without_calibration(raw_arm_with_magnetometers):
     """The raw IMUs' fields (25 Hz, tesla, the simulator's true orientations in a field whose north is G's +y) put
     their filters in VQF's 9D frame, ENU = G: no calibration turns their headings, yet every estimated joint follows
-    the truth once the motion runs, where without the fields the same run is far off."""
+    the truth once the motion runs (measured after 10 s: 0.07-0.91 deg RMS per joint, 1.50 deg at most), where
+    without the fields the same run is far off."""
     robot, config, run, messages = raw_arm_with_magnetometers
     estimate = Estimator(robot.plant, config).run(offline_inputs(messages, config.imu_names))
     errors = joint_errors_deg(estimate.results(estimate.stamp > 10.0), run, DEMO_ESTIMATED_JOINTS)
-    print("RMS per joint (deg)", np.sqrt(np.mean(errors ** 2, axis=0)), "max", errors.max())
     assert np.sqrt(np.mean(errors ** 2, axis=0)).max() < 2.0
     without = Estimator(robot.plant, config).run(offline_inputs([m for m in messages if m[0] != 2], config.imu_names))
     assert joint_errors_deg(without.results(without.stamp > 10.0), run, DEMO_ESTIMATED_JOINTS).max() > 20.0
@@ -364,3 +365,20 @@ def test_fields_give_the_same_bits_one_message_at_a_time_and_in_windows(raw_arm_
     hand = streaming.filter_counts()["hand"]
     assert (hand["field_invalid"], hand["field_out_of_order"]) == (2, 1)
     assert hand["field_stale"] > 20 and streaming.filter_counts()["upper_arm"]["field_stale"] == 0
+
+
+def test_the_estimator_says_why_it_drops_a_field(raw_arm_with_magnetometers):
+    robot, config, _, _ = raw_arm_with_magnetometers
+    estimator = Estimator(robot.plant, config)
+    assert estimator.process_magnetic_field("hand", 1.0, [0.0, 2e-5, -4e-5]).accepted
+    unknown = estimator.process_magnetic_field("foot", 1.0, [0.0, 2e-5, -4e-5])
+    assert not unknown.accepted and unknown.reason == RejectReason.UNKNOWN_SENSOR and "'foot'" in unknown.detail
+    bad = estimator.process_magnetic_field("hand", 1.1, [0.0, 0.0, 0.0])
+    assert not bad.accepted and bad.reason == RejectReason.NON_FINITE and "expected a finite, non-zero" in bad.detail
+    late = estimator.process_magnetic_field("hand", 0.5, [0.0, 2e-5, -4e-5])
+    assert late.reason == RejectReason.OUT_OF_ORDER and "not after the previous field's" in late.detail
+    sensor = next(imu.name for imu in config.imus if imu.orientation == "sensor")
+    unused = estimator.process_magnetic_field(sensor, 1.0, [0.0, 2e-5, -4e-5])
+    assert not unused.accepted and "orientation: sensor" in unused.detail
+    assert estimator.filter_counts()["hand"]["field_invalid"] == 1
+    assert estimator.filter_counts()["hand"]["field_out_of_order"] == 1
