@@ -1,0 +1,292 @@
+"""Heading drift must not become joint error: a long simulated session, per-frame IK beside fusion on the chain.
+
+Where you are: benchmarks/ -- a script that prints numbers; not a test (test/test_bench_drift.py runs it briefly,
+test/test_estimator_heading.py asserts the method). Run
+
+    ./run bench drift [--minutes 10] [--models arm lower_body] [--seed 0]
+
+Scenarios (``ros_dofkit.core.simulation``, 100 Hz IMUs, every IMU's heading a random walk of
+``--drift`` deg/min (3 by default: sigma_psi = 3/sqrt(60) deg/sqrt(s)), orientation noise 0.5 deg, gyro noise
+0.01 rad/s and a 0.005 rad/s gyro bias that walks):
+* ``arm``: the demo's 7-dof arm, 4 IMUs on links 3, 5, 6, 7, encoders on joints 1-2 (50 Hz), joints 3-7 estimated;
+* ``lower_body``: config/lower_body.yaml's model (pelvis on a floating base, 3-dof hips, knees, 2-dof ankles),
+  7 IMUs, every joint estimated.
+
+Rows, side by side on the same inputs:
+* ``per-frame IK``: today's estimator, every IMU orientation trusted (OpenSense's model);
+* ``fusion (orientations)``: the same estimator with ``heading_estimation`` on (``core.estimator.heading``);
+* ``fusion (raw IMUs)``: raw gyro + accelerometer through a raw-IMU orientation filter, then fusion; printed as
+  not available while the package has no raw-IMU input (issue 19.1);
+* ``imumocap``: x-io's imumocap 1.3.1 where it applies (a link's rotation is its IMU's times a calibrated offset,
+  no optimisation): on the lower body, knee flexion (its ``Joint`` angle), which is all the earlier comparison
+  (benchmarks/ximu3_imumocap_reference.py) established.
+
+Printed: joint-angle RMS (deg) per estimated joint per minute for each row; PASS/MISS for "every estimated
+joint's RMS < 2 deg in every minute" (fusion from orientations), and for real time: the estimator's per-cycle
+cost in its streaming path (``Estimator.process_imu`` / ``process_joint_state``, one message at a time, as the
+node calls it) with the 7 IMUs of the lower body at 100 Hz, as a ratio to the 10 ms period, on one core.
+"""
+
+from __future__ import annotations
+
+if __name__ == "__main__":  # only when run as the benchmark: importing this module must not change the environment
+    import single_core  # this script's folder is first on sys.path
+
+    single_core.limit_threads()
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.single_core import pin_to_one_cpu  # noqa: E402
+from ros_dofkit.core.estimator.config import EstimatorConfig, HeadingEstimation, ImuConfig  # noqa: E402
+from ros_dofkit.core.estimator.estimator import Estimator  # noqa: E402
+from ros_dofkit.core.estimator.offline import OfflineInputs  # noqa: E402
+from ros_dofkit.core.estimator.robot import build_plant  # noqa: E402
+from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
+from ros_dofkit.core.spatial import rotation_x, rotation_z  # noqa: E402
+from ros_dofkit.replay.demo_robot import (  # noqa: E402
+    DEMO_CENTRE,
+    DEMO_ENCODER_JOINTS,
+    DEMO_MAX_AMPLITUDE,
+    build_demo_robot,
+)
+from ros_dofkit.ros.parameters import load_parameter_file, model_specs_from_parameters  # noqa: E402
+
+LOWER_BODY_CONFIG = REPO / "config" / "lower_body.yaml"
+GOAL_DEG = 2.0
+PERIOD_S = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """A plant, its simulated session and the estimator configuration (heading estimation off)."""
+
+    name: str
+    plant: object
+    simulator: SensorSimulator
+    config: EstimatorConfig
+
+
+def session_noise(drift_deg_per_min: float) -> SensorNoise:
+    """The sensors of a long session: white noise as the demo's default, heading random walk, gyro bias walk."""
+    return SensorNoise(orientation_deg=0.5, gyro=0.01, accelerometer=0.05, gyro_bias=0.005,
+                       heading_random_walk_deg_per_sqrt_s=drift_deg_per_min / math.sqrt(60.0),
+                       gyro_bias_random_walk=1e-4, encoder_noise=2e-4, encoder_resolution=2 * math.pi / 2**14)
+
+
+def arm_scenario(noise: SensorNoise, seed: int) -> Scenario:
+    robot = build_demo_robot()
+    trajectory = SineTrajectory(robot.plant, seed=seed, centre=DEMO_CENTRE, max_amplitude=DEMO_MAX_AMPLITUDE)
+    simulator = SensorSimulator(robot.plant, robot.imus, DEMO_ENCODER_JOINTS, trajectory=trajectory, noise=noise,
+                                encoder_rate_hz=50.0, seed=seed)
+    return Scenario("arm", robot.plant, simulator, robot.estimator_config)
+
+
+def lower_body_scenario(noise: SensorNoise, seed: int) -> Scenario:
+    """config/lower_body.yaml's model and IMUs with known mountings (each IMU turned on its segment)."""
+    values = load_parameter_file(LOWER_BODY_CONFIG)
+    plant = build_plant(model_specs_from_parameters(values))
+    names = list(values["imu_names"])
+    mountings = [rotation_z(0.7 * k) @ rotation_x(0.4 * (k % 3)) for k in range(len(names))]
+    imus = tuple(SimulatedImu(name, values[f"imus.{name}.body"], R) for name, R in zip(names, mountings,
+                                                                                         strict=True))
+    trajectory = SineTrajectory(plant, seed=seed, max_amplitude=0.5, max_translation=0.05)
+    simulator = SensorSimulator(plant, imus, trajectory=trajectory, noise=noise, seed=seed)
+    config = EstimatorConfig(imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS) for imu in imus),
+                             estimated_joints={"lower_body": "all"}, use_joint_limits=True)
+    return Scenario("lower_body", plant, simulator, config)
+
+
+SCENARIOS = {"arm": arm_scenario, "lower_body": lower_body_scenario}
+
+
+def simulation_window(run, imu_names) -> OfflineInputs:
+    """Every sample of a :class:`~ros_dofkit.core.simulation.SimulationRun` as one offline window, in the order of
+    ``run.events()`` (stamp order; ties: encoders first, then IMUs in configuration order)."""
+    stamps, order, sensor, quaternion, gyro = [], [], [], [], []
+    for i, name in enumerate(imu_names):
+        readings = run.imu(name)
+        stamps.append(readings.stamps)
+        order.append(np.full(len(readings.stamps), 1 + i))
+        sensor.append(np.full(len(readings.stamps), i, dtype=np.int64))
+        quaternion.append(readings.quaternion_wxyz)
+        gyro.append(readings.angular_velocity)
+    imu_stamp = np.concatenate(stamps)
+    encoders = run.encoders
+    js_stamp = np.asarray(encoders.stamps) if encoders is not None else np.zeros(0)
+    all_stamps = np.concatenate([js_stamp, imu_stamp])
+    tie = np.concatenate([np.zeros(len(js_stamp))] + order)
+    sequence = np.lexsort((np.arange(len(all_stamps)), tie, all_stamps))
+    is_imu = sequence >= len(js_stamp)
+    kind = np.where(is_imu, 0, 1).astype(np.int64)
+    # rows: the IMU arrays and joint states in offering order
+    imu_rows = sequence[is_imu] - len(js_stamp)
+    js_rows = sequence[~is_imu]
+    row = np.empty(len(sequence), dtype=np.int64)
+    row[is_imu] = np.arange(len(imu_rows))
+    row[~is_imu] = np.arange(len(js_rows))
+    n = len(imu_rows)
+    return OfflineInputs(
+        kind=kind, row=row, imu_sensor=np.concatenate(sensor)[imu_rows], imu_stamp=imu_stamp[imu_rows],
+        imu_quaternion_wxyz=np.concatenate(quaternion)[imu_rows], imu_angular_velocity=np.concatenate(gyro)[imu_rows],
+        imu_orientation_present=np.ones(n, bool), imu_angular_velocity_present=np.ones(n, bool),
+        js_stamp=js_stamp[js_rows], js_names=[tuple(encoders.names)] * len(js_rows) if encoders is not None else [],
+        js_positions=[encoders.positions[k] for k in js_rows] if encoders is not None else [],
+        js_velocities=[encoders.velocities[k] for k in js_rows] if encoders is not None else [])
+
+
+def with_heading(config: EstimatorConfig, drift_deg_per_min: float) -> EstimatorConfig:
+    return dataclasses.replace(config, heading_estimation=HeadingEstimation(
+        enabled=True, drift_deg_per_min=drift_deg_per_min, orientation_noise_deg=1.0))
+
+
+def joint_errors(scenario: Scenario, run, result, estimator) -> tuple:
+    """(names, minute (C,), error (C, joints) deg) of the estimated articulated coordinates against the truth
+    on the simulation's grid."""
+    estimated = np.flatnonzero(estimator.setup.estimated)
+    names = [estimator.setup.art_names[k] for k in estimated]
+    index = np.clip(np.round((result.stamp - run.times[0]) * scenario.simulator.imu_rate_hz).astype(int), 0,
+                    len(run.times) - 1)
+    truth = run.truth_positions[index][:, estimated]
+    error = np.degrees(result.q[:, estimator.setup.art_q[estimated]] - truth)
+    return names, ((result.stamp - run.times[0]) // 60.0).astype(int), error
+
+
+def rms_per_minute(minute, error, minutes: int) -> np.ndarray:
+    """(minutes, joints) RMS; the one cycle at exactly t = minutes * 60 s counts in the last minute."""
+    minute = np.minimum(minute, minutes - 1)
+    return np.array([np.sqrt(np.mean(error[minute == m] ** 2, axis=0)) for m in range(minutes)])
+
+
+def print_table(label: str, names, table, goal: float | None = None) -> None:
+    print(f"  {label}: joint-angle RMS [deg] per minute")
+    print("    " + "minute".ljust(8) + "".join(name[-18:].rjust(19) for name in names))
+    for m, row in enumerate(table):
+        print("    " + str(m + 1).ljust(8) + "".join(f"{value:19.3f}" for value in row))
+    if goal is not None:
+        worst = float(np.max(table))
+        print(f"    worst minute of any joint: {worst:.3f} deg (goal < {goal:g} deg)")
+
+
+def run_scenario(scenario: Scenario, minutes: float, drift: float) -> dict:
+    """Simulate once, estimate with both rows; returns the tables and the fusion's per-cycle timing."""
+    started = time.perf_counter()
+    run = scenario.simulator.run(minutes * 60.0)
+    simulated = time.perf_counter() - started
+    window = simulation_window(run, scenario.config.imu_names)
+    whole_minutes = max(1, int(math.ceil(minutes)))
+    tables = {}
+    for label, config in (("per-frame IK", scenario.config),
+                          ("fusion (orientations)", with_heading(scenario.config, drift))):
+        estimator = Estimator(scenario.plant, config)
+        started = time.perf_counter()
+        result = estimator.run(window)
+        elapsed = time.perf_counter() - started
+        names, minute, error = joint_errors(scenario, run, result, estimator)
+        tables[label] = (names, rms_per_minute(minute, error, whole_minutes), elapsed / max(len(result.stamp), 1))
+        if label.startswith("fusion"):
+            tables["heading"] = estimator.heading_estimates()
+    tables["run"] = run
+    tables["simulated_s"] = simulated
+    return tables
+
+
+def streaming_cycle_cost(scenario: Scenario, drift: float, seconds: float) -> float:
+    """Mean seconds per cycle of the streaming entry points (one message at a time) with heading estimation on,
+    over ``seconds`` of the scenario's input (after one warm-up pass)."""
+    run = scenario.simulator.run(seconds)
+    window = simulation_window(run, scenario.config.imu_names)
+    estimator = Estimator(scenario.plant, with_heading(scenario.config, drift))
+    encoders = run.encoders
+    messages = []
+    for k in range(len(window.kind)):
+        r = window.row[k]
+        if window.kind[k] == 0:
+            messages.append((0, scenario.config.imu_names[window.imu_sensor[r]], window.imu_stamp[r],
+                             window.imu_quaternion_wxyz[r], window.imu_angular_velocity[r]))
+        else:
+            messages.append((1, encoders.names, window.js_stamp[r], window.js_positions[r], window.js_velocities[r]))
+    best = math.inf
+    for _ in range(2):
+        estimator.reset()
+        cycles = 0
+        started = time.perf_counter()
+        for kind, name, stamp, a, b in messages:
+            if kind == 0:
+                cycles += len(estimator.process_imu(name, stamp, a, b)[1])
+            else:
+                cycles += len(estimator.process_joint_state(name, a, b, stamp=stamp)[1])
+        best = min(best, (time.perf_counter() - started) / max(cycles, 1))
+    return best
+
+
+def imumocap_row(scenario: Scenario, run) -> str:
+    """Why imumocap has no row for this scenario (it is printed for the lower body's knees when it applies)."""
+    if scenario.name == "arm":
+        return ("not applicable: imumocap models human segment chains calibrated in a standing pose; the arm's "
+                "encoders and 1-dof joints have no imumocap counterpart")
+    return ("not run: imumocap sets each link's rotation to its IMU's (no joint model), so its joint angles take "
+            "the IMUs' relative heading drift as per-frame IK does; a row needs its calibration on simulated "
+            "segments, not built yet")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--drift", type=float, default=3.0, help="heading random walk per IMU, deg per minute")
+    parser.add_argument("--models", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timing-seconds", type=float, default=20.0,
+                        help="seconds of lower-body input for the streaming per-cycle cost")
+    args = parser.parse_args(argv)
+    pin_to_one_cpu()
+    noise = session_noise(args.drift)
+    print(f"drift benchmark: {args.minutes:g} min at 100 Hz, heading random walk {args.drift:g} deg/min per IMU "
+          f"(sigma_psi {args.drift / math.sqrt(60):.3f} deg/sqrt(s)), seed {args.seed}, one core")
+    verdicts = []
+    for name in args.models:
+        scenario = SCENARIOS[name](noise, args.seed)
+        tables = run_scenario(scenario, args.minutes, args.drift)
+        run = tables["run"]
+        print(f"\n{name}: {len(scenario.config.imus)} IMUs, simulated in {tables['simulated_s']:.1f} s")
+        for label in ("per-frame IK", "fusion (orientations)"):
+            names, table, per_cycle = tables[label]
+            print_table(f"{label} (estimator {per_cycle * 1e6:.0f} us per cycle, batch)", names, table,
+                        GOAL_DEG if label.startswith("fusion") else None)
+        fusion = tables["fusion (orientations)"][1]
+        verdicts.append((f"{name}: every estimated joint < {GOAL_DEG:g} deg RMS in every minute (fusion)",
+                         float(np.max(fusion)) < GOAL_DEG, f"worst {float(np.max(fusion)):.3f} deg"))
+        print("  fusion (raw IMUs): not available -- the package has no raw-IMU orientation filter yet "
+              "(issue 19.1, engineer rawimu's module has not landed on main)")
+        print(f"  imumocap: {imumocap_row(scenario, run)}")
+        print("  heading offsets at the end, estimated vs simulated [deg] (std; observable):")
+        for readings in run.imus:
+            estimate = tables["heading"][readings.name]
+            print(f"    {readings.name:18s} {math.degrees(estimate['heading_offset_rad']):8.2f}  vs "
+                  f"{math.degrees(readings.heading_error[-1]):8.2f}   ({math.degrees(estimate['heading_std_rad']):.2f}"
+                  f"; {'yes' if estimate['observable'] else 'no'})")
+    lower_body = lower_body_scenario(noise, args.seed)
+    cost = streaming_cycle_cost(lower_body, args.drift, args.timing_seconds)
+    ratio = cost / PERIOD_S
+    print(f"\nreal time: streaming per-cycle cost with heading estimation, lower body (7 IMUs, 100 Hz): "
+          f"{cost * 1e6:.0f} us = {ratio:.3f} of the 10 ms period")
+    verdicts.append(("real time at 100 Hz with 7 IMUs on one core (cost / period < 1)", ratio < 1.0,
+                     f"ratio {ratio:.3f}"))
+    print()
+    for text, ok, detail in verdicts:
+        print(f"{'PASS' if ok else 'MISS'}  {text}: {detail}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
