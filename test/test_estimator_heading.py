@@ -26,6 +26,7 @@ from ros_dofkit.core.estimator.heading import (
 from ros_dofkit.core.multibody.plant import MultibodyPlant
 from ros_dofkit.core.simulation import SensorNoise
 from ros_dofkit.core.spatial import matrix_to_quat, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
+from ros_dofkit.ros.estimator_messages import NodeStatistics, diagnostics_message
 
 ON = HeadingEstimation(enabled=True)
 
@@ -293,3 +294,25 @@ def test_streaming_equals_batch_bit_for_bit_with_heading_estimation():
     # and the heading changes the solution: the same inputs without it give other joint angles
     plain = Estimator(scenario.plant, scenario.config).run(window)
     assert not np.array_equal(plain.q, batch.q)
+
+
+def test_diagnostics_publish_each_imus_heading_offset_and_gyro_bias():
+    plant = two_link_plant("0 1 0", axis2="1 0 0")
+    for enabled in (True, False):
+        config = EstimatorConfig(imus=TWO_IMUS, heading_estimation=HeadingEstimation(
+            enabled=enabled, initial_deg=20.0, drift_deg_per_min=0.1, orientation_noise_deg=0.5))
+        estimator = Estimator(plant, config)
+        statistics = NodeStatistics(["ia", "ib"])
+        for name, t, quaternion, _ in hinge_chain_inputs(plant, math.radians(10.0), 2.0):
+            for result in estimator.process_imu(name, t, quaternion, np.zeros(3))[1]:
+                statistics.record_output(result, t)
+        message = diagnostics_message(None, "est", estimator, statistics, 2.0)
+        values = {status.name: {kv.key: kv.value for kv in status.values} for status in message.status}
+        if not enabled:
+            assert "heading_offset_deg" not in values["est: imu ib"]
+            continue
+        assert float(values["est: imu ib"]["heading_offset_deg"]) == pytest.approx(10.0, abs=0.1)
+        assert float(values["est: imu ia"]["heading_offset_deg"]) == pytest.approx(0.0, abs=0.1)
+        assert values["est: imu ib"]["heading_observable"] == "true"
+        assert 0.0 < float(values["est: imu ib"]["heading_std_deg"]) < 1.0
+        assert {f"gyro_bias_rad_s.{axis}" for axis in "xyz"} <= set(values["est: imu ia"])

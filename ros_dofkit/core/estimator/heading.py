@@ -496,3 +496,17 @@ class HeadingFilter:
     def gyro_bias(self) -> dict:
         """{IMU name: gyro bias estimate (3,) rad/s in the sensor frame}."""
         return {name: self._bias[i].copy() for i, name in enumerate(self.names)}
+
+
+def diagnostic_values(estimates: dict, name: str) -> list:
+    """``[(key, value)]`` of IMU ``name`` for a diagnostics status: heading offset and its standard deviation
+    (deg), whether the chain observes it, and the gyro bias (rad/s, sensor axes); [] when heading estimation is
+    off (``estimates`` = ``Estimator.heading_estimates()``)."""
+    estimate = estimates.get(name)
+    if estimate is None:
+        return []
+    bias = estimate["gyro_bias"]
+    return [("heading_offset_deg", math.degrees(estimate["heading_offset_rad"])),
+            ("heading_std_deg", math.degrees(estimate["heading_std_rad"])),
+            ("heading_observable", "true" if estimate["observable"] else "false"),
+            *[(f"gyro_bias_rad_s.{axis}", float(value)) for axis, value in zip("xyz", bias, strict=True)]]
