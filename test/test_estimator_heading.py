@@ -27,6 +27,7 @@ from ros_dofkit.core.multibody.plant import MultibodyPlant
 from ros_dofkit.core.simulation import SensorNoise
 from ros_dofkit.core.spatial import matrix_to_quat, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
 from ros_dofkit.ros.estimator_messages import NodeStatistics, diagnostics_message
+from ros_dofkit.ros.parameters import NODE_PARAMETERS, ParameterValueError, estimator_config_from_parameters
 
 ON = HeadingEstimation(enabled=True)
 
@@ -316,3 +317,21 @@ def test_diagnostics_publish_each_imus_heading_offset_and_gyro_bias():
         assert values["est: imu ib"]["heading_observable"] == "true"
         assert 0.0 < float(values["est: imu ib"]["heading_std_deg"]) < 1.0
         assert {f"gyro_bias_rad_s.{axis}" for axis in "xyz"} <= set(values["est: imu ia"])
+
+
+def test_node_parameters_declare_and_validate_the_heading_settings():
+    values = {"imu_names": ["ia", "ib"], "imus.ia.body": "a", "imus.ib.body": "b",
+              "heading_estimation.enabled": True, "heading_estimation.drift_deg_per_min": 5.0,
+              "heading_estimation.reference_imu": "ib"}
+    config = estimator_config_from_parameters(values, ["two"])
+    assert config.heading_estimation == HeadingEstimation(enabled=True, drift_deg_per_min=5.0, reference_imu="ib")
+    assert estimator_config_from_parameters({**values, "heading_estimation.reference_imu": ""}, ["two"]
+                                            ).heading_estimation.reference_imu is None
+    with pytest.raises(ParameterValueError, match=r"heading_estimation.drift_deg_per_min: expected values in"):
+        estimator_config_from_parameters({**values, "heading_estimation.drift_deg_per_min": 0.0}, ["two"])
+    with pytest.raises(ParameterValueError, match="unknown IMU 'ic'"):
+        estimator_config_from_parameters({**values, "heading_estimation.reference_imu": "ic"}, ["two"])
+    described = {spec.name for spec in NODE_PARAMETERS}
+    assert {f"heading_estimation.{name}" for name in ("enabled", "drift_deg_per_min", "orientation_noise_deg",
+                                                      "initial_deg", "reference_imu", "gyro_bias_time_constant_s")
+            } <= described
