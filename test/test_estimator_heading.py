@@ -335,3 +335,45 @@ def test_node_parameters_declare_and_validate_the_heading_settings():
     assert {f"heading_estimation.{name}" for name in ("enabled", "drift_deg_per_min", "orientation_noise_deg",
                                                       "initial_deg", "reference_imu", "gyro_bias_time_constant_s")
             } <= described
+
+
+def two_branch_urdf() -> str:
+    """A fixed base with two branches, each a 3-dof joint (three hinges through one point) to link a_k, then a
+    hinge about a_k's y to link b_k: each branch's common heading is absorbed by its 3-dof joint."""
+    limit = '<limit lower="-3" upper="3" effort="1" velocity="1"/>'
+    links, joints = ['<link name="base"/>'], []
+    for k, side in enumerate((1, -1)):
+        chain = [f"s{k}x", f"s{k}y", f"a{k}"]
+        links += [f'<link name="{name}"/>' for name in chain + [f"b{k}"]]
+        parents = ["base", *chain[:2]]
+        for (parent, child, axis) in zip(parents, chain, ("1 0 0", "0 1 0", "0 0 1"), strict=True):
+            origin = f'<origin xyz="0 {0.2 * side} 0"/>' if parent == "base" else ""
+            joints.append(f'<joint name="{child}_j" type="revolute"><parent link="{parent}"/><child link="{child}"/>'
+                          f'{origin}<axis xyz="{axis}"/>{limit}</joint>')
+        joints.append(f'<joint name="b{k}_j" type="revolute"><parent link="a{k}"/><child link="b{k}"/>'
+                      f'<origin xyz="0 0 -0.4"/><axis xyz="0 1 0"/>{limit}</joint>')
+    return f'<robot name="branches">{"".join(links)}{"".join(joints)}</robot>'
+
+
+def test_an_unobservable_direction_gets_no_information_from_noisy_cycles():
+    plant = MultibodyPlant()
+    plant.add_urdf(two_branch_urdf(), model_name="branches", base_joint="fixed")
+    plant.finalize()
+    imus = tuple(ImuConfig(f"i{body}", body) for body in ("a0", "b0", "a1", "b1"))
+    config = EstimatorConfig(imus=imus, heading_estimation=HeadingEstimation(enabled=True, initial_deg=2.0))
+    estimator = Estimator(plant, config)
+    heading = estimator._heading
+    assert heading.reference == "ia0" and [o[2] for o in heading.offsets().values()] == [False, True, False, False]
+    rng = np.random.default_rng(0)
+    for k in range(300):
+        t = k / 100.0
+        q = 0.4 * np.sin(np.arange(8) + 1.1 * t) + np.r_[0, 0, 0, 0.8, 0, 0, 0, 0.8]
+        X_WB = plant.calc_body_poses(q)
+        for imu in imus:
+            R = X_WB[plant.get_body_by_name(imu.body).index, :3, :3] @ rotvec_to_matrix(rng.normal(0, 0.01, 3))
+            estimator.process_imu(imu.name, t, matrix_to_quat(R), np.zeros(3))
+    # columns: ib0, ia1, ib1; the second branch's common heading (ia1 + ib1) is unobservable
+    null = np.array([0.0, 1.0, 1.0]) / math.sqrt(2.0)
+    assert abs(null @ heading.delta) < 1e-12
+    assert null @ heading.P @ null >= math.radians(2.0) ** 2
+    assert heading.P[0, 0] < 0.1 * math.radians(2.0) ** 2  # ib0 is seen

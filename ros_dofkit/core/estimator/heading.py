@@ -45,10 +45,15 @@ r0 + H dd with H = (I - P_J) E, P_J = J (J^T J)^-1 J^T the projection onto what 
 
 (b = 0 at an exact IK minimum; it is kept). The update is the Kalman update of delta in information form:
 
-    Lambda = (P^-)^-1 + S / sigma^2 + I / sigma_max^2,   P = Lambda^-1,   d = d^- - P g / sigma^2.
+    Lambda = (P^-)^-1 + S / sigma^2,   P = Lambda^-1,   d = d^- - P g / sigma^2.
 
-The last term bounds the covariance of directions no constraint observes (sigma_max = 90 deg) without moving
-the mean, so an unobservable offset stays at its estimate instead of making P grow without bound. N gets a tiny
+The random walk stops growing a variance at sigma_max^2 (sigma_max = 90 deg): an offset no constraint observes
+keeps its estimate, and its P stays bounded instead of growing without end. Directions
+the chain never observes (the observability rule below) get no information at all: S and g are projected onto
+the generically observable subspace, Pi S Pi and Pi g. Without it, the O(|phi|) curvature of the residual
+(noise-sized phi) leaks a little information into an exactly unobservable direction every cycle, and over
+minutes the filter grew confident in a heading it cannot see (the consistency fix of observability-constrained
+EKFs). N gets a tiny
 ridge (1e-10 of its mean diagonal) for free velocities no sensor sees (their columns of J and rows of B are 0).
 
 Observability rule. delta is observable exactly where S is positive definite; generically (over random
@@ -76,7 +81,7 @@ from numba import njit
 from ros_dofkit.core.assembly.kernels import _cholesky_solve, _inverse_right_jacobian, _rotation_vector
 from ros_dofkit.core.multibody import compiled as kinematics
 
-#: Largest standard deviation (rad) of a heading offset: the covariance bound of unobservable directions.
+#: Largest standard deviation (rad) of a heading offset: the random walk stops growing a variance beyond it.
 MAX_HEADING_STD = 0.5 * math.pi
 
 #: An offset is observable when its unit vector lies in the range of the summed information: the diagonal of the
@@ -204,22 +209,21 @@ def schur_information(work):
 
 @njit(cache=True, error_model="numpy")
 def information_update(delta, P, S, g, dt, rate2, sigma2, work):
-    """Predict (P += rate2 dt I) and update in information form (module docstring). Returns False when the
-    information matrix is not positive definite (nothing changes then)."""
+    """Predict (P += rate2 dt I on the diagonal entries below the ceiling) and update in information form (module
+    docstring). Returns False when the information matrix is not positive definite (nothing changes then)."""
     m = delta.shape[0]
     L, column = work.L, work.column
     grown = np.empty((m, m))
+    ceiling = MAX_HEADING_STD * MAX_HEADING_STD
     for a in range(m):
         for c in range(m):
-            grown[a, c] = P[a, c] + (rate2 * dt if a == c else 0.0)
+            grown[a, c] = P[a, c] + (rate2 * dt if a == c and P[a, a] < ceiling else 0.0)
     information = _inverse(grown, L, column)
     if information.shape[0] != m:
         return False
-    floor = 1.0 / (MAX_HEADING_STD * MAX_HEADING_STD)
     for a in range(m):
         for c in range(m):
-            grown[a, c] = 0.5 * (information[a, c] + information[c, a]) + S[a, c] / sigma2 + \
-                (floor if a == c else 0.0)
+            grown[a, c] = 0.5 * (information[a, c] + information[c, a]) + S[a, c] / sigma2
     covariance = _inverse(grown, L, column)
     if covariance.shape[0] != m:
         return False
@@ -355,9 +359,10 @@ def rank(S, scale: float, relative: float = 1e-8) -> int:
 
 
 def choose_reference(tree, nv: int, body, scale, free_v, reference: int | None, plant) -> tuple:
-    """The observability rule (module docstring): ``(column, observable)`` where column (n_imu,) int64 is each
-    IMU's offset index (-1: held at 0: the reference and IMUs of weight 0) and observable (n_imu,) bool says which
-    estimated offsets the chain sees generically. ``reference``: a configured reference IMU index, or None to
+    """The observability rule (module docstring): ``(column, observable, basis)`` where column (n_imu,) int64 is
+    each IMU's offset index (-1: held at 0: the reference and IMUs of weight 0), observable (n_imu,) bool says which
+    estimated offsets the chain sees generically, and basis (m, k) spans the observable directions of the offsets
+    (k = m: all of them). ``reference``: a configured reference IMU index, or None to
     let the rule choose one (only when a common heading is unobservable)."""
     n_imu = len(body)
     Q = random_configurations(plant, OBSERVABILITY_SAMPLES)
@@ -386,12 +391,13 @@ def choose_reference(tree, nv: int, body, scale, free_v, reference: int | None, 
                 column, S = candidate, reduced
                 break
     observable = np.zeros(n_imu, dtype=bool)
+    seen = np.zeros((S.shape[0], 0))
     if S.shape[0]:
         eigenvalues, vectors = np.linalg.eigh(S)
         seen = vectors[:, eigenvalues > 1e-8 * size]  # the resolution matrix pinv(S) S is seen @ seen^T
         estimated = column >= 0
         observable[estimated] = np.sum(seen ** 2, axis=1)[column[estimated]] > 1.0 - OBSERVABLE_TOLERANCE
-    return column, observable
+    return column, observable, seen
 
 
 class HeadingFilter:
@@ -412,7 +418,10 @@ class HeadingFilter:
         body = np.asarray(setup.body_index, dtype=np.int64)
         scale = np.sqrt(np.asarray(setup.weights, dtype=float))
         reference = None if settings.reference_imu is None else self.names.index(settings.reference_imu)
-        column, self.observable = choose_reference(self._tree, nv, body, scale, self._free_v, reference, plant)
+        column, self.observable, basis = choose_reference(self._tree, nv, body, scale, self._free_v, reference,
+                                                          plant)
+        # Information only along the generically observable directions (module docstring): None when all are.
+        self._projector = None if basis.shape[1] == basis.shape[0] else basis @ basis.T
         self.reference = None
         if reference is not None:
             self.reference = settings.reference_imu
@@ -468,6 +477,10 @@ class HeadingFilter:
         if not stack_residuals(self._tree, q, R_WO, solver_columns, self._model, R_BS, self._work):
             return False
         schur_information(self._work)
+        if self._projector is not None:
+            S, g, projector = self._work.S, self._work.g, self._projector
+            S[:, :] = projector @ S @ projector
+            g[:] = projector @ g
         previous = self._stamp[0]
         dt = stamp - previous if previous == previous and stamp > previous else 0.0
         if not information_update(self.delta, self.P, self._work.S, self._work.g, dt, self._rate2, self._sigma2,
