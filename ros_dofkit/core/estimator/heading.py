@@ -1,10 +1,10 @@
 """Heading offsets and gyro biases of the IMUs, estimated on the kinematic chain (issue 19.2).
 
 You are in the ROS-free estimator core; this module imports NumPy, numba, the compiled kinematics of
-``core.multibody.compiled`` and three small dense kernels of ``core.assembly.kernels`` (rotation log, inverse
-right Jacobian of SO(3), Cholesky solve). The estimator calls it once per cycle around its solve (a marked hook in
-``estimator.py``); the streaming and the offline path run the same cycles in the same order, so both give the
-same bits.
+``core.multibody.compiled`` and four small dense kernels of ``core.assembly.kernels`` (rotation log, inverse
+right Jacobian of SO(3), normal equations, Cholesky solve). The estimator calls it once per cycle around its
+solve (a marked hook in ``estimator.py``); the streaming and the offline path run the same cycles in the same
+order, so both give the same bits.
 
 Model. Without a magnetometer each IMU's heading drifts: IMU i's earth frame G_i is turned about gravity by a
 slowly varying angle delta_i relative to the model world W, so its observation (world alignment applied) is
@@ -78,7 +78,12 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ros_dofkit.core.assembly.kernels import _cholesky_solve, _inverse_right_jacobian, _rotation_vector
+from ros_dofkit.core.assembly.kernels import (
+    _cholesky_solve,
+    _inverse_right_jacobian,
+    _normal_equations,
+    _rotation_vector,
+)
 from ros_dofkit.core.multibody import compiled as kinematics
 
 #: Largest standard deviation (rad) of a heading offset: the random walk stops growing a variance beyond it.
@@ -171,19 +176,15 @@ def schur_information(work):
     r, J, E, N, L, B, X, column, S, g = work.r, work.J, work.E, work.N, work.L, work.B, work.X, work.column, \
         work.S, work.g
     rows, n, m = J.shape[0], J.shape[1], E.shape[1]
+    _normal_equations(J, n, r, 0.0, N, column)  # N = J^T J, column = -J^T r
     mean = 0.0
     for a in range(n):
-        for c in range(a, n):
-            t = 0.0
-            for k in range(rows):
-                t += J[k, a] * J[k, c]
-            N[a, c] = t
-            N[c, a] = t
         mean += N[a, a]
-        for c in range(m + 1):  # B = J^T E, b = J^T r (last column)
+        B[a, m] = -column[a]  # b = J^T r
+        for c in range(m):  # B = J^T E
             t = 0.0
             for k in range(rows):
-                t += J[k, a] * (r[k] if c == m else E[k, c])
+                t += J[k, a] * E[k, c]
             B[a, c] = t
     ridge = 1e-10 * mean / max(n, 1) + 1e-300
     for c in range(m + 1):  # X = N^-1 (B | b)
