@@ -18,8 +18,8 @@ Rows, side by side on the same inputs:
 * ``fusion (raw IMUs)``: raw gyro + accelerometer through a raw-IMU orientation filter, then fusion; printed as
   not available while the package has no raw-IMU input (issue 19.1);
 * ``imumocap``: x-io's imumocap 1.3.1 where it applies (a link's rotation is its IMU's times a calibrated offset,
-  no optimisation): on the lower body, knee flexion (its ``Joint`` angle), which is all the earlier comparison
-  (benchmarks/ximu3_imumocap_reference.py) established.
+  no optimisation, no joint model): on the lower body, knee flexion (its ``Joint`` angle, the model and sign of
+  benchmarks/ximu3_imumocap_reference.py), with the IMU offsets set to the simulated mountings.
 
 Printed: joint-angle RMS (deg) per estimated joint per minute for each row; PASS/MISS for "every estimated
 joint's RMS < 2 deg in every minute" (fusion from orientations), and for real time: the estimator's per-cycle
@@ -36,6 +36,7 @@ if __name__ == "__main__":  # only when run as the benchmark: importing this mod
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
+import importlib  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -48,12 +49,13 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.single_core import pin_to_one_cpu  # noqa: E402
+from benchmarks.ximu3_imumocap_reference import build_model  # noqa: E402
 from ros_dofkit.core.estimator.config import EstimatorConfig, HeadingEstimation, ImuConfig  # noqa: E402
 from ros_dofkit.core.estimator.estimator import Estimator  # noqa: E402
 from ros_dofkit.core.estimator.offline import OfflineInputs  # noqa: E402
 from ros_dofkit.core.estimator.robot import build_plant  # noqa: E402
 from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
-from ros_dofkit.core.spatial import rotation_x, rotation_z  # noqa: E402
+from ros_dofkit.core.spatial import quat_to_matrix, rotation_x, rotation_z  # noqa: E402
 from ros_dofkit.replay.demo_robot import (  # noqa: E402
     DEMO_CENTRE,
     DEMO_ENCODER_JOINTS,
@@ -230,14 +232,31 @@ def streaming_cycle_cost(scenario: Scenario, drift: float, seconds: float) -> fl
     return best
 
 
-def imumocap_row(scenario: Scenario, run) -> str:
-    """Why imumocap has no row for this scenario (it is printed for the lower body's knees when it applies)."""
-    if scenario.name == "arm":
-        return ("not applicable: imumocap models human segment chains calibrated in a standing pose; the arm's "
-                "encoders and 1-dof joints have no imumocap counterpart")
-    return ("not run: imumocap sets each link's rotation to its IMU's (no joint model), so its joint angles take "
-            "the IMUs' relative heading drift as per-frame IK does; a row needs its calibration on simulated "
-            "segments, not built yet")
+def imumocap_knees(scenario: Scenario, run):
+    """imumocap 1.3.1's knee flexion (deg) on the lower body's simulated IMUs: its ``Link`` model of
+    benchmarks/ximu3_imumocap_reference.py (link frames = the URDF's body frames in the neutral pose), each link's
+    IMU offset set to the simulated mounting R_BS (what its calibration would find), then
+    ``set_pose_from_imus`` per sample. Returns (names, error (T, 2) deg against the truth) or a reason string."""
+    try:
+        imumocap = importlib.import_module("imumocap")
+    except ImportError as error:
+        return f"not available: {error} (the bench extra has imumocap 1.3.1)"
+    root, links, knees = build_model(imumocap)
+    for imu in scenario.simulator.imus:
+        links[imu.name].imu = imumocap.Matrix(rotation=np.asarray(imu.R_BS))
+    streams = {readings.name: readings for readings in run.imus}
+    index = streams["pelvis"].sample_index
+    for readings in run.imus:
+        index = np.intersect1d(index, readings.sample_index)
+    rotations = {name: quat_to_matrix(readings.quaternion_wxyz[np.searchsorted(readings.sample_index, index)])
+                 for name, readings in streams.items()}
+    flexion = np.empty((len(index), 2))
+    for k in range(len(index)):
+        imumocap.set_pose_from_imus(root, {name: imumocap.Matrix(rotation=R[k]) for name, R in rotations.items()})
+        flexion[k] = [knees["left"].get()[0], knees["right"].get()[0]]
+    names = ["left_knee_flexion", "right_knee_flexion"]
+    truth = run.truth_positions[index][:, [run.truth_names.index(name) for name in names]]
+    return names, run.times[index], flexion - np.degrees(truth)
 
 
 def main(argv=None) -> int:
@@ -268,7 +287,17 @@ def main(argv=None) -> int:
                          float(np.max(fusion)) < GOAL_DEG, f"worst {float(np.max(fusion)):.3f} deg"))
         print("  fusion (raw IMUs): not available -- the package has no raw-IMU orientation filter yet "
               "(issue 19.1, engineer rawimu's module has not landed on main)")
-        print(f"  imumocap: {imumocap_row(scenario, run)}")
+        if name == "arm":
+            print("  imumocap: not applicable (it models human segment chains: no encoders, no 1-dof arm joints)")
+        else:
+            knees = imumocap_knees(scenario, run)
+            if isinstance(knees, str):
+                print(f"  imumocap: {knees}")
+            else:
+                knee_names, stamps, error = knees
+                minute = ((stamps - run.times[0]) // 60.0).astype(int)
+                print_table("imumocap 1.3.1 (knee flexion, its per-frame link rotations)", knee_names,
+                            rms_per_minute(minute, error, max(1, int(math.ceil(args.minutes)))))
         print("  heading offsets at the end, estimated vs simulated [deg] (std; observable):")
         for readings in run.imus:
             estimate = tables["heading"][readings.name]

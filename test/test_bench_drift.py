@@ -17,6 +17,8 @@ def test_drift_benchmark_runs_end_to_end_and_prints_every_row_and_verdict():
         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert finished.returncode == 0, finished.stderr[-3000:]
     out = finished.stdout
+    knees = out.split("imumocap 1.3.1 (knee flexion")[1].splitlines()[2].split()
+    assert knees[0] == "1" and all(0.0 <= float(value) < 90.0 for value in knees[1:3])
     for scenario, joints in (("arm", 5), ("lower_body", 12)):
         section = out.split(f"\n{scenario}: ")[1].split("\nlower_body: ")[0].split("\nreal time: ")[0]
         for row in ("per-frame IK", "fusion (orientations)"):
@@ -25,7 +27,7 @@ def test_drift_benchmark_runs_end_to_end_and_prints_every_row_and_verdict():
             first_minute = table.splitlines()[2].split()
             assert first_minute[0] == "1" and len(first_minute) == 1 + joints
             assert all(0.0 <= float(value) < 90.0 for value in first_minute[1:])
-        assert "fusion (raw IMUs): not available" in section and "imumocap: " in section
+        assert "fusion (raw IMUs): not available" in section and "imumocap" in section
         offsets = re.findall(r"^    \S+\s+(-?[0-9.]+)  vs\s+(-?[0-9.]+)", section, re.MULTILINE)
         assert len(offsets) == {"arm": 4, "lower_body": 7}[scenario]
     verdicts = re.findall(r"^(PASS|MISS)  (.*)$", out, re.MULTILINE)
