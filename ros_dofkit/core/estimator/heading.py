@@ -61,7 +61,10 @@ configurations q) the null space of the summed S is what the chain can never see
 S over seeded random configurations: a fixed base whose first joints are measured (encoders) or horizontal has
 full rank (no reference needed); a floating base, or a vertical first joint that is estimated, absorbs a common
 heading (rank m - 1), and the first IMU whose removal restores full rank becomes the reference. What remains
-rank deficient (e.g. a limb behind a 3-dof joint with no hinge below it) is reported as unobservable.
+rank deficient is reported as unobservable and gets no information (above): e.g. the common heading of a leg
+behind a 3-dof hip (the hip absorbs it; the hinges below only fix the leg's segments relative to each other).
+Not modelled yet: the equal joint-centre acceleration seen from both sides of a 2/3-dof joint (accelerometers,
+gyros, lever arms), which would observe that direction; the estimator's inputs carry no accelerations so far.
 
 Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
 samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
