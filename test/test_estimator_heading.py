@@ -377,3 +377,19 @@ def test_an_unobservable_direction_gets_no_information_from_noisy_cycles():
     assert abs(null @ heading.delta) < 1e-12
     assert null @ heading.P @ null >= math.radians(2.0) ** 2
     assert heading.P[0, 0] < 0.1 * math.radians(2.0) ** 2  # ib0 is seen
+
+
+def test_heading_estimation_is_turned_on_and_off_at_run_time():
+    plant = two_link_plant("0 1 0", axis2="1 0 0")
+    off = EstimatorConfig(imus=TWO_IMUS)
+    estimator = Estimator(plant, off)
+    assert estimator.heading_estimates() == {}
+    on = dataclasses.replace(off, heading_estimation=HeadingEstimation(enabled=True, initial_deg=20.0,
+                                                                       drift_deg_per_min=0.1))
+    estimator.update_settings(on)
+    for name, t, quaternion, _ in hinge_chain_inputs(plant, math.radians(10.0), 2.0):
+        estimator.process_imu(name, t, quaternion, np.zeros(3))
+    assert estimator.heading_estimates()["ib"]["heading_offset_rad"] == pytest.approx(math.radians(10.0),
+                                                                                      abs=math.radians(0.1))
+    estimator.update_settings(off)
+    assert estimator.heading_estimates() == {}
