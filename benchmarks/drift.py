@@ -3,7 +3,7 @@
 Where you are: benchmarks/ -- a script that prints numbers; not a test (test/test_bench_drift.py runs it briefly,
 test/test_estimator_heading.py asserts the method). Run
 
-    ./run bench drift [--minutes 10] [--models arm lower_body] [--seed 0]
+    ./run bench drift [--minutes 10] [--models arm lower_body] [--seed 0] [--steps-per-min 0.5 --step-deg 10]
 
 Scenarios (``ros_dofkit.core.simulation``, 100 Hz IMUs, every IMU's heading a random walk of
 ``--drift`` deg/min (3 by default: sigma_psi = 3/sqrt(60) deg/sqrt(s)), orientation noise 0.5 deg, gyro noise
@@ -79,11 +79,13 @@ class Scenario:
     config: EstimatorConfig
 
 
-def session_noise(drift_deg_per_min: float) -> SensorNoise:
-    """The sensors of a long session: white noise as the demo's default, heading random walk, gyro bias walk."""
+def session_noise(drift_deg_per_min: float, steps_per_min: float = 0.0, step_deg: float = 0.0) -> SensorNoise:
+    """The sensors of a long session: white noise as the demo's default, heading random walk, gyro bias walk, and
+    optionally heading steps (magnetic disturbances) at Poisson times."""
     return SensorNoise(orientation_deg=0.5, gyro=0.01, accelerometer=0.05, gyro_bias=0.005,
                        heading_random_walk_deg_per_sqrt_s=drift_deg_per_min / math.sqrt(60.0),
-                       gyro_bias_random_walk=1e-4, encoder_noise=2e-4, encoder_resolution=2 * math.pi / 2**14)
+                       gyro_bias_random_walk=1e-4, encoder_noise=2e-4, encoder_resolution=2 * math.pi / 2**14,
+                       heading_steps_per_min=steps_per_min, heading_step_deg=step_deg)
 
 
 def arm_scenario(noise: SensorNoise, seed: int) -> Scenario:
@@ -265,13 +267,17 @@ def main(argv=None) -> int:
     parser.add_argument("--drift", type=float, default=3.0, help="heading random walk per IMU, deg per minute")
     parser.add_argument("--models", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps-per-min", type=float, default=0.0,
+                        help="heading steps (magnetic disturbances) per IMU per minute (default none)")
+    parser.add_argument("--step-deg", type=float, default=10.0, help="size of a heading step, deg")
     parser.add_argument("--timing-seconds", type=float, default=20.0,
                         help="seconds of lower-body input for the streaming per-cycle cost")
     args = parser.parse_args(argv)
     pin_to_one_cpu()
-    noise = session_noise(args.drift)
+    noise = session_noise(args.drift, args.steps_per_min, args.step_deg)
+    steps = f", heading steps of {args.step_deg:g} deg {args.steps_per_min:g}/min" if args.steps_per_min else ""
     print(f"drift benchmark: {args.minutes:g} min at 100 Hz, heading random walk {args.drift:g} deg/min per IMU "
-          f"(sigma_psi {args.drift / math.sqrt(60):.3f} deg/sqrt(s)), seed {args.seed}, one core")
+          f"(sigma_psi {args.drift / math.sqrt(60):.3f} deg/sqrt(s)){steps}, seed {args.seed}, one core")
     verdicts = []
     for name in args.models:
         scenario = SCENARIOS[name](noise, args.seed)
