@@ -49,7 +49,7 @@ class JointStateSelection:
 
     def serialized(self, result, sec: int, nanosec: int) -> bytes:
         """The serialized JointState of :meth:`message` (empty frame_id), for ``Publisher.publish``."""
-        return self._encoder.encode(sec, nanosec, result.q[self._q].tolist(), result.v[self._v].tolist())
+        return self._encoder.encode(sec, nanosec, result.q[self._q], result.v[self._v])
 
 
 class FloatingBaseOdometry:
