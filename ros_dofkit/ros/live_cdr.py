@@ -35,6 +35,8 @@ _HEADER = len(CDR_LE_HEADER)
 _IMU_DOUBLES = 37
 _IMU_BODY = struct.Struct("<37d")
 _IMU_BODY_BE = struct.Struct(">37d")
+_IMU_HEAD = struct.Struct("<iII")  # header.stamp.sec, header.stamp.nanosec, frame_id's length
+_IMU_HEAD_BE = struct.Struct(">iII")
 
 
 class MalformedMessageError(ValueError):
@@ -53,8 +55,8 @@ def decode_imu(data) -> tuple:
     if data[0] != 0 or data[1] not in (0, 1):
         raise MalformedMessageError(f"Imu: expected a plain CDR encapsulation header (00 00 or 00 01), got "
                                     f"{bytes(data[:2]).hex(' ')}")
-    order = "<" if data[1] == 1 else ">"
-    sec, nanosec, length = struct.unpack_from(order + "iII", data, _HEADER)
+    little = data[1] == 1
+    sec, nanosec, length = (_IMU_HEAD if little else _IMU_HEAD_BE).unpack_from(data, _HEADER)
     text_end = _HEADER + 12 + length
     body = _HEADER + align(12 + length, 8)
     expected = body + 8 * _IMU_DOUBLES
@@ -69,7 +71,7 @@ def decode_imu(data) -> tuple:
         frame_id = bytes(data[_HEADER + 12:text_end - 1]).decode("utf-8")
     except UnicodeDecodeError as error:
         raise MalformedMessageError(f"Imu: frame_id is not UTF-8 ({error})") from None
-    values = (_IMU_BODY if order == "<" else _IMU_BODY_BE).unpack_from(data, body)
+    values = (_IMU_BODY if little else _IMU_BODY_BE).unpack_from(data, body)
     return sec, nanosec, frame_id, values
 
 
