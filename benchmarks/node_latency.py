@@ -350,15 +350,19 @@ def spin_in_background(node, context, period: float = 0.05):
     return halt
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time (s) process ``pid`` has used so far, all its threads (the middleware's receive and
-    send threads included), from Linux's /proc; NaN when it cannot be read. Unlike wall-clock latency, CPU time per
-    message hardly depends on what else the machine runs."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15 of stat(5)
+def process_cpu_seconds(pid: int) -> tuple[float, float]:
+    """(all threads, main thread) user + system CPU time (s) process ``pid`` has used so far, from Linux's /proc; the
+    other threads are the middleware's (DDS receive and event threads). NaN when it cannot be read. Unlike
+    wall-clock latency, CPU time per message hardly depends on what else the machine runs."""
+
+    def ticks(path: str) -> float:
+        try:
+            fields = Path(path).read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15 of stat(5)
+
+    return ticks(f"/proc/{pid}/stat"), ticks(f"/proc/{pid}/task/{pid}/stat")
 
 
 def percentile(values, q):
@@ -452,10 +456,17 @@ def measure(kind: str, args, tmp: Path) -> dict:
         # to the end of the traffic), per output set.
         cpu_window = {}
 
+        input_topics = [single_topic] if single_topic else [f"{NAMESPACE}/imu/{name}" for name in args.load.imus]
+
         def cpu_start() -> None:
             if first_output.wait(timeout=duration + args.warmup + 120):
                 time.sleep(args.warmup)
                 cpu_window["start"] = (process_cpu_seconds(process.pid), len(receipts))
+                # Other processes on this DDS domain (another benchmark run picked the same id) would add readers
+                # to the node's output or traffic to its inputs: counted here, printed when there are any.
+                cpu_window["foreign"] = (node.count_subscribers(output_topic) - 1,
+                                         sum(node.count_publishers(topic) for topic in input_topics)
+                                         - len(input_topics))
 
         cpu_thread = threading.Thread(target=cpu_start, daemon=True)
         cpu_thread.start()
@@ -485,10 +496,11 @@ def measure(kind: str, args, tmp: Path) -> dict:
             count, last = complete.get(stamp, (0, 0))
             complete[stamp] = (count + 1, max(last, received))
     needed = 1 if kind != "relay" else len(args.load.imus)
-    cpu_us_per_set = float("nan")
+    cpu_us_per_set = main_us_per_set = float("nan")
     if "start" in cpu_window and cpu_end[1] > cpu_window["start"][1]:
         sets = (cpu_end[1] - cpu_window["start"][1]) / needed
-        cpu_us_per_set = (cpu_end[0] - cpu_window["start"][0]) / sets * 1e6
+        cpu_us_per_set, main_us_per_set = ((end - start) / sets * 1e6
+                                           for end, start in zip(cpu_end[0], cpu_window["start"][0], strict=True))
     done = {stamp: last for stamp, (count, last) in complete.items() if count >= needed}
     latencies_ms = [(last - stamp) / 1e6 for stamp, last in done.items()]
     if kind != "relay":  # every receipt counts (a duplicate stamp would be an error worth seeing in max)
@@ -503,6 +515,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
         "max": max(latencies_ms, default=float("nan")), "count": len(latencies_ms),
         "dropped": max(0, sets_in_window - len(done)), "sets": sets_in_window, "tf": tf_count[0],
         "sent": summary["sent"], "cpu_us_per_set": cpu_us_per_set,
+        "main_thread_us_per_set": main_us_per_set, "foreign": cpu_window.get("foreign", (0, 0)),
     }
     if diagnostics:
         for status in diagnostics[-1].status:
@@ -551,7 +564,12 @@ def print_result(label: str, result: dict, rate: float, imus: int) -> None:
           f"output {result['output_rate']:.1f}/s; latency p50 {result['p50']:.3f} ms  p99 {result['p99']:.3f} ms  "
           f"max {result['max']:.3f} ms ({result['count']} outputs); dropped {result['dropped']} of {result['sets']} "
           f"sets; {result['tf']} tf messages; CPU {result['cpu_us_per_set']:.0f} us per set "
-          f"({result['cpu_us_per_set'] * rate / 1e4:.0f} % of a core)")
+          f"({result['cpu_us_per_set'] * rate / 1e4:.0f} % of a core; main thread "
+          f"{result['main_thread_us_per_set']:.0f} us, middleware threads "
+          f"{result['cpu_us_per_set'] - result['main_thread_us_per_set']:.0f} us)")
+    if any(result["foreign"]):
+        print(f"    warning: other processes on this DDS domain: {result['foreign'][0]} more subscriber(s) of the "
+              f"output, {result['foreign'][1]} more publisher(s) of the inputs; rerun with another ROS_DOMAIN_ID")
 
 
 def main(argv=None) -> int:
