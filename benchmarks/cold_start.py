@@ -14,8 +14,9 @@ printed as the cold-cache figure) and then measures fresh processes, --repeat ti
 * the ``estimator`` node (the arm of benchmarks/node_latency.py, 4 IMUs at 500 Hz), spawned through a wrapper that
   prints wall-clock marks; a publisher sends sample sets from before the spawn (it starts sending once the node's
   subscriptions match), this process receives the outputs. Printed: what is the node's own (interpreter start-up,
-  imports, construction: rclpy.init, parameters, plant, estimator, publishers and subscriptions; kernels: loading
-  the compiled kernels from numba's cache, inside construction; ready = spawn to spinning) and what is DDS's
+  imports, construction: rclpy.init, parameters, plant, estimator, publishers and subscriptions, without the
+  kernels: loading the compiled kernels from numba's cache, wherever construction needs them; ready = spawn to
+  spinning) and what is DDS's
   (discovery: from spinning to the stamp of the first set it estimates, i.e. until the publisher and the node have
   matched), then that set's latency (the first cycle). The budget line is spawn to first estimate, under each
   discovery setting (--discovery): Fast DDS's defaults, and the package's fast-discovery profile
@@ -75,23 +76,32 @@ print(json.dumps({"started": started, "imports": t1 - t0, "first": t2 - t1, "sec
                   "status": [first, second]}))
 """
 
-#: The node's wrapper: prints wall-clock marks (imports done; the kernel warm-up's start and end; the node built, its
-#: subscriptions created, spinning), then runs the console script's main. The marks wrap functions the node module
-#: calls by their global names (``warm_up``, ``_spin``); the node itself is unchanged.
+#: The node's wrapper: prints wall-clock marks (imports done; the node built, its subscriptions created, spinning)
+#: and the time spent loading compiled kernels from numba's cache before spinning (wherever construction loads them:
+#: the estimator's state, the warm-up cycle, TF), then runs the console script's main. The marks wrap numba's
+#: dispatcher entry for uncompiled signatures and the node module's ``_spin`` (called by its global name); the node
+#: itself is unchanged.
 _NODE_CHILD = """
 import time, sys
 started = time.time()
+from numba.core.dispatcher import Dispatcher
 import ros_dofkit.nodes.estimator as estimator
 print("imported", started, time.time(), flush=True)
-warm_up, spin = estimator.warm_up, estimator._spin
-def timed_warm_up(*args, **kwargs):
-    begun = time.time()
-    warm_up(*args, **kwargs)
-    print("kernels", begun, time.time(), flush=True)
+compile_for_args, spin, loading = Dispatcher._compile_for_args, estimator._spin, [0.0, 0]
+def timed_compile_for_args(self, *args, **kwargs):
+    loading[1] += 1
+    begun = time.perf_counter()
+    try:
+        return compile_for_args(self, *args, **kwargs)
+    finally:
+        loading[1] -= 1
+        if loading[1] == 0:  # outermost only
+            loading[0] += time.perf_counter() - begun
 def marked_spin(node):
     print("spinning", time.time(), flush=True)
+    print("kernels", loading[0], flush=True)
     spin(node)
-estimator.warm_up, estimator._spin = timed_warm_up, marked_spin
+Dispatcher._compile_for_args, estimator._spin = timed_compile_for_args, marked_spin
 sys.argv = ["estimator", *sys.argv[1:]]
 estimator.main()
 """
@@ -130,7 +140,7 @@ def replay_once(bag: Path, config: Path, out: Path) -> dict:
 
 
 def _marks(lines) -> dict:
-    """The child's wall-clock marks: {"imported": [started, done], "kernels": [begun, done], "spinning": [t]}."""
+    """The child's marks: {"imported": [started, done], "spinning": [t], "kernels": [seconds loading kernels]}."""
     marks = {}
     for line in lines:
         word, *values = line.split()
@@ -189,11 +199,9 @@ def node_once(args, tmp: Path, k: int, discovery: str) -> dict:
     marks = _marks(process.stdout.read().splitlines())
     first_output, (stamp_sec, stamp_nanosec) = received[0]
     first_input = stamp_sec + stamp_nanosec * 1e-9  # the stamp of the set it estimated (publisher wall clock)
-    (started, imported), (kernels_begun, kernels_done), (spinning,) = (marks["imported"], marks["kernels"],
-                                                                       marks["spinning"])
-    return {"startup": started - spawned, "imports": imported - started,
-            "construction": spinning - imported - (kernels_done - kernels_begun),
-            "kernels": kernels_done - kernels_begun, "ready": spinning - spawned,
+    (started, imported), (spinning,), (kernels,) = marks["imported"], marks["spinning"], marks["kernels"]
+    return {"startup": started - spawned, "imports": imported - started, "construction": spinning - imported - kernels,
+            "kernels": kernels, "ready": spinning - spawned,
             "discovery": max(first_input - spinning, 0.0), "latency": first_output - max(first_input, spinning),
             "to_first": first_output - spawned}
 
