@@ -22,6 +22,7 @@ import numpy as np
 # One class per name across the core (ros_dofkit.core.errors): an unknown name is an EstimatorConfigError here
 # and the plant's UnknownNameError at once.
 from ros_dofkit.core.errors import EstimatorConfigError, UnknownNameError
+from ros_dofkit.core.estimator.orientation_filter import ORIENTATION_MODES, FilterSettings, OrientationFilterError
 from ros_dofkit.core.spatial import QuaternionError, quat_normalize, quat_to_matrix
 
 #: Mounting value that asks for the mounting rotation to be computed by calibration (SPEC section 8.4).
@@ -141,6 +142,10 @@ class ImuConfig:
             pose with :meth:`Estimator.calibrate`.
         weight: Simbody osensor weight (>= 0; 0 keeps the sensor for velocities and diagnostics only).
         model_instance: model instance that owns ``body`` when several instances use the same link names.
+        orientation: where R_GS comes from: ``"sensor"`` (the message's orientation), ``"filter"`` (a VQF on the
+            message's gyro + accelerometer, ``core.estimator.orientation_filter``), ``"auto"`` (the filter for
+            messages that mark their orientation absent and carry gyro + accelerometer, the sensor otherwise).
+        filter: the raw-IMU filter's input rules (``orientation_filter.FilterSettings``, or a mapping of its fields).
     """
 
     name: str
@@ -149,6 +154,8 @@ class ImuConfig:
     mounting: object = field(default_factory=lambda: np.eye(3))
     weight: float = 1.0
     model_instance: str | None = None
+    orientation: str = "auto"
+    filter: FilterSettings = field(default_factory=FilterSettings)
 
     def __post_init__(self):
         object.__setattr__(self, "name", _check_name(self.name, "ImuConfig.name"))
@@ -170,6 +177,17 @@ class ImuConfig:
             object.__setattr__(
                 self, "model_instance", _check_name(self.model_instance, f"IMU {self.name!r} model_instance")
             )
+        if self.orientation not in ORIENTATION_MODES:
+            raise EstimatorConfigError(f"IMU {self.name!r} orientation: expected one of {ORIENTATION_MODES}, "
+                                       f"got {self.orientation!r}")
+        if isinstance(self.filter, Mapping):
+            try:
+                object.__setattr__(self, "filter", FilterSettings(**self.filter))
+            except (OrientationFilterError, TypeError) as error:
+                raise EstimatorConfigError(f"IMU {self.name!r} filter: {error}") from error
+        if not isinstance(self.filter, FilterSettings):
+            raise EstimatorConfigError(f"IMU {self.name!r} filter: expected FilterSettings or a mapping of its "
+                                       f"fields, got {type(self.filter).__name__}")
 
     @property
     def needs_calibration(self) -> bool:
