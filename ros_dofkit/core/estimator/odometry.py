@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 # The compiled kinematics (forward kinematics + angular Jacobians in microseconds): the same numbers the
 # estimator's solve used, at a cost a 500 Hz cycle affords.
@@ -110,20 +111,109 @@ def least_squares_covariance(jacobians, weights, noise_variances, free) -> np.nd
     sigma = np.zeros((free.size, free.size))
     if n == 0:
         return sigma
-    # Plain 2-D products: a cycle's matrices are tiny, and einsum/tensordot cost more in call overhead than in work.
-    A = J.reshape(3 * k, n)
-    A_T = A.T
-    H = (A_T * np.repeat(w, 3)) @ A
-    M = (A_T * np.repeat(w * w * s2, 3)) @ A
-    eigenvalues, V = np.linalg.eigh(H)
-    observed = eigenvalues > RANK_TOLERANCE * max(float(eigenvalues[-1]), 1e-300)
-    V_seen = V[:, observed]
-    H_plus = (V_seen / eigenvalues[observed]) @ V_seen.T
-    V_null = V[:, ~observed]
-    sigma_free = H_plus @ M @ H_plus + UNOBSERVED_VARIANCE * (V_null @ V_null.T)
+    sigma_free = np.empty((n, n))
+    _sandwich(np.ascontiguousarray(J.reshape(3 * k, n)), np.repeat(w, 3), np.repeat(w * w * s2, 3),
+              UNOBSERVED_VARIANCE, RANK_TOLERANCE, sigma_free)
     index = np.flatnonzero(free)
     sigma[index[:, None], index] = sigma_free
     return sigma
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _normal_matrices(A, w, m, H, M):
+    """H = Aᵀ diag(w) A and M = Aᵀ diag(m) A (A (r, n); w, m (r,))."""
+    r, n = A.shape
+    for i in range(n):
+        for j in range(i, n):
+            h = 0.0
+            g = 0.0
+            for k in range(r):
+                product = A[k, i] * A[k, j]
+                h += w[k] * product
+                g += m[k] * product
+            H[i, j] = h
+            H[j, i] = h
+            M[i, j] = g
+            M[j, i] = g
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _pseudo_inverse(H, rank_tolerance, H_plus, null):
+    """H⁺ over the eigenvectors of the symmetric H whose eigenvalue exceeds ``rank_tolerance`` times the largest,
+    and ``null`` = V₀ V₀ᵀ the projector onto the others."""
+    n = H.shape[0]
+    eigenvalues, V = np.linalg.eigh(H)
+    largest = max(eigenvalues[n - 1], 1e-300)
+    H_plus[:, :] = 0.0
+    null[:, :] = 0.0
+    for e in range(n):
+        seen = eigenvalues[e] > rank_tolerance * largest
+        scale = 1.0 / eigenvalues[e] if seen else 1.0
+        target = H_plus if seen else null
+        for i in range(n):
+            for j in range(n):
+                target[i, j] += V[i, e] * V[j, e] * scale
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _sandwich(A, w, m, unobserved, rank_tolerance, out):
+    """out (n, n) = H⁺ M H⁺ + ``unobserved`` V₀ V₀ᵀ with H = Aᵀ diag(w) A, M = Aᵀ diag(m) A (the module
+    docstring's formula, compiled: one cycle's covariance costs microseconds)."""
+    n = A.shape[1]
+    H, M, H_plus, null = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
+    _normal_matrices(A, w, m, H, M)
+    _pseudo_inverse(H, rank_tolerance, H_plus, null)
+    out[:, :] = H_plus @ M @ H_plus + unobserved * null
+
+
+@njit(cache=True, error_model="numpy")
+def _cycle_covariances(tree, q, bodies, weights, orientation_variance, velocity_variance, free, unobserved,
+                       rank_tolerance, sigma_orientation, sigma_velocity):
+    """Both covariances of one cycle at ``q`` (:meth:`SolveCovarianceModel.covariances`): the sensors on ``bodies``
+    with orientation ``weights``; the gyro solve unweighted. ``free`` (n,) the free velocity indices; the outputs
+    (nv, nv) are zero outside them."""
+    nb = tree.parent.shape[0]
+    nv = sigma_orientation.shape[0]
+    X_WB, R_WF, p_WM = np.empty((nb, 4, 4)), np.empty((nb, 3, 3)), np.empty((nb, 3))
+    kinematics.forward_kinematics(tree, q, X_WB, R_WF, p_WM)
+    k, n = bodies.shape[0], free.shape[0]
+    A = np.empty((3 * k, n))
+    J = np.empty((6, nv))
+    origin = np.zeros(3)
+    w = np.empty(3 * k)
+    m = np.empty(3 * k)
+    for i in range(k):
+        kinematics.point_jacobian(tree, R_WF, p_WM, bodies[i], origin, False, J)
+        for a in range(3):
+            for j in range(n):
+                A[3 * i + a, j] = J[a, free[j]]
+            w[3 * i + a] = weights[i]
+            m[3 * i + a] = weights[i] * weights[i] * orientation_variance
+    sigma_orientation[:, :] = 0.0
+    sigma_velocity[:, :] = 0.0
+    if n == 0:
+        return
+    equal = True
+    for i in range(k):
+        equal = equal and weights[i] == weights[0]
+    orientation, velocity = np.empty((n, n)), np.empty((n, n))
+    if equal and k > 0 and weights[0] > 0.0:
+        # Equal weights c: H_o = c H_v, so one eigendecomposition serves both solves (the common case; each costs
+        # tens of microseconds): Σ_o = H_o⁺ M_o H_o⁺ + U N and Σ_v = s_v² H_v⁺ + U N = s_v² c H_o⁺ + U N.
+        H, M, H_plus, null = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
+        _normal_matrices(A, w, m, H, M)
+        _pseudo_inverse(H, rank_tolerance, H_plus, null)
+        orientation[:, :] = H_plus @ M @ H_plus + unobserved * null
+        velocity[:, :] = (velocity_variance * weights[0]) * H_plus + unobserved * null
+    else:
+        _sandwich(A, w, m, unobserved, rank_tolerance, orientation)
+        w[:] = 1.0
+        m[:] = velocity_variance
+        _sandwich(A, w, m, unobserved, rank_tolerance, velocity)
+    for i in range(n):
+        for j in range(n):
+            sigma_orientation[free[i], free[j]] = orientation[i, j]
+            sigma_velocity[free[i], free[j]] = velocity[i, j]
 
 
 def unconstrained_coordinates(jacobians, free, names, tolerance: float = 1e-6) -> tuple:
@@ -190,6 +280,9 @@ class SolveCovarianceModel:
         self._estimator = estimator
         self._tree = estimator.plant.tree.kernel_arguments()
         self.free = free_velocities(estimator)
+        self._free_index = np.flatnonzero(self.free).astype(np.int64)
+        self._body = {imu.name: estimator.imu_body(imu.name).index for imu in estimator.config.imus}
+        self._weight = {imu.name: float(imu.weight) for imu in estimator.config.imus}
         self._orientation_variance = float(orientation_variance)
         self._angular_velocity_variance = float(angular_velocity_variance)
 
@@ -207,17 +300,16 @@ class SolveCovarianceModel:
         return jacobians
 
     def covariances(self, result) -> SolveCovariances:
-        """The covariances of ``result``'s cycle (an EstimatorResult)."""
+        """The covariances of ``result``'s cycle (an EstimatorResult), compiled (:func:`_cycle_covariances`)."""
         sensors = tuple(result.observed_sensors)
-        J = self.jacobians(result.q, sensors)
-        weights = {imu.name: imu.weight for imu in self._estimator.config.imus}
-        k = len(sensors)
-        return SolveCovariances(
-            orientation=least_squares_covariance(J, [weights[name] for name in sensors],
-                                                 np.full(k, self._orientation_variance), self.free),
-            velocity=least_squares_covariance(J, np.ones(k), np.full(k, self._angular_velocity_variance),
-                                              self.free),
-        )
+        nv = self.free.size
+        orientation, velocity = np.empty((nv, nv)), np.empty((nv, nv))
+        _cycle_covariances(self._tree, np.ascontiguousarray(result.q, dtype=float),
+                           np.array([self._body[name] for name in sensors], dtype=np.int64),
+                           np.array([self._weight[name] for name in sensors], dtype=float),
+                           self._orientation_variance, self._angular_velocity_variance, self._free_index,
+                           UNOBSERVED_VARIANCE, RANK_TOLERANCE, orientation, velocity)
+        return SolveCovariances(orientation=orientation, velocity=velocity)
 
 
 def unconstrained_estimated_coordinates(estimator, offset: float = 0.3) -> tuple:
