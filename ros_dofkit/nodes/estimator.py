@@ -10,9 +10,9 @@ Topics (relative names follow the node's namespace; ``<out>`` is the ``output_na
 * in: ``joint_states`` (sensor_msgs/JointState, partial messages merged by name), one sensor_msgs/Imu topic per
   configured IMU (``imus.<name>.topic``); SensorDataQoS unless ``input_qos`` says otherwise;
 * out: ``<out>/joint_states`` (all articulated coordinates), ``<out>/<instance>/joint_states`` (each model
-  instance's DofMask), ``<out>/odometry/<instance>`` (nav_msgs/Odometry per floating base, twist in the child
-  frame), ``<out>/sensor_errors`` (std_msgs/Float64MultiArray, degrees), ``/tf`` (every moving joint, stamped with
-  the input time), ``/tf_static`` (fixed joints, once, transient local), ``/diagnostics``;
+  instance's DofMask), ``<out>/odometry/<instance>`` (nav_msgs/Odometry per planar or floating base, twist in the
+  child frame), ``<out>/sensor_errors`` (std_msgs/Float64MultiArray, degrees), ``/tf`` (every moving joint,
+  stamped with the input time), ``/tf_static`` (fixed joints, once, transient local), ``/diagnostics``;
 * service ``~/calibrate`` (std_srvs/Trigger): IMU mountings configured as "calibrate" and the heading alignment,
   from the recent static window.
 
@@ -53,13 +53,17 @@ from tf2_msgs.msg import TFMessage
 
 from ros_dofkit.core.estimator.config import EstimatorConfigError
 from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
-from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, unconstrained_estimated_coordinates
+from ros_dofkit.core.estimator.odometry import (
+    SolveCovarianceModel,
+    base_odometries,
+    unconstrained_estimated_coordinates,
+)
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.nodes.common import StartupError, declare_specs, run_node
 from ros_dofkit.precompile import warm_up
 from ros_dofkit.ros.estimator_messages import (
-    FloatingBaseOdometry,
+    BaseOdometryOutput,
     JointStateSelection,
     NodeStatistics,
     RateLimiter,
@@ -220,13 +224,12 @@ class EstimatorNode(Node):
                                    f"{reason}")
 
     def _build_odometry(self, prefix: str, out_qos) -> None:
-        """One Odometry publisher per floating base: header frame the one its root hangs from (REP-105)."""
+        """One Odometry publisher per planar or floating base on the world: header frame the one its root hangs
+        from (REP-105)."""
         self._odometry = []
-        for joint in self.estimator.floating_joints:
-            instance = self.plant.get_model_instance_name(joint.model_instance)
-            body = joint.child_body.index
-            builder = FloatingBaseOdometry(self.plant, joint, self.tf.tree.parent_frame_of(body),
-                                           self.tf.frame_ids[body])
+        for base in base_odometries(self.plant):
+            instance = self.plant.get_model_instance_name(base.joint.model_instance)
+            builder = BaseOdometryOutput(base, self.tf.tree.parent_frame_of(base.body), self.tf.frame_ids[base.body])
             publisher = create_output_publisher(self, Odometry, f"{prefix}odometry/{instance}", self.qos_events,
                                                 qos=out_qos)
             self._odometry.append((builder, publisher))

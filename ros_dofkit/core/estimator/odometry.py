@@ -249,6 +249,71 @@ def floating_base_covariance(v_start: int, R_WF, R_WB, sigma_orientation, sigma_
     return OdometryCovariance(pose=pose, twist=twist)
 
 
+def planar_base_covariance(v_start: int, R_WF, R_WB, sigma_orientation, sigma_velocity, free) -> OdometryCovariance:
+    """Odometry covariances of the planar joint whose velocities (ẋ, ẏ, θ̇) start at ``v_start``: the heading θ and
+    its rate have the solves' variances where the IMUs estimate them (``free`` (nv,) bool), else
+    :data:`UNOBSERVED_VARIANCE`, like every other component: x, y (measured or held) and their rates, and z, roll,
+    pitch, which the joint holds (robot_localization's ``two_d_mode`` ignores them). Rotated as in
+    :func:`floating_base_covariance` (rotation in the header frame, rates in the child frame)."""
+    R_WF = np.asarray(R_WF, dtype=float)
+    R_BF = np.asarray(R_WB, dtype=float).T @ R_WF
+    k = v_start + 2
+    heading = float(np.asarray(sigma_orientation)[k, k]) if free[k] else UNOBSERVED_VARIANCE
+    rate = float(np.asarray(sigma_velocity)[k, k]) if free[k] else UNOBSERVED_VARIANCE
+    pose = UNOBSERVED_VARIANCE * np.eye(6)
+    twist = UNOBSERVED_VARIANCE * np.eye(6)
+    pose[3:, 3:] = R_WF @ np.diag([UNOBSERVED_VARIANCE, UNOBSERVED_VARIANCE, heading]) @ R_WF.T
+    twist[3:, 3:] = R_BF @ np.diag([UNOBSERVED_VARIANCE, UNOBSERVED_VARIANCE, rate]) @ R_BF.T
+    return OdometryCovariance(pose=pose, twist=twist)
+
+
+@dataclass(frozen=True, eq=False)
+class BaseOdometry:
+    """The Odometry output of one planar or floating base joint attached to the world (:func:`base_odometries`):
+    pose X_WB of its child body ``body`` in the frame the base hangs from, twist in B (REP-105), covariances from
+    the solve. ``R_WF`` the joint's parent frame in the world; ``v_start`` its first velocity."""
+
+    joint: object
+    body: int
+    planar: bool
+    v_start: int
+    R_WF: np.ndarray
+
+    def joint_velocities(self, v) -> np.ndarray:
+        """(..., 6) = [w_FM_F, v_FM_F] from plant velocities ``v`` (..., nv): a planar joint's (ẋ, ẏ, θ̇) is
+        [0, 0, θ̇, ẋ, ẏ, 0]."""
+        v = np.asarray(v, dtype=float)
+        if not self.planar:
+            return v[..., self.v_start:self.v_start + 6]
+        out = np.zeros(v.shape[:-1] + (6,))
+        out[..., 2] = v[..., self.v_start + 2]
+        out[..., 3:5] = v[..., self.v_start:self.v_start + 2]
+        return out
+
+    def twist(self, R_WB, v) -> ChildTwist:
+        """:func:`child_frame_twist` of the base at ``R_WB`` (..., 3, 3) with plant velocities ``v`` (..., nv)."""
+        return child_frame_twist(R_WB, self.R_WF, self.joint_velocities(v))
+
+    def covariance(self, R_WB, covariances: SolveCovariances) -> OdometryCovariance:
+        """The message's covariances at ``R_WB`` from a cycle's solve covariances."""
+        if self.planar:
+            return planar_base_covariance(self.v_start, self.R_WF, R_WB, covariances.orientation,
+                                          covariances.velocity, covariances.free)
+        return floating_base_covariance(self.v_start, self.R_WF, R_WB, covariances.orientation, covariances.velocity)
+
+
+def base_odometries(plant) -> tuple:
+    """A :class:`BaseOdometry` per planar or floating joint whose parent is the world body, in joint order."""
+    bases = []
+    for index in range(plant.num_joints()):
+        joint = plant.get_joint(index)
+        if joint.type_name in ("planar", "quaternion_floating") and joint.parent_body.index == 0:
+            bases.append(BaseOdometry(joint=joint, body=joint.child_body.index, planar=joint.type_name == "planar",
+                                      v_start=joint.velocity_start,
+                                      R_WF=np.asarray(joint.frame_on_parent.X_BF, dtype=float)[:3, :3].copy()))
+    return tuple(bases)
+
+
 def free_velocities(estimator) -> np.ndarray:
     """(nv,) bool: the velocities an :class:`~ros_dofkit.core.estimator.estimator.Estimator` solves for (its
     estimated articulated coordinates, and the rotation of every floating base, which is always estimated)."""
@@ -257,10 +322,12 @@ def free_velocities(estimator) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SolveCovariances:
-    """``orientation`` and ``velocity`` (nv, nv): :func:`least_squares_covariance` of one cycle's two solves."""
+    """``orientation`` and ``velocity`` (nv, nv): :func:`least_squares_covariance` of one cycle's two solves;
+    ``free`` (nv,) bool the velocities they solved for (the others are 0 here, not known)."""
 
     orientation: np.ndarray
     velocity: np.ndarray
+    free: np.ndarray
 
 
 class SolveCovarianceModel:
@@ -281,8 +348,9 @@ class SolveCovarianceModel:
         self._tree = estimator.plant.tree.kernel_arguments()
         self.free = free_velocities(estimator)
         self._free_index = np.flatnonzero(self.free).astype(np.int64)
-        self._body = {imu.name: estimator.imu_body(imu.name).index for imu in estimator.config.imus}
-        self._weight = {imu.name: float(imu.weight) for imu in estimator.config.imus}
+        self._names = estimator.config.imu_names
+        self._bodies = np.array([estimator.imu_body(name).index for name in self._names], dtype=np.int64)
+        self._weights = np.array([imu.weight for imu in estimator.config.imus], dtype=float)
         self._orientation_variance = float(orientation_variance)
         self._angular_velocity_variance = float(angular_velocity_variance)
 
@@ -300,16 +368,19 @@ class SolveCovarianceModel:
         return jacobians
 
     def covariances(self, result) -> SolveCovariances:
-        """The covariances of ``result``'s cycle (an EstimatorResult), compiled (:func:`_cycle_covariances`)."""
-        sensors = tuple(result.observed_sensors)
+        """The covariances of ``result``'s cycle (an EstimatorResult)."""
+        observed = set(result.observed_sensors)
+        return self.at(result.q, np.array([name in observed for name in self._names], dtype=bool))
+
+    def at(self, q, observed) -> SolveCovariances:
+        """The covariances of a cycle solved at ``q`` (nq,) with the IMUs ``observed`` (n_imu,) bool in
+        configuration order (an OfflineRun's row), compiled (:func:`_cycle_covariances`)."""
         nv = self.free.size
         orientation, velocity = np.empty((nv, nv)), np.empty((nv, nv))
-        _cycle_covariances(self._tree, np.ascontiguousarray(result.q, dtype=float),
-                           np.array([self._body[name] for name in sensors], dtype=np.int64),
-                           np.array([self._weight[name] for name in sensors], dtype=float),
-                           self._orientation_variance, self._angular_velocity_variance, self._free_index,
-                           UNOBSERVED_VARIANCE, RANK_TOLERANCE, orientation, velocity)
-        return SolveCovariances(orientation=orientation, velocity=velocity)
+        _cycle_covariances(self._tree, np.ascontiguousarray(q, dtype=float), self._bodies[observed],
+                           self._weights[observed], self._orientation_variance, self._angular_velocity_variance,
+                           self._free_index, UNOBSERVED_VARIANCE, RANK_TOLERANCE, orientation, velocity)
+        return SolveCovariances(orientation=orientation, velocity=velocity, free=self.free)
 
 
 def unconstrained_estimated_coordinates(estimator, offset: float = 0.3) -> tuple:

@@ -1,7 +1,7 @@
 """The robot's odometry as an estimator input: which base coordinates a pose sets, and when a message is refused.
 
-You are in the ROS-free estimator core; this module imports NumPy, numba, the plant's joint classes, the estimator's
-configuration and the reason codes of ``inputs``. It exists so that a planar or floating base can take its
+You are in the ROS-free estimator core; this module imports NumPy, numba, the estimator's configuration, the reason
+codes of ``inputs`` and the bases ``odometry`` publishes. It exists so that a planar or floating base can take its
 translation (and, for a planar base, optionally its heading) from ``nav_msgs/Odometry`` -- wheel or legged odometry,
 robot_localization -- while the rotations the IMUs observe stay estimated. The node and offline replay hand the
 message's pose (and whether its frames are the configured ones, a ROS matter decided at the edge) to
@@ -32,6 +32,7 @@ from numba import njit
 from ros_dofkit.core.errors import EstimatorConfigError
 from ros_dofkit.core.estimator.config import EstimatorConfig, UnknownNameError, describe_unknown
 from ros_dofkit.core.estimator.inputs import QUATERNION_OK, REASON_CODE, RejectReason, quaternion_check
+from ros_dofkit.core.estimator.odometry import base_odometries
 
 ODOMETRY_PLANAR = 0
 ODOMETRY_FLOATING = 1
@@ -70,16 +71,6 @@ class OdometryBase:
     use_yaw: bool
 
 
-def _base_joints(plant) -> dict:
-    """{instance name: its planar or floating joint attached to the world body}."""
-    joints = {}
-    for index in range(plant.num_joints()):
-        joint = plant.get_joint(index)
-        if joint.type_name in ("planar", "quaternion_floating") and joint.parent_body.index == 0:
-            joints[plant.get_model_instance_name(joint.model_instance)] = joint
-    return joints
-
-
 def odometry_base(plant, config: EstimatorConfig, art_q) -> OdometryBase | None:
     """The base ``config.odometry`` drives on ``plant`` (None without odometry). ``art_q`` (n_art,) the plant
     position index of each articulated coordinate. Raises :class:`UnknownNameError` for an instance without such a
@@ -88,7 +79,8 @@ def odometry_base(plant, config: EstimatorConfig, art_q) -> OdometryBase | None:
     odometry = config.odometry
     if odometry is None:
         return None
-    joints = _base_joints(plant)
+    joints = {plant.get_model_instance_name(base.joint.model_instance): base.joint
+              for base in base_odometries(plant)}
     if odometry.model_instance is None:
         if len(joints) != 1:
             raise EstimatorConfigError(
