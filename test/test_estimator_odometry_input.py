@@ -12,8 +12,13 @@ from ros_dofkit.core.errors import EstimatorConfigError, UnknownNameError
 from ros_dofkit.core.estimator.config import EstimatorConfig, ImuConfig, OdometryConfig
 from ros_dofkit.core.estimator.inputs import REASON_CODE, RejectReason
 from ros_dofkit.core.estimator.odometry_input import (
+    MEMORY_LENGTH,
     ODOMETRY_OK,
+    forget,
+    match,
+    new_memory,
     odometry_base,
+    remember,
     validate_odometries,
     validate_odometry,
 )
@@ -115,3 +120,19 @@ def test_the_base_is_found_or_named():
         OdometryConfig(time_offset_s=2.0)
     with pytest.raises(EstimatorConfigError, match="time_offset_s"):
         ImuConfig("a", "b", time_offset_s=math.nan)
+
+
+def test_a_cycle_uses_the_newest_sample_not_after_its_stamp_within_the_timeout():
+    memory = new_memory(len(RejectReason))
+    out = np.empty(3)
+    assert not match(memory, 1.0, 0.1, out) and np.isnan(out).all()  # nothing heard
+    for k in range(40):  # 40 samples at 100 Hz from t = 1.0: the ring keeps the newest MEMORY_LENGTH
+        remember(memory, 1.0 + 0.01 * k, np.array([k, 2.0 * k, 3.0 * k]))
+    assert memory.count[0] == MEMORY_LENGTH and memory.last_stamp[0] == 1.0 + 0.01 * 39
+    assert match(memory, 1.305, 0.1, out) and out.tolist() == [30.0, 60.0, 90.0]  # 1.30 <= 1.305 < 1.31
+    assert match(memory, 1.31, 0.1, out) and out[0] == 31.0  # equal stamps match
+    assert match(memory, 5.0, 10.0, out) and out[0] == 39.0  # ahead of every sample: the newest
+    assert not match(memory, 1.6, 0.1, out) and np.isnan(out).all()  # the newest is older than the timeout
+    assert not match(memory, 1.01, 0.1, out)  # before every kept sample (the older ones left the ring)
+    forget(memory)
+    assert memory.count[0] == 0 and np.isnan(memory.last_stamp[0]) and not match(memory, 1.3, 1.0, out)

@@ -8,7 +8,8 @@ the same.
 Topics (relative names follow the node's namespace; ``<out>`` is the ``output_namespace`` parameter):
 
 * in: ``joint_states`` (sensor_msgs/JointState, partial messages merged by name), one sensor_msgs/Imu topic per
-  configured IMU (``imus.<name>.topic``); SensorDataQoS unless ``input_qos`` says otherwise;
+  configured IMU (``imus.<name>.topic``), ``odometry_topic`` when set (nav_msgs/Odometry: a planar or floating
+  base's translation, optionally a planar base's heading); SensorDataQoS unless ``input_qos`` says otherwise;
 * out: ``<out>/joint_states`` (all articulated coordinates), ``<out>/<instance>/joint_states`` (each model
   instance's DofMask), ``<out>/odometry/<instance>`` (nav_msgs/Odometry per planar or floating base, twist in the
   child frame), ``<out>/sensor_errors`` (std_msgs/Float64MultiArray, degrees), ``/tf`` (every moving joint,
@@ -39,7 +40,7 @@ from collections import OrderedDict
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
@@ -74,6 +75,8 @@ from ros_dofkit.ros.estimator_messages import (
 from ros_dofkit.ros.imu_input import (
     feed_imu_cdr,
     feed_joint_state_msg,
+    feed_odometry_msg,
+    odometry_frames,
     seconds_to_sec_nanosec,
 )
 from ros_dofkit.ros.input_loop import InputLoop
@@ -165,7 +168,8 @@ class EstimatorNode(Node):
         self._diagnostics_publisher = create_output_publisher(self, DiagnosticArray, "/diagnostics", self.qos_events)
 
         in_qos = input_qos_profile(values["input_qos"], values["input_qos_depth"])
-        self.statistics = NodeStatistics(["joint_states", *config.imu_names])
+        odometry = config.odometry
+        self.statistics = NodeStatistics(["joint_states", *config.imu_names, *(["odometry"] if odometry else [])])
         self._stamps: OrderedDict = OrderedDict()
         self._last_log: dict = {}
         #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
@@ -173,6 +177,14 @@ class EstimatorNode(Node):
         self._add_input(JointState, values["joint_states_topic"], self._on_joint_state_data, in_qos)
         for imu in config.imus:
             self._add_input(Imu, imu.topic, self._imu_callback(imu.name), in_qos)
+        #: (header, child) frames an Odometry input must carry (None: no odometry input)
+        self._odometry_frames = None
+        if odometry is not None:
+            self._odometry_frames = odometry_frames(self.tf.tree, self.estimator.odometry_base.body)
+            self._add_input(Odometry, odometry.topic, self._on_odometry_data, in_qos)
+            self.get_logger().info(f"base of {self.estimator.odometry_base.instance!r} from the odometry on "
+                                   f"{odometry.topic!r} ({self._odometry_frames[1]} in {self._odometry_frames[0]}; "
+                                   f"translation{' and heading' if odometry.use_yaw else ''})")
         self.create_service(Trigger, "~/calibrate", self._on_calibrate)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._diagnostics_timer = self.create_timer(values["diagnostics_period"], self._publish_diagnostics)
@@ -315,6 +327,15 @@ class EstimatorNode(Node):
         status, results = feed_joint_state_msg(self.estimator, msg, now=self._clock_now())
         self._after_input("joint_states", status, results)
 
+    def _on_odometry_data(self, data: bytes) -> None:
+        try:
+            msg = deserialize_message(data, Odometry)
+        except RuntimeError as error:  # rclpy's RMWError: the bytes are not an Odometry
+            self._malformed("odometry", error)
+            return
+        status, results = feed_odometry_msg(self.estimator, msg, self._odometry_frames, now=self._clock_now())
+        self._after_input("odometry", status, results)
+
     def _imu_callback(self, name: str):
         def on_imu(data: bytes) -> None:
             try:
@@ -378,7 +399,29 @@ class EstimatorNode(Node):
         msg = diagnostics_message(self.get_clock().now().to_msg(), self.get_name(), self.estimator,
                                   self.statistics, time.monotonic(), dict(self.qos_events.counts),
                                   unconstrained=self._unconstrained, clock_s=self._clock_now())
+        if self._odometry_frames is not None:
+            msg.status.append(self._odometry_diagnostics())
         self._diagnostics_publisher.publish(msg)
+
+    def _odometry_diagnostics(self) -> DiagnosticStatus:
+        """The odometry input's entry on /diagnostics: stale (no accepted message within stale_timeout of the
+        clock) or OK, its frames, its last accepted stamp, and its rejected messages by reason."""
+        estimator = self.estimator
+        last = estimator.odometry_stamp
+        now = self._clock_now()
+        timeout = estimator.config.stale_timeout_s
+        stale = not (now is not None and last >= now - timeout)
+        rejected = {reason: count for (source, reason), count in estimator.reject_counts_by_source().items()
+                    if source == "odometry"}
+        rejected["malformed_message"] = self.statistics.malformed.get("odometry", 0)
+        parent, child = self._odometry_frames
+        values = [KeyValue(key="frames", value=f"{child} in {parent}"),
+                  KeyValue(key="last_stamp", value="none" if math.isnan(last) else f"{last:.9f}"),
+                  KeyValue(key="rejected.total", value=str(sum(rejected.values()))),
+                  *[KeyValue(key=f"rejected.{reason}", value=str(count)) for reason, count in sorted(rejected.items())]]
+        message = f"stale: no accepted odometry within {timeout:g} s" if stale else "OK"
+        return DiagnosticStatus(level=DiagnosticStatus.WARN if stale else DiagnosticStatus.OK,
+                                name=f"{self.get_name()}: odometry", message=message, values=values)
 
     # ------------------------------------------------------------------ service and parameters
     def _on_calibrate(self, request, response):

@@ -155,3 +155,63 @@ def validate_odometries(position, quaternion_wxyz, frames_match, target, code, v
     """:func:`validate_odometry` over rows (a window of messages): ``code`` (n,), ``values`` (n, 3)."""
     for n in range(code.shape[0]):
         code[n] = validate_odometry(position[n], quaternion_wxyz[n], frames_match[n], target, values[n])
+
+
+# ---------------------------------------------------------------------------------------------- the rules' memory
+#: Accepted odometry samples kept for matching (the newest; at 100 Hz, 0.32 s: more than a cycle ever looks back).
+MEMORY_LENGTH = 32
+
+OdometryMemory = namedtuple("OdometryMemory", ["stamp", "values", "head", "count", "last_stamp", "counts"])
+OdometryMemory.__doc__ = """The odometry source's memory in the cycle rules: a ring of the newest accepted samples
+(``stamp`` (L,), ``values`` (L, 3), oldest at ``head[0]``, ``count[0]`` of them, stamps increasing), the source's
+last accepted stamp ``last_stamp[0]`` (NaN: none since the last reset) and its rejections by reason ``counts``."""
+
+
+def new_memory(reasons: int) -> OdometryMemory:
+    """An empty memory (``reasons``: the number of reject reasons counted)."""
+    return OdometryMemory(stamp=np.empty(MEMORY_LENGTH), values=np.empty((MEMORY_LENGTH, 3)),
+                          head=np.zeros(1, dtype=np.int64), count=np.zeros(1, dtype=np.int64),
+                          last_stamp=np.full(1, np.nan), counts=np.zeros(reasons, dtype=np.int64))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def forget(memory):
+    """Nothing heard (a reset of the rules); the counters stay."""
+    memory.head[0] = 0
+    memory.count[0] = 0
+    memory.last_stamp[0] = np.nan
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def remember(memory, stamp, values):
+    """Keep an accepted sample (stamped after every kept one: the rules refuse the others); the oldest goes when
+    the ring is full."""
+    if memory.count[0] == MEMORY_LENGTH:
+        memory.head[0] = (memory.head[0] + 1) % MEMORY_LENGTH
+        memory.count[0] -= 1
+    k = (memory.head[0] + memory.count[0]) % MEMORY_LENGTH
+    memory.stamp[k] = stamp
+    for a in range(3):
+        memory.values[k, a] = values[a]
+    memory.count[0] += 1
+    memory.last_stamp[0] = stamp
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def match(memory, stamp, timeout, values_out):
+    """The sample a cycle at ``stamp`` uses: the newest kept one stamped at or before ``stamp`` and not older than
+    ``stamp - timeout`` (the encoders' sample-and-hold, without a value from the cycle's future: a stream of
+    odometry ahead of the IMUs is not used early, and no cycle waits for the next message as interpolation
+    would). Fills ``values_out`` (3,) and returns True, or leaves it NaN (the base coordinates hold their last
+    value) and returns False: the odometry is stale in this cycle."""
+    for a in range(3):
+        values_out[a] = np.nan
+    for n in range(memory.count[0] - 1, -1, -1):
+        k = (memory.head[0] + n) % MEMORY_LENGTH
+        if memory.stamp[k] <= stamp:
+            if memory.stamp[k] < stamp - timeout:
+                return False
+            for a in range(3):
+                values_out[a] = memory.values[k, a]
+            return True
+    return False
