@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ros_dofkit.core.estimator.odometry import UNOBSERVED_VARIANCE
+from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.odometry import UNOBSERVED_VARIANCE, SolveCovarianceModel, base_odometries
+from ros_dofkit.core.estimator.setup import build
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
 from ros_dofkit.replay.bag_replay import replay_bag
 from ros_dofkit.replay.messages import MessageFactory
@@ -38,8 +40,6 @@ def simulated_bag(tmp_path, setup, imus, name):
 
 
 def setup_estimated(setup):
-    from ros_dofkit.core.estimator.setup import build
-
     return build(setup.plant, setup.config).estimated
 
 
@@ -111,9 +111,6 @@ def test_planar_base_gets_an_odometry_output_with_its_heading_covariance_and_twi
 
 def test_a_planar_base_whose_heading_is_measured_reports_it_unobserved():
     """With the heading not estimated (estimated.base: [none]) the whole pose is unobserved by the IMUs."""
-    from ros_dofkit.core.estimator.estimator import Estimator
-    from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
-
     values = load_parameter_file(CONFIG / "mobile_manipulator.yaml")
     setup = ReplaySetup.from_parameters({**values, "estimated.base": ["none"]})
     estimator = Estimator(setup.plant, setup.config)
