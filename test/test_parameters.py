@@ -256,3 +256,19 @@ def test_time_offsets_and_odometry_parameters_reach_the_core_config():
                           (("odometry_instance", "base"), "odometry_topic is empty")):
         with pytest.raises(ParameterValueError, match=fragment):
             estimator_config_from_parameters({**values, bad[0]: bad[1]}, ["arm"])
+
+
+def test_raw_imu_parameters_reach_the_imu_configuration():
+    values = {"urdf_files": ["arm7.urdf"], "model_names": ["arm"], "imu_names": ["hand"],
+              "imus.hand.body": "arm_link7", "imus.hand.orientation": "filter", "imus.hand.filter_sample_time": 0.005,
+              "imus.hand.filter_max_gap": 0.5, "imus.hand.filter_max_acceleration": 80.0,
+              "imus.hand.filter_heading": 0.25}
+    (imu,) = estimator_config_from_parameters(values, ["arm"]).imus
+    assert imu.orientation == "filter"
+    assert (imu.filter.sample_time_s, imu.filter.max_gap_s, imu.filter.max_acceleration, imu.filter.heading_offset) == (
+        0.005, 0.5, 80.0, 0.25)
+    with pytest.raises(ParameterValueError, match=r"imus.hand.orientation: expected one of \['sensor', 'filter', "
+                                                  r"'auto'\], got 'raw'"):
+        estimator_config_from_parameters({**values, "imus.hand.orientation": "raw"}, ["arm"])
+    with pytest.raises(ParameterValueError, match="sample_time_s .* must not exceed max_gap_s"):
+        estimator_config_from_parameters({**values, "imus.hand.filter_sample_time": 0.9}, ["arm"])

@@ -187,6 +187,7 @@ class EstimatorNode(Node):
                                    f"translation{' and heading' if odometry.use_yaw else ''})")
         self.create_service(Trigger, "~/calibrate", self._on_calibrate)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._filter_resets = {}  # raw IMU name -> orientation filter restarts already logged
         self._diagnostics_timer = self.create_timer(values["diagnostics_period"], self._publish_diagnostics)
         self._publish_static_tf()
         self._publish_robot_description()
@@ -396,6 +397,11 @@ class EstimatorNode(Node):
             self._tf_publisher.publish(self.tf.moving_transforms_serialized(result.X_WB, sec, nanosec))
 
     def _publish_diagnostics(self) -> None:
+        for name, counts in self.estimator.filter_counts().items():  # raw IMUs: a filter restart is logged
+            if counts["resets"] > self._filter_resets.get(name, 0):
+                self._warn_throttled((name, "filter_reset"), f"{name}: orientation filter restarted after a gap or a "
+                                     f"jump back of its stamps ({counts['resets']} restarts so far)")
+            self._filter_resets[name] = counts["resets"]
         msg = diagnostics_message(self.get_clock().now().to_msg(), self.get_name(), self.estimator,
                                   self.statistics, time.monotonic(), dict(self.qos_events.counts),
                                   unconstrained=self._unconstrained, clock_s=self._clock_now())
@@ -440,6 +446,8 @@ class EstimatorNode(Node):
         response.message = (
             f"calibrated {list(result.R_BS)} from {result.num_samples} samples (spread {result.max_spread_deg:.3g} "
             f"deg); heading correction {math.degrees(result.heading_angle):.3f} deg; {mountings}"
+            + "".join(f"; raw IMU {name} heading turned {math.degrees(psi):.3f} deg"
+                      for name, psi in result.heading_offsets.items())
         )
         self.get_logger().info(response.message)
         return response

@@ -55,7 +55,7 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
             wanted.append(truth_topic)
         return wanted
 
-    for raw in iter_raw(path, topics=select, window=window):
+    for raw in iter_raw(path, topics=select, window=window, stamps=False):  # the header stamps are used
         yield offline_inputs_from_raw(raw, setup, truth_topic, typestore, path)
 
 
@@ -83,11 +83,11 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     imu_positions = np.flatnonzero(code < imus_count)
     js_positions = np.flatnonzero(code == imus_count)
     truth_positions = np.flatnonzero(code == imus_count + 1)
-    data = raw.data
+    pick = raw.data.__getitem__
     try:
-        imus = decode_imus([data[k] for k in imu_positions.tolist()], typestore)
-        joint_states = decode_joint_states([data[k] for k in js_positions.tolist()], typestore)
-        truth = decode_joint_states([data[k] for k in truth_positions.tolist()], typestore)
+        imus = decode_imus(list(map(pick, imu_positions.tolist())), typestore)
+        joint_states = decode_joint_states(list(map(pick, js_positions.tolist())), typestore)
+        truth = decode_joint_states(list(map(pick, truth_positions.tolist())), typestore)
     except _DECODE_ERRORS as error:
         raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
 
@@ -96,6 +96,7 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     xyzw = imus.orientation_xyzw
     quaternion = np.where((imus.orientation_covariance[:, :1] == -1), np.nan, xyzw[:, [3, 0, 1, 2]])
     gyro = np.where(imus.angular_velocity_covariance[:, :1] == -1, np.nan, imus.angular_velocity)
+    accel_present = imus.linear_acceleration_covariance[:, 0] != -1  # raw IMUs' orientation filters read it
     imu_sensor = imu_sensor_of[code[imu_positions]]
 
     inputs_mask = code != imus_count + 1
@@ -112,7 +113,8 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         imu_quaternion_wxyz=quaternion, imu_angular_velocity=gyro,
         imu_orientation_present=~np.isnan(quaternion[:, 0]), imu_angular_velocity_present=~np.isnan(gyro[:, 0]),
         js_stamp=nanoseconds_to_seconds(joint_states.stamp_ns), js_names=joint_states.name,
-        js_positions=joint_states.position, js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask])
+        js_positions=joint_states.position, js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask],
+        imu_linear_acceleration=imus.linear_acceleration, imu_linear_acceleration_present=accel_present)
     # (stamp_ns, names, positions) per message; the positions are already arrays.
     truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
     return inputs, truth_records

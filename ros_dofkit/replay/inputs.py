@@ -79,9 +79,11 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
         quaternion, gyro = arrays["quaternion_wxyz"], arrays["angular_velocity"]
         orientation_present = not np.isnan(quaternion[0])
         gyro_present = not np.isnan(gyro[0])
+        # Present unless its covariance[0] is -1, as the node reads it: a NaN in it reaches a raw IMU's filter
+        accel = None if arrays["linear_acceleration_covariance"][0, 0] == -1 else arrays["linear_acceleration"]
         yield arrays["stamp_ns"], ImuInput(setup.imu_topics[record.topic], seconds(arrays["stamp_ns"]),
                                            quaternion, gyro if gyro_present else None, orientation_present,
-                                           gyro_present)
+                                           gyro_present, accel)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ class ReplayError(ValueError):
 
 @dataclass(frozen=True)
 class ImuInput:
-    """One IMU sample: R_GS as (w, x, y, z), gyro w_S (rad/s); absent fields are False / NaN."""
+    """One IMU sample: R_GS as (w, x, y, z), gyro w_S (rad/s), accelerometer f_S (m/s^2, for raw IMUs' filters);
+    absent fields are False / NaN / None."""
 
     name: str
     stamp: float
@@ -38,6 +39,7 @@ class ImuInput:
     angular_velocity: np.ndarray | None = None
     orientation_present: bool = True
     angular_velocity_present: bool = True
+    linear_acceleration: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,8 @@ class ReplayLoop:
             stats.imu_samples += 1
             status, results = estimator.process_imu(item.name, item.stamp, item.quaternion_wxyz,
                                                     item.angular_velocity, item.orientation_present,
-                                                    item.angular_velocity_present)
+                                                    item.angular_velocity_present,
+                                                    linear_acceleration=item.linear_acceleration)
         elif isinstance(item, JointStateInput):
             stats.joint_states += 1
             status, results = estimator.process_joint_state(item.names, item.positions, item.velocities,

@@ -237,6 +237,9 @@ def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatis
         *[_kv(f"malformed.{name}", count) for name, count in statistics.malformed.items()],
         _kv("stale_sensors", ",".join(stale)),
         _kv("unconstrained_coordinates", ",".join(unconstrained)),
+        # raw IMUs' orientation filters (core.estimator.orientation_filter.COUNTERS)
+        *[_kv(f"orientation_filter.{name}.{counter}", value)
+          for name, counts in estimator.filter_counts().items() for counter, value in counts.items()],
     ]
     for topic, count in (qos_incompatible or {}).items():
         values.append(_kv(f"qos_incompatible.{topic}", count))

@@ -51,12 +51,13 @@ class ImuInput:
     orientation_present: bool
     angular_velocity_present: bool
     frame_id: str
+    linear_acceleration: np.ndarray | None = None  # m/s^2 in S; None when the message marks it absent
 
 
 def imu_input_from_msg(msg) -> ImuInput:
     """Read a ``sensor_msgs/Imu``: quaternion reordered to (w, x, y, z), gyro in rad/s (sensor frame), and the
     presence flags from ``orientation_covariance[0]`` / ``angular_velocity_covariance[0]`` (-1 = absent)."""
-    o, w = msg.orientation, msg.angular_velocity
+    o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
     return ImuInput(
         stamp=stamp_to_seconds(msg.header.stamp),
         quaternion_wxyz=np.array([o.w, o.x, o.y, o.z], dtype=float),
@@ -64,6 +65,8 @@ def imu_input_from_msg(msg) -> ImuInput:
         orientation_present=float(msg.orientation_covariance[0]) != -1.0,
         angular_velocity_present=float(msg.angular_velocity_covariance[0]) != -1.0,
         frame_id=msg.header.frame_id,
+        linear_acceleration=None if float(msg.linear_acceleration_covariance[0]) == -1.0 else np.array(
+            [a.x, a.y, a.z], dtype=float),
     )
 
 
@@ -79,6 +82,7 @@ def feed_imu_msg(estimator, name: str, msg, now: float | None = None):
         orientation_present=sample.orientation_present,
         angular_velocity_present=sample.angular_velocity_present,
         now=now,
+        linear_acceleration=sample.linear_acceleration,
     )
 
 
@@ -155,5 +159,6 @@ def feed_imu_cdr(estimator, name: str, data, now: float | None = None):
         orientation_present=values[4] != -1.0,
         angular_velocity_present=values[16] != -1.0,
         now=now,
+        linear_acceleration=None if values[28] == -1.0 else values[25:28],
     )
     return sec, nanosec, status, results

@@ -30,6 +30,7 @@ from ros_dofkit.core.estimator.config import (
     estimated_entry,
     repeated_names,
 )
+from ros_dofkit.core.estimator.orientation_filter import ORIENTATION_MODES
 from ros_dofkit.core.estimator.robot import BASE_JOINTS, ModelSpec
 
 STRING, STRING_ARRAY, DOUBLE, DOUBLE_ARRAY, INTEGER, BOOL = (
@@ -189,6 +190,17 @@ def imu_parameter_specs(imu_name: str) -> tuple:
         ParameterSpec(prefix + "time_offset", DOUBLE, 0.0, "seconds subtracted from every sample's stamp (e.g. "
                       "0.008 for an IMU stamped on arrival after an 8 ms link delay)", read_only=True,
                       value_range=_OFFSET_RANGE),
+        ParameterSpec(prefix + "orientation", STRING, "auto", "orientation from the message (sensor), from a VQF on "
+                      "gyro + accelerometer (filter), or the filter for messages marking orientation absent (auto)",
+                      read_only=True, choices=ORIENTATION_MODES),
+        ParameterSpec(prefix + "filter_sample_time", DOUBLE, 0.0, "raw-IMU filter sample time (s); 0: from the "
+                      "first stamp intervals", read_only=True, value_range=(0.0, 1.0)),
+        ParameterSpec(prefix + "filter_max_gap", DOUBLE, 0.2, "a longer gap between raw samples restarts the filter "
+                      "(s)", read_only=True, value_range=(1e-4, 3600.0)),
+        ParameterSpec(prefix + "filter_max_acceleration", DOUBLE, 150.0, "accelerometer norm (m/s^2) beyond which a "
+                      "raw sample counts as saturated (gyro-only update)", read_only=True, value_range=(1.0, 1e4)),
+        ParameterSpec(prefix + "filter_heading", DOUBLE, 0.0, "raw-IMU filter output turned about the vertical by "
+                      "this angle (rad); written by calibration", read_only=True, value_range=(-1e3, 1e3)),
     )
 
 
@@ -325,6 +337,9 @@ def imu_configs_from_parameters(values: dict) -> tuple:
             configs.append(ImuConfig(
                 name=name, body=get["body"], topic=get["topic"], mounting=mounting, weight=get["weight"],
                 model_instance=get["model_instance"] or None, time_offset_s=get["time_offset"],
+                orientation=get["orientation"],
+                filter={"sample_time_s": get["filter_sample_time"], "max_gap_s": get["filter_max_gap"],
+                        "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"]},
             ))
         except EstimatorConfigError as error:
             raise ParameterValueError(str(error)) from error

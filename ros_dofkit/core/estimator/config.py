@@ -22,6 +22,7 @@ import numpy as np
 # One class per name across the core (ros_dofkit.core.errors): an unknown name is an EstimatorConfigError here
 # and the plant's UnknownNameError at once.
 from ros_dofkit.core.errors import EstimatorConfigError, UnknownNameError
+from ros_dofkit.core.estimator.orientation_filter import ORIENTATION_MODES, FilterSettings, OrientationFilterError
 from ros_dofkit.core.spatial import QuaternionError, quat_normalize, quat_to_matrix
 
 #: Mounting value that asks for the mounting rotation to be computed by calibration (SPEC section 8.4).
@@ -186,6 +187,10 @@ class ImuConfig:
         time_offset_s: seconds subtracted from every sample's stamp (stamp' = stamp - offset): the sensor's
             delay between measuring and stamping, e.g. ~0.008 for an IMU stamped on arrival over its link
             (see :func:`check_time_offset`).
+        orientation: where R_GS comes from: ``"sensor"`` (the message's orientation), ``"filter"`` (a VQF on the
+            message's gyro + accelerometer, ``core.estimator.orientation_filter``), ``"auto"`` (the filter for
+            messages that mark their orientation absent and carry gyro + accelerometer, the sensor otherwise).
+        filter: the raw-IMU filter's input rules (``orientation_filter.FilterSettings``, or a mapping of its fields).
     """
 
     name: str
@@ -195,6 +200,8 @@ class ImuConfig:
     weight: float = 1.0
     model_instance: str | None = None
     time_offset_s: float = 0.0
+    orientation: str = "auto"
+    filter: FilterSettings = field(default_factory=FilterSettings)
 
     def __post_init__(self):
         object.__setattr__(self, "name", _check_name(self.name, "ImuConfig.name"))
@@ -218,6 +225,17 @@ class ImuConfig:
             )
         object.__setattr__(self, "time_offset_s", check_time_offset(self.time_offset_s,
                                                                     f"IMU {self.name!r} time_offset_s"))
+        if self.orientation not in ORIENTATION_MODES:
+            raise EstimatorConfigError(f"IMU {self.name!r} orientation: expected one of {ORIENTATION_MODES}, "
+                                       f"got {self.orientation!r}")
+        if isinstance(self.filter, Mapping):
+            try:
+                object.__setattr__(self, "filter", FilterSettings(**self.filter))
+            except (OrientationFilterError, TypeError) as error:
+                raise EstimatorConfigError(f"IMU {self.name!r} filter: {error}") from error
+        if not isinstance(self.filter, FilterSettings):
+            raise EstimatorConfigError(f"IMU {self.name!r} filter: expected FilterSettings or a mapping of its "
+                                       f"fields, got {type(self.filter).__name__}")
 
     @property
     def needs_calibration(self) -> bool:
