@@ -318,21 +318,25 @@ class EstimatorNode(Node):
         self.statistics.record_malformed(source)
         self._warn_throttled((source, "malformed_message"), f"{source}: malformed_message: {error} (message dropped)")
 
-    def _on_joint_state_data(self, data: bytes) -> None:
+    def _message(self, data: bytes, msg_type, source: str):
+        """The message of an input's bytes, or None (counted and logged as malformed)."""
         try:
-            msg = deserialize_message(data, JointState)
-        except RuntimeError as error:  # rclpy's RMWError: the bytes are not a JointState
-            self._malformed("joint_states", error)
+            return deserialize_message(data, msg_type)
+        except RuntimeError as error:  # rclpy's RMWError: the bytes are not a message of the topic's type
+            self._malformed(source, error)
+            return None
+
+    def _on_joint_state_data(self, data: bytes) -> None:
+        msg = self._message(data, JointState, "joint_states")
+        if msg is None:
             return
         self._remember_stamp(int(msg.header.stamp.sec), int(msg.header.stamp.nanosec))
         status, results = feed_joint_state_msg(self.estimator, msg, now=self._clock_now())
         self._after_input("joint_states", status, results)
 
     def _on_odometry_data(self, data: bytes) -> None:
-        try:
-            msg = deserialize_message(data, Odometry)
-        except RuntimeError as error:  # rclpy's RMWError: the bytes are not an Odometry
-            self._malformed("odometry", error)
+        msg = self._message(data, Odometry, "odometry")
+        if msg is None:
             return
         status, results = feed_odometry_msg(self.estimator, msg, self._odometry_frames, now=self._clock_now())
         self._after_input("odometry", status, results)

@@ -20,7 +20,7 @@ from rosbags.serde import SerdeError
 
 from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds
 from ros_dofkit.core.estimator.offline import OfflineInputs
-from ros_dofkit.replay.inputs import validate_input_topics
+from ros_dofkit.replay.inputs import decode_odometries, validate_input_topics
 from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw
 from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
 
@@ -50,7 +50,7 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
     def select(available: dict) -> list:
         checked = checked_already if checked_already is not None else validate_input_topics(path, available, setup)
         seen.update(checked)
-        wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in checked]
+        wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic, setup.odometry_topic) if t in checked]
         if truth_topic is not None and truth_topic in checked:
             wanted.append(truth_topic)
         return wanted
@@ -71,23 +71,28 @@ def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
 
 def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path) -> tuple:
     """``(OfflineInputs, truth_records)`` of raw messages in stamp order (see :func:`iter_offline_inputs`)."""
-    # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1.
+    # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1,
+    # odometry -> IMUS + 2.
     imu_topics = list(setup.imu_topics)
     imus_count = len(imu_topics)
     codes = {topic: k for k, topic in enumerate(imu_topics)}
     codes[setup.joint_states_topic] = imus_count
     if truth_topic is not None:
         codes[truth_topic] = imus_count + 1
+    if setup.odometry_topic is not None:
+        codes[setup.odometry_topic] = imus_count + 2
     imu_sensor_of = np.array([setup.config.imu_names.index(setup.imu_topics[t]) for t in imu_topics], dtype=np.int64)
     code = np.fromiter(map(codes.__getitem__, raw.topics), dtype=np.int64, count=len(raw.topics))
     imu_positions = np.flatnonzero(code < imus_count)
     js_positions = np.flatnonzero(code == imus_count)
     truth_positions = np.flatnonzero(code == imus_count + 1)
+    odometry_positions = np.flatnonzero(code == imus_count + 2)
     pick = raw.data.__getitem__
     try:
         imus = decode_imus(list(map(pick, imu_positions.tolist())), typestore)
         joint_states = decode_joint_states(list(map(pick, js_positions.tolist())), typestore)
         truth = decode_joint_states(list(map(pick, truth_positions.tolist())), typestore)
+        odometry = decode_odometries(list(map(pick, odometry_positions.tolist())), typestore, setup.odometry_frames)
     except _DECODE_ERRORS as error:
         raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
 
@@ -100,13 +105,16 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     imu_sensor = imu_sensor_of[code[imu_positions]]
 
     inputs_mask = code != imus_count + 1
-    kind = (code[inputs_mask] == imus_count).astype(np.int64)  # 0 = IMU, 1 = joint states
+    offered = code[inputs_mask]
+    kind = np.select([offered == imus_count, offered == imus_count + 2], [1, 2], 0)  # 0 IMU, 1 joints, 2 odometry
     row = np.empty(len(code), dtype=np.int64)
     row[imu_positions] = np.arange(len(imu_positions))
     row[js_positions] = np.arange(len(js_positions))
+    row[odometry_positions] = np.arange(len(odometry_positions))
     stamp_ns = np.empty(len(code), dtype=np.int64)
     stamp_ns[imu_positions] = imus.stamp_ns
     stamp_ns[js_positions] = joint_states.stamp_ns
+    stamp_ns[odometry_positions] = odometry.stamp_ns
     velocities = [v if v.size else None for v in joint_states.velocity]
     inputs = OfflineInputs(
         kind=kind, row=row[inputs_mask], imu_sensor=imu_sensor, imu_stamp=nanoseconds_to_seconds(imus.stamp_ns),
@@ -114,7 +122,9 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         imu_orientation_present=~np.isnan(quaternion[:, 0]), imu_angular_velocity_present=~np.isnan(gyro[:, 0]),
         js_stamp=nanoseconds_to_seconds(joint_states.stamp_ns), js_names=joint_states.name,
         js_positions=joint_states.position, js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask],
-        imu_linear_acceleration=imus.linear_acceleration, imu_linear_acceleration_present=accel_present)
+        imu_linear_acceleration=imus.linear_acceleration, imu_linear_acceleration_present=accel_present,
+        odom_stamp=nanoseconds_to_seconds(odometry.stamp_ns), odom_position=odometry.position,
+        odom_quaternion_wxyz=odometry.quaternion_wxyz, odom_frames_match=odometry.frames_match)
     # (stamp_ns, names, positions) per message; the positions are already arrays.
     truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
     return inputs, truth_records

@@ -16,7 +16,7 @@ import numpy as np
 from ros_dofkit.replay.messages import header_stamp_ns, seconds
 from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, OdometryInput, Truth
 from ros_dofkit.replay.setup import IMU_MSGTYPE, JOINT_STATE_MSGTYPE, ODOMETRY_MSGTYPE, TRUTH_TOPIC, ReplaySetup
-from ros_dofkit.ros.bag_io import BagError, bag_topics, read_bag
+from ros_dofkit.ros.bag_io import BagError, bag_topics, make_typestore, read_bag
 from ros_dofkit.ros.imu_input import odometry_frames_problem, odometry_pose_from_msg
 from ros_dofkit.ros.imu_messages import imu_message_to_arrays
 
@@ -100,8 +100,11 @@ class OdometryArrays:
 def decode_odometries(datas, typestore, frames: tuple) -> OdometryArrays:
     """Raw CDR ``nav_msgs/Odometry`` messages -> arrays, as :func:`bag_inputs` reads them message by message
     (odometry comes at tens of Hz: rosbags' deserializer per message is cheap enough). ``frames`` the expected
-    (header, child) frames. Raises rosbags' SerdeError for bytes that are not an Odometry."""
+    (header, child) frames; ``typestore`` None: the default distribution's. Raises rosbags' SerdeError for bytes
+    that are not an Odometry."""
     count = len(datas)
+    if count and typestore is None:
+        typestore = make_typestore()
     out = OdometryArrays(np.empty(count, dtype=np.int64), np.empty((count, 3)), np.empty((count, 4)),
                          np.empty(count, dtype=bool))
     for k, data in enumerate(datas):

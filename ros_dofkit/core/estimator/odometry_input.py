@@ -161,57 +161,69 @@ def validate_odometries(position, quaternion_wxyz, frames_match, target, code, v
 #: Accepted odometry samples kept for matching (the newest; at 100 Hz, 0.32 s: more than a cycle ever looks back).
 MEMORY_LENGTH = 32
 
-OdometryMemory = namedtuple("OdometryMemory", ["stamp", "values", "head", "count", "last_stamp", "counts"])
-OdometryMemory.__doc__ = """The odometry source's memory in the cycle rules: a ring of the newest accepted samples
-(``stamp`` (L,), ``values`` (L, 3), oldest at ``head[0]``, ``count[0]`` of them, stamps increasing), the source's
-last accepted stamp ``last_stamp[0]`` (NaN: none since the last reset) and its rejections by reason ``counts``."""
+#: Seconds within which an odometry stamp counts as the cycle's own instant: float seconds resolve an epoch stamp
+#: (1.8e9 s) to 0.24 µs, and a time offset applied in integer nanoseconds may land a rounding step after the IMU's
+#: stamp of the same instant; 1 µs is far below any sensor period.
+SAME_INSTANT_S = 1e-6
+
+#: The odometry source's memory in the cycle rules, one record (a single array, as the rules' state is kept): a ring
+#: of the newest accepted samples (``stamp`` (L,), ``values`` (L, 3), oldest at ``head``, ``count`` of them, stamps
+#: increasing), the source's last accepted stamp (NaN: none since the last reset), its rejections by reason.
+MEMORY = np.dtype([
+    ("head", np.int64), ("count", np.int64), ("last_stamp", np.float64),
+    ("counts", np.int64, (len(RejectReason),)),
+    ("stamp", np.float64, (MEMORY_LENGTH,)), ("values", np.float64, (MEMORY_LENGTH, 3)),
+], align=True)
+
+#: What a cycle took of the odometry: the base coordinates (NaN: none matched, the base holds) and whether none did.
+MATCH = np.dtype([("values", np.float64, (3,)), ("stale", np.bool_)], align=True)
 
 
-def new_memory(reasons: int) -> OdometryMemory:
-    """An empty memory (``reasons``: the number of reject reasons counted)."""
-    return OdometryMemory(stamp=np.empty(MEMORY_LENGTH), values=np.empty((MEMORY_LENGTH, 3)),
-                          head=np.zeros(1, dtype=np.int64), count=np.zeros(1, dtype=np.int64),
-                          last_stamp=np.full(1, np.nan), counts=np.zeros(reasons, dtype=np.int64))
+def new_memory() -> np.ndarray:
+    """An empty memory, (1,) :data:`MEMORY`."""
+    memory = np.zeros(1, dtype=MEMORY)
+    memory["last_stamp"] = np.nan
+    return memory
 
 
 @njit(cache=True, inline="always", error_model="numpy")
 def forget(memory):
-    """Nothing heard (a reset of the rules); the counters stay."""
-    memory.head[0] = 0
-    memory.count[0] = 0
-    memory.last_stamp[0] = np.nan
+    """Nothing heard (a reset of the rules); the counters stay. ``memory``: the :data:`MEMORY` record."""
+    memory.head = 0
+    memory.count = 0
+    memory.last_stamp = np.nan
 
 
 @njit(cache=True, inline="always", error_model="numpy")
 def remember(memory, stamp, values):
     """Keep an accepted sample (stamped after every kept one: the rules refuse the others); the oldest goes when
     the ring is full."""
-    if memory.count[0] == MEMORY_LENGTH:
-        memory.head[0] = (memory.head[0] + 1) % MEMORY_LENGTH
-        memory.count[0] -= 1
-    k = (memory.head[0] + memory.count[0]) % MEMORY_LENGTH
+    if memory.count == MEMORY_LENGTH:
+        memory.head = (memory.head + 1) % MEMORY_LENGTH
+        memory.count -= 1
+    k = (memory.head + memory.count) % MEMORY_LENGTH
     memory.stamp[k] = stamp
     for a in range(3):
         memory.values[k, a] = values[a]
-    memory.count[0] += 1
-    memory.last_stamp[0] = stamp
+    memory.count += 1
+    memory.last_stamp = stamp
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def match(memory, stamp, timeout, values_out):
-    """The sample a cycle at ``stamp`` uses: the newest kept one stamped at or before ``stamp`` and not older than
+def match(memory, stamp, timeout, out):
+    """What a cycle at ``stamp`` takes, into ``out`` (a :data:`MATCH` record): the newest kept sample stamped at
+    or before ``stamp`` (up to :data:`SAME_INSTANT_S` after it counts as the same instant) and not older than
     ``stamp - timeout`` (the encoders' sample-and-hold, without a value from the cycle's future: a stream of
     odometry ahead of the IMUs is not used early, and no cycle waits for the next message as interpolation
-    would). Fills ``values_out`` (3,) and returns True, or leaves it NaN (the base coordinates hold their last
-    value) and returns False: the odometry is stale in this cycle."""
+    would); else NaN values (the base coordinates hold their last value) and ``stale``."""
+    out.stale = True
     for a in range(3):
-        values_out[a] = np.nan
-    for n in range(memory.count[0] - 1, -1, -1):
-        k = (memory.head[0] + n) % MEMORY_LENGTH
-        if memory.stamp[k] <= stamp:
-            if memory.stamp[k] < stamp - timeout:
-                return False
-            for a in range(3):
-                values_out[a] = memory.values[k, a]
-            return True
-    return False
+        out.values[a] = np.nan
+    for n in range(memory.count - 1, -1, -1):
+        k = (memory.head + n) % MEMORY_LENGTH
+        if memory.stamp[k] <= stamp + SAME_INSTANT_S:
+            if memory.stamp[k] >= stamp - timeout:
+                out.stale = False
+                for a in range(3):
+                    out.values[a] = memory.values[k, a]
+            return
