@@ -8,7 +8,8 @@ IMUs' bodies and weights, and the settings the compiled cycle rules read.
 
 Dofs: every joint with v == q-dot is seen through the plant's articulated view (SPEC 9.2); per model instance a
 DofMask over those coordinates says which are estimated, the rest are measured. A floating base (quaternion
-joint) is estimated in rotation and held in translation: orientation sensors cannot observe position.
+joint) is estimated in rotation and held in translation (orientation sensors cannot observe position) unless
+an odometry input sets it (``odometry_input``; a planar base's x, y and optionally heading too).
 """
 
 from __future__ import annotations
