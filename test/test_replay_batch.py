@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from ros_dofkit.core.estimator.config import HeadingEstimation
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.offline import OfflineRun
 from ros_dofkit.replay.bag_replay import NoEstimateError, replay_bag
@@ -257,7 +258,8 @@ def test_batch_and_streaming_replays_write_the_same_bag(edge_bag, tmp_path):
 
 
 @pytest.mark.parametrize("change", [{"sync_tolerance_s": 0.001}, {"sync_joint_states": True},
-                                    {"sync_tolerance_s": 0.001, "sync_joint_states": True}])
+                                    {"sync_tolerance_s": 0.001, "sync_joint_states": True},
+                                    {"heading_estimation": HeadingEstimation(enabled=True)}])  # issue 19.2
 def test_every_configuration_replays_in_batch_as_streaming(edge_bag, tmp_path, change):
     """Synchronized mode and sync_joint_states run through the batch too, with the streaming path's bytes."""
     path, setup = edge_bag

@@ -19,6 +19,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from ros_dofkit.core.estimator.heading import diagnostic_values as heading_diagnostics
 from ros_dofkit.core.estimator.odometry import BaseOdometry, OdometryCovariance, SolveCovariances
 from ros_dofkit.core.estimator.robot import resolve_urdf_path
 from ros_dofkit.core.spatial import matrix_to_quat
@@ -245,6 +246,7 @@ def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatis
         values.append(_kv(f"qos_incompatible.{topic}", count))
     statuses = [DiagnosticStatus(level=level, name=f"{node_name}: estimator", message=message,
                                  hardware_id=hardware_id, values=values)]
+    heading = estimator.heading_estimates()
     for name in estimator.config.imu_names:
         error = result.sensor_errors_deg.get(name, math.nan) if result is not None else math.nan
         if name in stale:
@@ -257,7 +259,9 @@ def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatis
             level=sensor_level, name=f"{node_name}: imu {name}", message=text, hardware_id=hardware_id,
             values=[_kv("orientation_error_deg", float(error)),
                     _kv("input_rate_hz", statistics.input_rates[name].rate(now)
-                        if name in statistics.input_rates else math.nan)],
+                        if name in statistics.input_rates else math.nan),
+                    # issue 19.2: heading offset and gyro bias (core.estimator.heading), when estimated
+                    *[_kv(key, value) for key, value in heading_diagnostics(heading, name)]],
         ))
     msg = DiagnosticArray()
     msg.header.stamp = stamp

@@ -25,6 +25,7 @@ from ros_dofkit.core.estimator.config import (
     MAX_TIME_OFFSET_S,
     EstimatorConfig,
     EstimatorConfigError,
+    HeadingEstimation,
     ImuConfig,
     OdometryConfig,
     estimated_entry,
@@ -130,6 +131,19 @@ ESTIMATION_PARAMETERS = (
                   "(0: free-running sensors)", value_range=(0.0, 10.0)),
     ParameterSpec("sync_joint_states", BOOL, False, "a cycle also waits for a new joint-state message while they "
                   "arrive (off: latest encoder values are held)"),
+    # issue 19.2: per-IMU heading offsets and gyro biases on the chain (core.estimator.config.HeadingEstimation)
+    ParameterSpec("heading_estimation.enabled", BOOL, False, "estimate each IMU's heading offset (drift about "
+                  "gravity) and gyro bias together with the joints"),
+    ParameterSpec("heading_estimation.drift_deg_per_min", DOUBLE, 3.0, "heading random walk per IMU: standard "
+                  "deviation after one minute (deg)", value_range=(1e-6, 1000.0)),
+    ParameterSpec("heading_estimation.orientation_noise_deg", DOUBLE, 1.0, "white noise of an IMU orientation "
+                  "(deg per axis)", value_range=(1e-6, 90.0)),
+    ParameterSpec("heading_estimation.initial_deg", DOUBLE, 1.0, "standard deviation of the heading offsets at "
+                  "start (deg)", value_range=(0.0, 180.0)),
+    ParameterSpec("heading_estimation.reference_imu", STRING, "", "IMU whose heading offset is held at 0 (empty: "
+                  "chosen by the observability rule)"),
+    ParameterSpec("heading_estimation.gyro_bias_time_constant_s", DOUBLE, 30.0, "time constant of the gyro bias "
+                  "estimate (s; 0: off)", value_range=(0.0, 3600.0)),
     ParameterSpec("diagnostics_period", DOUBLE, 1.0, "seconds between /diagnostics messages",
                   value_range=(0.01, 60.0)),
     ParameterSpec("log_throttle", DOUBLE, 5.0, "minimum seconds between repeated warnings of one kind",
@@ -404,6 +418,13 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
             sync_tolerance_s=get("sync_tolerance"),
             joint_state_time_offset_s=inputs["joint_states_time_offset"],
             odometry=odometry,
+            heading_estimation=HeadingEstimation(
+                enabled=get("heading_estimation.enabled"),
+                drift_deg_per_min=get("heading_estimation.drift_deg_per_min"),
+                orientation_noise_deg=get("heading_estimation.orientation_noise_deg"),
+                initial_deg=get("heading_estimation.initial_deg"),
+                reference_imu=get("heading_estimation.reference_imu") or None,
+                gyro_bias_time_constant_s=get("heading_estimation.gyro_bias_time_constant_s")),
         )
     except EstimatorConfigError as error:
         raise ParameterValueError(str(error)) from error

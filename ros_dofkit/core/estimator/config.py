@@ -244,6 +244,46 @@ class ImuConfig:
 
 
 @dataclass(frozen=True)
+class HeadingEstimation:
+    """Per-IMU heading offsets and gyro biases estimated on the kinematic chain (issue 19.2; the math is in
+    ``ros_dofkit.core.estimator.heading``).
+
+    Attributes:
+        enabled: estimate each IMU's heading offset (its earth frame turned about gravity relative to the model
+            world) together with the joints; off (default), every IMU's orientation is trusted as it is.
+        drift_deg_per_min: standard deviation of the heading random walk after one minute (deg), per IMU: the
+            prior's growth between cycles.
+        orientation_noise_deg: standard deviation (deg, per axis) of an IMU orientation's white noise: the weight
+            of one cycle's kinematic evidence.
+        initial_deg: standard deviation (deg) of the heading offsets at the start and after a reset (0 after a
+            calibration, which absorbs the headings into the mountings).
+        reference_imu: IMU whose heading offset is held at 0 (it defines the world heading); None: chosen by the
+            observability rule (none when the chain fixes the world heading itself, e.g. a fixed base with
+            encoders; the first IMU that restores observability otherwise, e.g. on a floating base).
+        gyro_bias_time_constant_s: time constant (s) of the low-pass gyro bias estimate (gyro minus the angular
+            velocity of the IMU's own orientation stream); 0 turns the gyro bias estimate off.
+    """
+
+    enabled: bool = False
+    drift_deg_per_min: float = 3.0
+    orientation_noise_deg: float = 1.0
+    initial_deg: float = 1.0
+    reference_imu: str | None = None
+    gyro_bias_time_constant_s: float = 30.0
+
+    def __post_init__(self):
+        if not isinstance(self.enabled, bool):
+            raise EstimatorConfigError(f"heading_estimation.enabled: expected a bool, got {self.enabled!r}")
+        for name, allow_zero in (("drift_deg_per_min", False), ("orientation_noise_deg", False),
+                                 ("initial_deg", True), ("gyro_bias_time_constant_s", True)):
+            value = _check_finite_nonnegative(getattr(self, name), f"heading_estimation.{name}", allow_zero)
+            object.__setattr__(self, name, value)
+        if self.reference_imu is not None:
+            object.__setattr__(self, "reference_imu", _check_name(self.reference_imu,
+                                                                  "heading_estimation.reference_imu"))
+
+
+@dataclass(frozen=True)
 class EstimatorConfig:
     """Everything the estimator core needs besides the plant.
 
@@ -279,6 +319,7 @@ class EstimatorConfig:
             equal stamps): a cycle then waits until every live source has a sample within this many seconds of the
             newest one, and a sample that fell behind an instant is replaced rather than solved with the next
             instant's samples (it is counted as overwritten), so a disturbance never leaves a lasting phase shift.
+        heading_estimation: :class:`HeadingEstimation` (off by default).
     """
 
     imus: tuple = ()
@@ -298,6 +339,7 @@ class EstimatorConfig:
     sync_tolerance_s: float = 0.0
     joint_state_time_offset_s: float = 0.0
     odometry: OdometryConfig | None = None
+    heading_estimation: HeadingEstimation = field(default_factory=HeadingEstimation)
 
     def __post_init__(self):
         imus = tuple(self.imus)
@@ -365,6 +407,13 @@ class EstimatorConfig:
         if self.odometry is not None and not isinstance(self.odometry, OdometryConfig):
             raise EstimatorConfigError(f"odometry: expected an OdometryConfig or None, got "
                                        f"{type(self.odometry).__name__}")
+        heading = self.heading_estimation
+        if not isinstance(heading, HeadingEstimation):
+            raise EstimatorConfigError(
+                f"heading_estimation: expected HeadingEstimation, got {type(heading).__name__} {heading!r}")
+        if heading.reference_imu is not None and heading.reference_imu not in names:
+            raise UnknownNameError("heading_estimation.reference_imu: " + describe_unknown(
+                "IMU", heading.reference_imu, names))
 
     def imu(self, name: str) -> ImuConfig:
         """The IMU called ``name``; :class:`UnknownNameError` listing the configured names otherwise."""
