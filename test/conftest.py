@@ -11,7 +11,8 @@ this file gives the session
 Processes started through the harness (test/ros_harness.py) inherit all three through ``os.environ``.
 Fixtures: ``ros_node`` (an rclpy node in the test process), ``ros_processes`` (starts package executables and
 always stops them), ``ros2_workspace`` (the environment for ``ros2 launch ros_dofkit`` and the ``ros2`` verbs:
-a colcon install of the checkout, see test/ros2_workspace.py).
+a colcon install of the checkout, see test/ros2_workspace.py), and from test/opensim_guard.py a guard that fails
+any test after which ``import opensim`` changed the environment (import it with ``importorskip_opensim``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from opensim_guard import opensim_leaves_environment_alone  # noqa: F401 (an autouse fixture)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DOMAIN_IDS = range(1, 102)

@@ -47,7 +47,7 @@ from rclpy.node import Node
 from rclpy.parameter import get_parameter_value, parameter_value_to_python
 from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import Imu, JointState
+from sensor_msgs.msg import Imu, JointState, MagneticField
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
@@ -75,6 +75,7 @@ from ros_dofkit.ros.estimator_messages import (
 from ros_dofkit.ros.imu_input import (
     feed_imu_cdr,
     feed_joint_state_msg,
+    feed_magnetic_field_msg,
     feed_odometry_msg,
     odometry_frames,
     seconds_to_sec_nanosec,
@@ -169,7 +170,9 @@ class EstimatorNode(Node):
 
         in_qos = input_qos_profile(values["input_qos"], values["input_qos_depth"])
         odometry = config.odometry
-        self.statistics = NodeStatistics(["joint_states", *config.imu_names, *(["odometry"] if odometry else [])])
+        self.statistics = NodeStatistics(["joint_states", *config.imu_names, *(
+            f"{imu.name}/magnetic_field" for imu in config.imus if imu.magnetic_field_topic),
+            *(["odometry"] if odometry else [])])
         self._stamps: OrderedDict = OrderedDict()
         self._last_log: dict = {}
         #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
@@ -177,6 +180,9 @@ class EstimatorNode(Node):
         self._add_input(JointState, values["joint_states_topic"], self._on_joint_state_data, in_qos)
         for imu in config.imus:
             self._add_input(Imu, imu.topic, self._imu_callback(imu.name), in_qos)
+            if imu.magnetic_field_topic:  # raw IMUs: a magnetometer for the orientation filter (issue 19.1)
+                self._add_input(MagneticField, imu.magnetic_field_topic, self._magnetic_field_callback(imu.name),
+                                in_qos)
         #: (header, child) frames an Odometry input must carry (None: no odometry input)
         self._odometry_frames = None
         if odometry is not None:
@@ -352,6 +358,17 @@ class EstimatorNode(Node):
             self._after_input(name, status, results)
 
         return on_imu
+
+    def _magnetic_field_callback(self, name: str):
+        def on_field(data: bytes) -> None:
+            try:
+                msg = deserialize_message(data, MagneticField)
+            except RuntimeError as error:  # rclpy's RMWError: the bytes are not a MagneticField
+                self._malformed(f"{name}/magnetic_field", error)
+                return
+            self._after_input(f"{name}/magnetic_field", feed_magnetic_field_msg(self.estimator, name, msg), ())
+
+        return on_field
 
     def _after_input(self, source: str, status, results) -> None:
         self.statistics.record_input(source, time.monotonic())

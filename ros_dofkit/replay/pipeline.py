@@ -43,6 +43,15 @@ class ImuInput:
 
 
 @dataclass(frozen=True)
+class MagneticFieldInput:
+    """One magnetometer sample of raw IMU ``name``: the field in tesla, sensor frame (NaN when absent)."""
+
+    name: str
+    stamp: float
+    field_T: np.ndarray
+
+
+@dataclass(frozen=True)
 class JointStateInput:
     """One (possibly partial) encoder message: names, positions and velocities (empty = none)."""
 
@@ -136,6 +145,9 @@ class ReplayLoop:
         elif isinstance(item, OdometryInput):
             status, results = estimator.process_odometry(item.stamp, item.position, item.quaternion_wxyz,
                                                          frames_match=item.frames_match)
+        elif isinstance(item, MagneticFieldInput):  # raw IMUs' filters keep it; no cycle
+            stats.rejected += not estimator.process_magnetic_field(item.name, item.stamp, item.field_T).accepted
+            return ()
         elif isinstance(item, ClockInput):
             stats.clock_messages += 1
             estimator.observe_clock(item.stamp)

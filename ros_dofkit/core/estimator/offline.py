@@ -47,6 +47,9 @@ class OfflineInputs:
     ``odom_frames_match`` (n,) bool (the arguments of ``process_odometry``).
     ``imu_linear_acceleration`` (n_imu, 3) and ``imu_linear_acceleration_present`` (n_imu,), optional: the
     accelerometer of each IMU sample, which raw IMUs' orientation filters need (``orientation_filter``).
+    ``field_sensor`` (n_f,), ``field_stamp`` (n_f,) s, ``field_vector`` (n_f, 3) tesla in S, ``field_position``
+    (n_f,), optional: magnetometer samples of raw IMUs, each offered before input ``field_position`` (the number of
+    inputs offered before it; M = after the last), in order (``orientation_filter`` matching rule).
     """
 
     kind: np.ndarray
@@ -69,6 +72,10 @@ class OfflineInputs:
     odom_position: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     odom_quaternion_wxyz: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     odom_frames_match: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    field_sensor: np.ndarray | None = None  # (n_f,) magnetometer samples (orientation_filter), tesla in S
+    field_stamp: np.ndarray | None = None
+    field_vector: np.ndarray | None = None
+    field_position: np.ndarray | None = None
 
     def __post_init__(self):
         m = len(self.kind)
@@ -92,6 +99,14 @@ class OfflineInputs:
             raise OfflineInputError(f"expected odom_position ({n_odom}, 3), odom_quaternion_wxyz ({n_odom}, 4) and "
                                     f"{n_odom} odom_frames_match, got {np.shape(self.odom_position)}, "
                                     f"{np.shape(self.odom_quaternion_wxyz)} and {len(self.odom_frames_match)}")
+        fields = (self.field_sensor, self.field_stamp, self.field_vector, self.field_position)
+        if any(f is not None for f in fields):
+            n_f = len(self.field_sensor) if self.field_sensor is not None else -1
+            if any(f is None for f in fields) or len(self.field_stamp) != n_f or len(self.field_position) != n_f or (
+                    np.shape(self.field_vector) != (n_f, 3)) or np.any(np.diff(self.field_position) < 0):
+                raise OfflineInputError(
+                    "field_sensor, field_stamp, field_vector (n, 3) and field_position (non-decreasing) must be given "
+                    f"together with one entry per field; got {[None if f is None else np.shape(f) for f in fields]}")
 
     def input_stamps(self) -> np.ndarray:
         """(M,) stamp in seconds of every input."""
