@@ -61,7 +61,7 @@ from ros_dofkit.core.estimator.odometry import (
 )
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
-from ros_dofkit.nodes.common import StartupError, declare_specs, run_node
+from ros_dofkit.nodes.common import StartupError, clock_seconds, declare_specs, run_node
 from ros_dofkit.precompile import warm_up
 from ros_dofkit.ros.estimator_messages import (
     BaseOdometryOutput,
@@ -304,8 +304,7 @@ class EstimatorNode(Node):
             self.get_logger().warning(text)
 
     def _clock_now(self):
-        nanoseconds = self.get_clock().now().nanoseconds
-        return None if nanoseconds == 0 else nanoseconds * 1e-9  # sim time before the first /clock: no clock
+        return clock_seconds(self.get_clock())  # sim time before the first /clock: None, no clock
 
     # ------------------------------------------------------------------ inputs and the cycle
     def _add_input(self, msg_type, topic: str, handler, qos) -> None:
