@@ -32,6 +32,7 @@ from numba.core.dispatcher import Dispatcher
 
 from ros_dofkit import cli
 from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.ros.parameters import (
     estimator_config_from_parameters,
@@ -46,6 +47,9 @@ KERNEL_MODULES = (
     "ros_dofkit.core.assembly.kernels",
     "ros_dofkit.core.estimator.rules",
     "ros_dofkit.core.estimator.offline",
+    "ros_dofkit.core.estimator.inputs",
+    "ros_dofkit.core.estimator.odometry",
+    "ros_dofkit.core.estimator.odometry_input",
     "ros_dofkit.core.estimator.heading",  # issue 19.2 (compiled on first use: no shipped config enables it)
 )
 #: Seconds to compile what each program compiles at its first start with a cold cache, between what was measured
@@ -100,7 +104,11 @@ def warm_up(plant, config) -> None:
     for imu in config.imus:
         scratch.add_imu(imu.name, 0.0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
     scratch.add_joint_state(list(scratch.joint_state_names), np.zeros(len(scratch.joint_state_names)), stamp=0.0)
-    scratch.step(0.0)
+    if config.odometry is not None:
+        scratch.process_odometry(0.0, np.zeros(3), [1.0, 0.0, 0.0, 0.0])
+    result = scratch.step(0.0)
+    if base_odometries(plant):  # the node's Odometry covariance, compiled
+        SolveCovarianceModel(scratch, 1.0, 1.0).covariances(result)
 
 
 def warm_up_config(path) -> None:
