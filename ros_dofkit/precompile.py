@@ -110,28 +110,37 @@ def warm_streaming() -> None:
         warm_up_config(path)
 
 
-def _demo_solver():
+class DemoSolver(NamedTuple):
     """The demo robot's estimator setup and solver, built as the Estimator builds them (mountings known)."""
+
+    plant: object
+    setup: problem.EstimatorSetup
+    osensors: object
+    assembler: object
+    n_sensors: int
+
+
+def _demo_solver() -> DemoSolver:
     robot = build_demo_robot()
     setup = problem.build(robot.plant, robot.estimator_config)
     R_BS = {imu.name: np.array(imu.mounting) for imu in robot.estimator_config.imus}
     osensors, assembler, names = problem.build_solver(setup, robot.estimator_config, R_BS)
-    return robot, setup, osensors, assembler, len(names)
+    return DemoSolver(robot.plant, setup, osensors, assembler, len(names))
 
 
 def warm_solver() -> None:
     """A cycle's solve from rest (the assembler's solve_one), as the estimator's first cycle does."""
-    _, setup, osensors, assembler, n = _demo_solver()
-    assembler.set_positions(setup.q_default)
-    osensors.move_all_observations(np.repeat(np.eye(3)[None], n, axis=0))
-    assembler.assemble()
+    demo = _demo_solver()
+    demo.assembler.set_positions(demo.setup.q_default)
+    demo.osensors.move_all_observations(np.repeat(np.eye(3)[None], demo.n_sensors, axis=0))
+    demo.assembler.assemble()
 
 
 def warm_velocities() -> None:
     """A cycle's poses, gyro velocities and sensor errors (offline.kinematics_and_velocities, sensor_errors) with
     the estimator's argument types, at rest."""
-    robot, setup, _, _, _ = _demo_solver()
-    plant, n_imu, C = robot.plant, len(setup.imu_names), 1
+    plant, setup = _demo_solver()[:2]
+    n_imu, C = len(setup.imu_names), 1
     nv, nb = plant.num_velocities(), plant.num_bodies()
     Q = np.repeat(setup.q_default[None], C, axis=0)
     R_BS = np.repeat(np.eye(3)[None], n_imu, axis=0)
@@ -145,11 +154,12 @@ def warm_velocities() -> None:
 
 def warm_tracking() -> None:
     """Warm-started tracking over frames in one compiled call (track_frames), as an offline replay's chunks."""
-    robot, setup, osensors, assembler, n = _demo_solver()
-    T, nq, nb = 2, robot.plant.num_positions(), robot.plant.num_bodies()
-    assembler.set_positions(setup.q_default)
-    assembler.track_sequence(np.arange(T) * 0.01, np.repeat(np.eye(3)[None, None], T, axis=0).repeat(n, axis=1),
-                             positions=np.full((T, nq), np.nan), return_info=True, body_poses=np.empty((T, nb, 4, 4)))
+    demo = _demo_solver()
+    T, nq, nb = 2, demo.plant.num_positions(), demo.plant.num_bodies()
+    observations = np.repeat(np.eye(3)[None, None], T, axis=0).repeat(demo.n_sensors, axis=1)
+    demo.assembler.set_positions(demo.setup.q_default)
+    demo.assembler.track_sequence(np.arange(T) * 0.01, observations, positions=np.full((T, nq), np.nan),
+                                  return_info=True, body_poses=np.empty((T, nb, 4, 4)))
 
 
 def warm_batch() -> None:
