@@ -85,7 +85,6 @@ def warm_up(plant, config) -> None:
         for imu in config.imus:
             scratch.add_imu(imu.name, stamp, rest, still)
         scratch.add_joint_state(names, np.zeros(len(names)), stamp=stamp)
-        scratch.ready()
         scratch.step(stamp)
     if config.imus:
         frozen_rest, frozen_still = rest.copy(), still.copy()

@@ -131,8 +131,10 @@ def kernels_called_from_python() -> dict:
 #: Functions whose kernel calls no program makes, with why: only the Assembler's inspection API (calc_residuals,
 #: calc_current_goal, calc_current_error_norm) and its Python reference backend (``backend="reference"``, what the
 #: tests compare the compiled solver with) reach them; the estimator, and so every program, solves through
-#: ``solve_one`` / ``track_frames``.
+#: ``solve_one`` / ``track_frames``. ``Estimator.ready`` belongs to the manual API (add_*, ready, step): the node and
+#: the streaming replay offer with process_imu / process_joint_state, whose rules run the cycles themselves.
 LIBRARY_ONLY = {
+    ("ros_dofkit/core/estimator/estimator.py", "ready"),
     ("ros_dofkit/core/assembly/assembler.py", "_residuals_compiled"),
     ("ros_dofkit/core/assembly/assembler.py", "_error_norm"),
     ("ros_dofkit/core/assembly/assembler.py", "_solve_reference"),
