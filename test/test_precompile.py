@@ -1,12 +1,11 @@
-"""Tests of ros_dofkit.precompile (and kernel_jobs, its parallel compile): which modules hold kernels, that the kernel
-groups' warm-ups reach every kernel the package calls from Python and leave nothing for their programs to compile,
-that processes compiling at once compile each kernel once, and the cold-cache note of a first start.
+"""Tests of ros_dofkit.precompile: which modules hold kernels, that the kernel groups' warm-ups reach every kernel the
+package calls from Python and leave nothing for their programs to compile, and the cold-cache note of a first start.
 
 The note is checked on a copy of the package in a temporary directory, where numba's cache and ros_dofkit's
 stamps start empty, as on a fresh install: the note is given until the program marks its kernels warm, and again
 once a kernel source changes (numba recompiles then too). The warm-up checks run in subprocesses on the checkout's
 kernel cache (filled by ``./run``'s set-up; they compile what is missing), and compare the kernels loaded after a
-group's warm-up with those loaded after its program ran. The parallel compile is checked on a tiny kernel.
+group's warm-up with those loaded after its program ran.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ros_dofkit import kernel_jobs, precompile
+from ros_dofkit import precompile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -219,89 +218,3 @@ def test_after_its_group_warm_up_a_program_loads_no_other_kernel(group, recorded
     compiles a kernel (or signature) the warm-up did not, so a pre-compiled install starts without compiling."""
     program = PROGRAMS[group].replace("{bag!r}", repr(str(recorded_bag)))
     assert loaded_kernels([group], program)["program"] == []
-
-
-# ------------------------------------------------------------------------------------------ parallel compiles
-TINY_KERNEL = """
-from numba import njit
-
-
-@njit(cache=True)
-def scale(x):
-    return 2.0 * x
-"""
-
-COMPILE_ONCE = """
-import pathlib, sys, time
-import numpy as np
-from numba.core import event
-sys.path.insert(0, sys.argv[1])
-import tiny
-from ros_dofkit.kernel_jobs import share_compiles
-
-share_compiles([tiny.scale])
-compiles = []
-
-
-class Count(event.Listener):
-    def on_start(self, ev):
-        if ev.data["dispatcher"] is tiny.scale:
-            compiles.append(str(ev.data["args"]))
-
-    def on_end(self, ev):
-        pass
-
-
-event.register("numba:compile", Count())
-go = pathlib.Path(sys.argv[1]) / "go"
-while not go.exists():
-    time.sleep(0.005)
-assert tiny.scale(1.5) == 3.0 and tiny.scale(np.ones(2)).tolist() == [2.0, 2.0]
-print(len(compiles))
-"""
-
-
-def test_processes_compiling_at_once_compile_each_kernel_once(tmp_path):
-    (tmp_path / "tiny.py").write_text(TINY_KERNEL)
-    processes = [subprocess.Popen([sys.executable, "-c", COMPILE_ONCE, str(tmp_path)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(3)]
-    (tmp_path / "go").touch()
-    outcomes = [process.communicate(timeout=300) for process in processes]
-    assert all(process.returncode == 0 for process in processes), [err for _, err in outcomes]
-    assert sum(int(out) for out, _ in outcomes) == 2  # two signatures, each compiled by one process
-    (tmp_path / "go").touch()
-    again = subprocess.run([sys.executable, "-c", COMPILE_ONCE, str(tmp_path)], capture_output=True, text=True,
-                           timeout=300, cwd=ROOT)
-    assert again.stdout.strip() == "0", again.stderr  # both signatures load from the cache the others wrote
-
-
-def write_marker(name: str) -> None:
-    Path(os.environ["MARKERS"], f"{name}-{os.getpid()}").touch()
-
-
-def task_a():
-    write_marker("a")
-
-
-def task_b():
-    write_marker("b")
-
-
-def task_c():
-    write_marker("c")
-
-
-def failing_task():
-    raise RuntimeError("this warm-up failed")
-
-
-def test_run_tasks_runs_every_task_once_in_worker_processes_and_raises_their_errors(tmp_path, monkeypatch):
-    monkeypatch.setenv("MARKERS", str(tmp_path))
-    kernel_jobs.run_tasks([task_a, task_b, task_c], jobs=2)
-    markers = sorted(path.name.split("-") for path in tmp_path.iterdir())
-    assert [name for name, _ in markers] == ["a", "b", "c"]
-    assert str(os.getpid()) not in {pid for _, pid in markers}  # in workers, not here
-    with pytest.raises(RuntimeError, match="this warm-up failed"):
-        kernel_jobs.run_tasks([task_a, failing_task], jobs=2)
-    kernel_jobs.run_tasks([task_a], jobs=2)  # one task: here, no pool
-    assert (tmp_path / f"a-{os.getpid()}").exists()
