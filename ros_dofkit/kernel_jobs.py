@@ -102,5 +102,7 @@ def run_tasks(tasks: list[Callable], jobs: int, before: Callable[[], None] | Non
 
 
 def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
-    return max(1, len(os.sched_getaffinity(0)))
+    """The cores this process may run on (its CPU affinity where the system has one), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
