@@ -9,12 +9,14 @@ output topics) and prints
 
 * the real-time factor (input seconds / wall seconds) of the whole replay (the batched offline path that `dofkit
   replay` takes for this configuration), best of --repeat rounds, and per round with the rosbags-only read timed
-  just before it; the PASS/MISS lines take the worst round;
+  just before it; the PASS/MISS lines take the worst round; the same rounds in CPU time (``time.process_time``),
+  which a loaded machine inflates far less than wall time;
 * where the wall time goes, each stage timed alone (best of --repeat): reading the bag (topic check, raw
   messages, bulk CDR decoding), the estimator (``Estimator.run``: validation, compiled cycle rules,
   ``track_sequence``, velocities and sensor errors), and encoding + writing the output bag;
 * the streaming path for comparison (``replay_bag(batch=False)``: every message through ``process_imu`` /
-  ``process_joint_state``, rosbags' (de)serializers), one run, unless --no-streaming;
+  ``process_joint_state``, rosbags' (de)serializers), one run after a warm-up of its own (its per-message kernels
+  are not the batched path's: a cold cache compiles them on first use, ~10 s), unless --no-streaming;
 * for reference, the compiled IK alone: ``Assembler.track_sequence`` over the same IMU frames (one frame per IMU
   sample instant, encoders as per-frame locked positions);
 * a PASS/MISS line per budget, worst of the --repeat rounds;
@@ -56,12 +58,15 @@ BUDGET_REALTIME_FACTOR = 150.0
 BUDGET_OVER_ROSBAGS = 10.0
 
 
-def replay_once(bag, setup, out_dir: Path, tag: str):
+def replay_once(bag, setup, out_dir: Path, tag: str, cpu: list | None = None):
+    """(wall seconds, outcome) of one replay of ``bag``; its CPU seconds are appended to ``cpu`` when given."""
     from ros_dofkit.replay.bag_replay import replay_bag
 
     out = out_dir / f"out_{tag}"
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     outcome = replay_bag(bag, setup, out)
+    if cpu is not None:
+        cpu.append(time.process_time() - started_cpu)
     return time.perf_counter() - started, outcome
 
 
@@ -75,19 +80,23 @@ def profile_replays(bag, setup, out_dir: Path, output: Path, seconds: float = 10
     return summarize_profile(output, top=15)
 
 
-def rosbags_read(bag) -> tuple[float, int]:
+def rosbags_read(bag, cpu: list | None = None) -> tuple[float, int]:
     """The peer: every message of the bag read and deserialized by rosbags alone (its Reader and its typestore's
-    ``deserialize_cdr``), as a Python tool without ros_dofkit's bulk decoders would; returns (seconds, messages)."""
+    ``deserialize_cdr``), as a Python tool without ros_dofkit's bulk decoders would; returns (seconds, messages)
+    and appends its CPU seconds to ``cpu`` when given. The bag holds only what the replay reads (the IMU, encoder
+    and truth topics), so the peer decodes the same messages."""
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
 
     typestore = get_typestore(Stores.ROS2_JAZZY)
     count = 0
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     with Reader(bag) as reader:
         for connection, _, raw in reader.messages():
             typestore.deserialize_cdr(raw, connection.msgtype)
             count += 1
+    if cpu is not None:
+        cpu.append(time.process_time() - started_cpu)
     return time.perf_counter() - started, count
 
 
@@ -170,17 +179,21 @@ def main(argv=None) -> int:
         recorded = record_demo(tmp / "input", options, storage=args.storage, config_path="")
         warm = record_demo(tmp / "warm", DemoOptions(duration_s=1.0, imu_rate_hz=args.imu_rate), config_path="")
         replay_once(warm.bag_path, setup, tmp, "warm")  # compiles/loads the numba kernels
+        if not args.no_streaming:  # and the streaming path's, so that its one timed run does not include them
+            from ros_dofkit.replay.bag_replay import replay_bag
+
+            replay_bag(warm.bag_path, setup, tmp / "warm_streaming", storage=args.storage, batch=False)
         # Everything alive now (imports, the recording) stays out of the garbage collector's sight during the timed
         # runs, as `dofkit replay` freezes what it imported and configured before it replays.
         gc.collect()
         gc.freeze()
 
-        totals, peers = [], []
+        totals, peers, totals_cpu, peers_cpu = [], [], [], []
         outcome = None
         for k in range(args.repeat):  # a round: the peer, then the replay, back to back
-            peer_wall, peer_messages = rosbags_read(recorded.bag_path)
+            peer_wall, peer_messages = rosbags_read(recorded.bag_path, peers_cpu)
             peers.append(peer_wall)
-            wall, outcome = replay_once(recorded.bag_path, setup, tmp, str(k))
+            wall, outcome = replay_once(recorded.bag_path, setup, tmp, str(k), totals_cpu)
             totals.append(wall)
         profile_lines = profile_replays(recorded.bag_path, setup, tmp, args.profile) if args.profile else []
         best = min(totals)
@@ -205,8 +218,6 @@ def main(argv=None) -> int:
         read, core, write = min(read_times), min(core_times), min(write_times)
         streaming = None
         if not args.no_streaming:
-            from ros_dofkit.replay.bag_replay import replay_bag
-
             started = time.perf_counter()
             replay_bag(recorded.bag_path, setup, tmp / "streaming", storage=args.storage, batch=False)
             streaming = time.perf_counter() - started
@@ -241,6 +252,11 @@ def main(argv=None) -> int:
     print(f"  rosbags-only read of the same bag ({peer_messages} messages: Reader + deserialize_cdr), per round: "
           + " ".join(f"{peer:.3f}" for peer in peers) + " s -> " + " ".join(f"{span / peer:.1f}x" for peer in peers)
           + " real time")
+    print("  CPU time per round (what a loaded machine does not inflate; the budgets take wall time): replay "
+          + " ".join(f"{c:.3f}" for c in totals_cpu) + " s, rosbags-only read "
+          + " ".join(f"{c:.3f}" for c in peers_cpu) + " s -> " + " ".join(f"{span / c:.1f}x" for c in totals_cpu)
+          + " real time, " + " ".join(f"{p / c:.2f}x" for p, c in zip(peers_cpu, totals_cpu, strict=True))
+          + " the read")
     if profile_lines:
         print(f"  profile of back-to-back replays ({args.profile}):")
         for line in profile_lines:

@@ -18,6 +18,13 @@ Pipeline:
 4. Printed: the calibration, joint ranges, residual medians, knee-flexion RMS against imumocap
    (test/fixtures/ximu3/imumocap_knee_flexion.csv, from benchmarks/ximu3_imumocap_reference.py; the estimate is
    interpolated onto its 50 Hz time base). Figures: knee flexion side by side with imumocap, and the joint angles.
+5. Raw IMUs (issue 19.5): the same bag replayed with every IMU's orientation from its gyro + accelerometer alone
+   (``imus.<name>.orientation: filter``, a VQF per IMU; the devices' quaternions unused), twice:
+   - *raw, mountings from the stand*: calibrated on the same 0.5 s like step 2. Without a magnetometer each raw
+     IMU's heading is its own, which a standing calibration cannot separate from the mounting (issue 19.2);
+   - *raw, mountings from step 2*: the mountings R_BS and world alignment of step 2's calibrated file (known
+     mountings), the raw IMUs' headings aligned with the model on the stand (``Estimator.calibrate``).
+   Printed: knee flexion RMS against imumocap and against step 2's orientation-based estimate.
 """
 
 from __future__ import annotations
@@ -175,6 +182,39 @@ def run_pipeline(recording: Path, work: Path, config: Path = CONFIG, calibration
     return read_replay_output(out), calibration, calibrated_config
 
 
+def raw_config(values: dict, path: Path) -> Path:
+    """``values`` with every IMU's orientation from its raw-IMU filter, written to ``path``."""
+    values = dict(values)
+    for name in values["imu_names"]:
+        values[f"imus.{name}.orientation"] = "filter"
+    write_parameter_file(values, path, "every IMU's orientation from gyro + accelerometer (orientation: filter)")
+    return path
+
+
+def run_raw_pipelines(recording: Path, work: Path, calibrated_config: Path, config: Path = CONFIG,
+                      calibration_seconds: float = 0.5, joint_limits: bool = True) -> dict:
+    """The raw-IMU replays of step 5: ``{"raw, mountings from the stand": estimate, "raw, mountings from the
+    orientation calibration": estimate}`` (each in its own folder of ``work``)."""
+    values = load_parameter_file(config)
+    values["use_joint_limits"] = joint_limits
+    known = load_parameter_file(calibrated_config)
+    known["use_joint_limits"] = joint_limits
+    estimates = {}
+    for label, folder, base in (("raw, mountings from the stand", "raw_stand", values),
+                                ("raw, mountings from the orientation calibration", "raw_known", known)):
+        (work / folder).mkdir(parents=True, exist_ok=True)
+        estimates[label] = run_pipeline(recording, work / folder, raw_config(base, work / folder / "raw.yaml"),
+                                        calibration_seconds, joint_limits)[0]
+    return estimates
+
+
+def knee_rms_between(a: ReplayEstimate, b: ReplayEstimate) -> dict:
+    """{side: RMS (deg)} of knee flexion between two estimates, ``b`` interpolated at ``a``'s stamps."""
+    return {side: float(np.sqrt(np.mean((a.angles_deg[f"{side}_knee_flexion"] - b.at(f"{side}_knee_flexion",
+                                                                                       a.time)) ** 2)))
+            for side in SIDES}
+
+
 # ---------------------------------------------------------------------------------------------- figures
 def plot_knees(estimate: ReplayEstimate, reference: np.ndarray, agreement: dict, path: Path) -> None:
     import matplotlib
@@ -260,6 +300,8 @@ def main(argv=None) -> int:
               f"{'off' if args.no_limits else 'on'}")
         if args.work is not None:
             print(f"bags and configuration in {work} (calibrated configuration {calibrated_config.name})")
+        raw = run_raw_pipelines(args.recording, work, calibrated_config, args.config, args.calibration_seconds,
+                                joint_limits=not args.no_limits)
     print(f"{len(estimate.time)} estimates over {estimate.time[-1] - estimate.time[0]:.2f} s")
     print("joint angle ranges (deg):")
     for angle in ANGLES:
@@ -277,6 +319,13 @@ def main(argv=None) -> int:
         print(f"  {side:5s} RMS {rms:5.2f}  max |diff| {largest:5.2f}  correlation {correlation:.4f}  range ours "
               f"{ours.min():.1f}..{ours.max():.1f}, imumocap {reference[:, column].min():.1f}.."
               f"{reference[:, column].max():.1f}")
+    print("raw IMUs (orientation from gyro + accelerometer, VQF): knee flexion RMS (deg) vs imumocap / vs the "
+          "orientation-based estimate above")
+    for label, raw_estimate in raw.items():
+        versus = knee_agreement(raw_estimate, reference)
+        between = knee_rms_between(estimate, raw_estimate)
+        print(f"  {label:50s} " + "  ".join(f"{side} {versus[side][0]:5.2f} / {between[side]:5.2f}"
+                                            for side in SIDES))
     if args.figures is not None:
         args.figures.mkdir(parents=True, exist_ok=True)
         plot_knees(estimate, reference, agreement, args.figures / "ximu3_knee_vs_imumocap.png")

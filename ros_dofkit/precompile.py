@@ -56,6 +56,7 @@ KERNEL_MODULES = (
     "ros_dofkit.core.assembly.kernels",
     "ros_dofkit.core.estimator.rules",
     "ros_dofkit.core.estimator.offline",
+    "ros_dofkit.core.estimator.heading",  # issue 19.2 (compiled on first use: no shipped config enables it)
 )
 #: The shipped estimator configurations, as laid out in the source tree (config/ beside the package).
 SOURCE_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"

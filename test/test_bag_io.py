@@ -308,9 +308,39 @@ def test_sqlite3_bags_written_here_read_in_rosbags_as_rosbags_own(tmp_path, type
     assert schema(ours) == schema(theirs)
 
 
-def test_read_raw_direct_path_equals_rosbags_reader_on_bags_of_both_writers(tmp_path, typestore):
+def test_each_bag_stores_the_definition_of_its_own_typestore_for_a_shared_type_name(tmp_path):
+    """Message definitions and hashes are cached across typestores (every replay makes a new one) by the type's
+    whole field tree: two typestores that define one type name differently each get their own definition and
+    RIHS01 hash in the bag (as rosbags generates them), and a third that agrees with the first gets the first's."""
+    from rosbags.typesys import get_types_from_msg
+
+    stores = []
+    for text in ("float64 x\nstd_msgs/Header header", "int32 y", "float64 x\nstd_msgs/Header header"):
+        store = make_typestore("jazzy")
+        store.register(get_types_from_msg(text, "dofkit_test_msgs/msg/Thing"))
+        stores.append(store)
+    for k, store in enumerate(stores):
+        with BagWriter(tmp_path / f"bag{k}", typestore=store) as bag:
+            bag.add_topic("/thing", "dofkit_test_msgs/msg/Thing")
+        with Reader(tmp_path / f"bag{k}") as reader:
+            (connection,) = reader.connections
+            assert connection.msgdef.data == store.generate_msgdef("dofkit_test_msgs/msg/Thing", ros_version=2)[0]
+            assert connection.digest == store.hash_rihs01("dofkit_test_msgs/msg/Thing")
+    definitions = [store.generate_msgdef("dofkit_test_msgs/msg/Thing", ros_version=2)[0] for store in stores]
+    assert definitions[0] != definitions[1] and definitions[0] == definitions[2]
+
+
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+def test_read_raw_direct_path_equals_rosbags_reader_on_bags_of_both_writers(tmp_path, typestore, monkeypatch, driver):
     """read_raw reads plain sqlite3 bags from their metadata.yaml and database itself: same topics, stamps, bytes
-    and order (ties in stamp keep the order written) as rosbags' Reader, for bags of this writer and of rosbags'."""
+    and order (ties in stamp keep the order written) as rosbags' Reader, for bags of this writer and of rosbags',
+    through apsw (installed with rosbags) and through the standard library's sqlite3 when apsw is absent."""
+    from ros_dofkit.ros import bag_io
+
+    if driver == "sqlite3":
+        monkeypatch.setattr(bag_io, "apsw", None)
+    else:
+        assert bag_io.apsw is not None, "apsw is a runtime requirement (requirements/runtime.txt)"
 
     records = _records(typestore)
     ours = tmp_path / "ours"
@@ -352,6 +382,11 @@ def test_iter_raw_windows_concatenate_to_read_raw(tmp_path, typestore, layout):
         assert np.concatenate([c.stamps_ns for c in chunks]).tolist() == whole.stamps_ns.tolist()
         assert [bytes(d) for c in chunks for d in c.data] == [bytes(d) for d in whole.data]
         assert all(c.msgtypes == whole.msgtypes for c in chunks)
+        unstamped = list(iter_raw(path, topics=["/tf", "/odom"], window=window, stamps=False))
+        assert [t for c in unstamped for t in c.topics] == whole.topics
+        assert [bytes(d) for c in unstamped for d in c.data] == [bytes(d) for d in whole.data]
+        # A plain sqlite3 bag is then read without its stamps; other layouts still give them.
+        assert all((c.stamps_ns is None) == (layout != "mcap") for c in unstamped)
     for window in (0, -3, 2.5, True):
         with pytest.raises(ValueError, match="window must be a positive number of messages"):
             iter_raw(path, window=window)
@@ -386,6 +421,62 @@ def test_write_streams_equals_interleaved_write_raw_and_journal_off_changes_noth
             bag.write_streams(stamps, [("/tf", tfs)])
         with pytest.raises(BagError, match="one message per stamp"):
             bag.write_streams(stamps[:3], [("/js", joint_states)])
+
+
+@pytest.mark.parametrize("mode", ["matrices", "lists", "small_statements", "without_json", "unequal_sizes"])
+def test_packed_streams_give_the_rows_of_interleaved_write_raw(tmp_path, typestore, monkeypatch, mode):
+    """write_streams' packed path (one SQL statement inserting from one blob per topic) stores what write_raw
+    stores with the records interleaved stamp by stamp: same rows, ids, stamps and bytes, and rosbags reads the
+    same bag; also when split over several statements, when SQLite lacks json_each (rows then), and when one
+    topic's messages differ in size (rows then)."""
+    import sqlite3
+
+    from ros_dofkit.ros import bag_io
+
+    stamps = [1_000 + 10 * (k // 2) for k in range(11)]  # equal stamps keep the order given
+    joint_states = [typestore.serialize_cdr(joint_state(typestore, s, [float(k)] * (1 + (k % 2 if mode ==
+                                                                                          "unequal_sizes" else 0))),
+                                            "sensor_msgs/msg/JointState") for k, s in enumerate(stamps)]
+    tfs = [typestore.serialize_cdr(tf_message(typestore, s, float(k)), "tf2_msgs/msg/TFMessage")
+           for k, s in enumerate(stamps)]
+    if mode == "small_statements":
+        monkeypatch.setattr(bag_io._Sqlite3File, "PACKED_STAMPS", 3)
+    if mode == "without_json":
+        monkeypatch.setattr(bag_io._Sqlite3File, "has_json", None)
+        real_connect = sqlite3.connect
+
+        class WithoutJson(sqlite3.Connection):  # what an SQLite built without its JSON functions answers
+            def execute(self, statement, *arguments):
+                if "json_each" in statement:
+                    raise sqlite3.OperationalError("no such table: json_each")
+                return super().execute(statement, *arguments)
+
+        monkeypatch.setattr(bag_io.sqlite3, "connect", lambda *args, **kwargs: real_connect(*args, **kwargs,
+                                                                                            factory=WithoutJson))
+    tables = []
+    for name in ("raw", "streams"):
+        with BagWriter(tmp_path / name, typestore=typestore) as bag:
+            bag.add_topic("/js", "sensor_msgs/msg/JointState")
+            bag.add_topic("/tf", "tf2_msgs/msg/TFMessage")
+            bag.write_raw([("/js", 500, joint_states[0])])  # ids go on after rows written before
+            if name == "streams":
+                streams = [("/tf", tfs), ("/js", joint_states)]
+                if mode == "matrices":
+                    streams = [(topic, np.frombuffer(b"".join(m), dtype=np.uint8).reshape(len(m), -1))
+                               for topic, m in streams]
+                bag.write_streams(np.array(stamps), streams)
+            else:
+                bag.write_raw((topic, s, messages[k]) for k, s in enumerate(stamps)
+                              for topic, messages in (("/tf", tfs), ("/js", joint_states)))
+            assert bag.counts == {"/js": 12, "/tf": 11}
+        database = sqlite3.connect(next((tmp_path / name).glob("*.db3")))
+        tables.append(database.execute("SELECT id, topic_id, timestamp, data FROM messages ORDER BY id").fetchall())
+        database.close()
+    assert tables[0] == tables[1]
+    assert [row[0] for row in tables[1]] == list(range(1, 24))
+    assert _rosbags_view(tmp_path / "raw") == _rosbags_view(tmp_path / "streams")
+    if mode == "without_json":
+        assert bag_io._Sqlite3File.has_json is False
 
 
 @pytest.mark.parametrize("count", [1, 31, 32, 33, 64, 97])
@@ -427,6 +518,11 @@ def test_without_pyyaml_every_bag_goes_through_rosbags(tmp_path, typestore, monk
         got = read_raw(path)
         assert list(zip(got.topics, got.stamps_ns.tolist(), [bytes(d) for d in got.data], strict=True)) == (
             _rosbags_view(path)[2])
+        # In windows too: rosbags' database connection is apsw's, whose cursors have no fetchmany.
+        windows = list(bag_io.iter_raw(path, window=2))
+        assert [len(w.topics) for w in windows] == [2] * (len(got.topics) // 2) + [1] * (len(got.topics) % 2)
+        assert [(t, s, bytes(d)) for w in windows for t, s, d in zip(w.topics, w.stamps_ns.tolist(), w.data,
+                                                                       strict=True)] == _rosbags_view(path)[2]
 
 
 @pytest.mark.parametrize("storage", STORAGES)

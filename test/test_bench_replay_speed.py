@@ -28,6 +28,9 @@ def test_replay_benchmark_runs_end_to_end_with_its_memory_runs():
         factors = [float(x) for x in re.findall(r"([0-9.]+)x", line)]
         assert factors and all(f > 0 for f in factors), line
     assert re.search(r"rosbags-only read of the same bag \(\d+ messages.*per round: [0-9.]+ s -> [0-9.]+x", out), out
+    cpu = re.search(r"CPU time per round .*: replay ([0-9.]+) s, rosbags-only read ([0-9.]+) s -> ([0-9.]+)x real "
+                    r"time, ([0-9.]+)x the read", out)
+    assert cpu and all(float(value) > 0 for value in cpu.groups()), out
     assert re.search(r"(PASS|MISS)  replay >= 150x real time: [0-9.]+x \(worst of 1 round: [0-9.]+x\)", out), out
     assert re.search(r"(PASS|MISS)  replay >= 10x a rosbags-only read of the same bag: [0-9.]+x", out), out
     memory = re.search(r"1.5 s of input ([0-9.]+) s wall, peak ([0-9]+) MB; 3 s of input ([0-9.]+) s wall .*peak "

@@ -256,6 +256,26 @@ def test_float64_multi_array_encoding_is_rosbags_byte_for_byte(label, n):
         assert encoded[k] == serialize(message)
 
 
+def test_packed_encodings_are_the_same_messages_as_one_matrix():
+    """packed=True returns the (N, size) uint8 matrix whose rows are the messages the list form gives (which the
+    tests above compare with rosbags byte for byte), for every encoder."""
+    rng = np.random.default_rng(7)
+    stamps = random_stamps(rng, 4)
+    calls = [
+        lambda packed: cdr.encode_joint_states(stamps, ["a", "bb"], rng_values[0], rng_values[1], packed=packed),
+        lambda packed: cdr.encode_tf_messages(stamps, ["w", "a"], ["a", "b_link"], rng_values[2], rng_values[3],
+                                              packed=packed),
+        lambda packed: cdr.encode_odometry(stamps, "odom", "base", rng_values[4], rng_values[5], rng_values[4],
+                                           rng_values[4], packed=packed),
+        lambda packed: cdr.encode_float64_multi_arrays("e", rng_values[0], packed=packed)]
+    rng_values = [rng.normal(size=(4, 2)), rng.normal(size=(4, 2)), rng.normal(size=(4, 2, 3)),
+                  rng.normal(size=(4, 2, 4)), rng.normal(size=(4, 3)), rng.normal(size=(4, 4))]
+    for call in calls:
+        listed, matrix = call(False), call(True)
+        assert matrix.dtype == np.uint8 and matrix.shape == (4, len(listed[0]))
+        assert [row.tobytes() for row in matrix] == listed
+
+
 def test_encoders_reject_bad_shapes_and_stamps():
     with pytest.raises(ValueError, match="expected shape"):
         cdr.encode_joint_states([1, 2], ["a"], np.zeros((3, 1)))

@@ -158,3 +158,24 @@ def test_duplicated_names_are_listed_once_each():
     imus = tuple(ImuConfig(n, "b", topic=f"t{k}") for k, n in enumerate(["x", "y", "x", "x"]))
     with pytest.raises(EstimatorConfigError, match=r"got duplicates \['x'\]$"):
         EstimatorConfig(imus=imus)
+
+
+def test_raw_imu_settings_are_validated_with_what_was_expected():
+    imu = ImuConfig("hand", "arm_link7", orientation="filter", filter={"sample_time_s": 0.01, "max_gap_s": 0.5})
+    assert imu.filter.sample_time_s == 0.01 and imu.filter.max_gap_s == 0.5 and imu.orientation == "filter"
+    assert ImuConfig("hand", "arm_link7").orientation == "auto"
+    with pytest.raises(EstimatorConfigError, match=r"IMU 'hand' orientation: expected one of \('sensor', 'filter', "
+                                                   r"'auto'\), got 'raw'"):
+        ImuConfig("hand", "arm_link7", orientation="raw")
+    with pytest.raises(EstimatorConfigError, match="IMU 'hand' filter: max_gap_s: expected a finite number > 0"):
+        ImuConfig("hand", "arm_link7", filter={"max_gap_s": -1.0})
+    with pytest.raises(EstimatorConfigError, match="IMU 'hand' filter: .*unexpected keyword argument 'rate'"):
+        ImuConfig("hand", "arm_link7", filter={"rate": 100.0})
+    with pytest.raises(EstimatorConfigError, match="expected FilterSettings or a mapping of its fields, got float"):
+        ImuConfig("hand", "arm_link7", filter=0.01)
+    assert ImuConfig("hand", "arm_link7", magnetic_field_topic="mag").magnetic_field_topic == "mag"
+    with pytest.raises(EstimatorConfigError, match="IMU 'hand' magnetic_field_topic: expected a topic name .* for an "
+                                                   "IMU whose orientation is 'filter' or 'auto'"):
+        ImuConfig("hand", "arm_link7", orientation="sensor", magnetic_field_topic="mag")
+    with pytest.raises(EstimatorConfigError, match="IMU 'hand' filter: field_timeout_s: expected a finite number > 0"):
+        ImuConfig("hand", "arm_link7", filter={"field_timeout_s": float("inf")})

@@ -53,6 +53,9 @@ MODULE_KEYS = {
     "hypothesis": "python3-hypothesis",
     "pinocchio": "pinocchio",
 }
+#: Run-time modules with no rosdep key on Jazzy/noble: pinned in requirements/runtime.txt and named, with the pip line,
+#: in a package.xml comment (test_pip_only_dependencies_are_pinned_and_named_in_package_xml).
+PIP_ONLY_MODULES = {"vqf": "vqf==2.1.2"}
 ROS_PACKAGE_MODULES = ("rclpy", "launch", "launch_ros", "launch_testing", "launch_testing_ros", "ament_index_python")
 
 
@@ -107,6 +110,8 @@ def rosdep_key(module: str) -> str | None:
 def check_declared(imports: dict[str, set[str]], declared: set[str]) -> list[str]:
     problems = []
     for module, files in sorted(imports.items()):
+        if module in PIP_ONLY_MODULES:
+            continue
         key = rosdep_key(module)
         where = ", ".join(sorted(files)[:3])
         if key is None:
@@ -135,6 +140,16 @@ def test_every_third_party_import_of_the_package_is_a_run_time_dependency():
     assert {"numpy", "rosbags", "rclpy", "ruamel"} <= set(imports)  # the parse sees the package's imports
     run_time = set(package_xml("exec_depend")) | set(package_xml("depend"))
     assert not check_declared(imports, run_time)
+
+
+def test_pip_only_dependencies_are_pinned_and_named_in_package_xml():
+    real = real_rosdep_keys()
+    runtime = (ROOT / "requirements" / "runtime.txt").read_text(encoding="utf-8").splitlines()
+    package_text = " ".join((ROOT / "package.xml").read_text(encoding="utf-8").split())
+    for module, pin in PIP_ONLY_MODULES.items():
+        assert not {f"python3-{module}", f"python3-{module}-pip"} & real, f"{module} has a rosdep key now: declare it"
+        assert pin in runtime, f"requirements/runtime.txt must pin {pin}"
+        assert f"pip install {pin}" in package_text, f"package.xml must say, in a comment, to pip install {pin}"
 
 
 def test_every_third_party_import_of_the_tests_is_declared():

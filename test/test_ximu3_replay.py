@@ -139,3 +139,25 @@ def test_knee_agreement_detects_a_wrong_estimate(replayed):
     for wrong in (shifted, swapped):
         agreement = ximu3_estimate.knee_agreement(wrong, reference)
         assert max(rms for rms, _, _ in agreement.values()) > KNEE_RMS_VS_IMUMOCAP_BOUND_DEG
+
+
+# ---------------------------------------------------------------------------------------------- raw IMUs (19.5)
+RAW_KNEE_BOUND_DEG = 2.0  # issue 19.5: raw-IMU knee flexion within 2 deg RMS of imumocap and of the orientation run
+
+
+@pytest.fixture(scope="module")
+def raw_replayed(replayed):
+    return ximu3_estimate.run_raw_pipelines(REAL_RECORDING, replayed["work"], replayed["config"],
+                                            calibration_seconds=CALIBRATION_SECONDS, joint_limits=False)
+
+
+def test_raw_imus_with_known_mountings_agree_with_the_orientation_run_and_imumocap(replayed, raw_replayed):
+    """Every sample's orientation from the devices' gyro + accelerometer alone (a VQF per IMU), with the mountings of
+    the orientation-based calibration (known mountings) and the raw IMUs' headings aligned on the stand."""
+    raw = raw_replayed["raw, mountings from the orientation calibration"]
+    assert len(raw.time) > 0.95 * len(replayed["estimate"].time)
+    for side, rms in ximu3_estimate.knee_rms_between(replayed["estimate"], raw).items():
+        assert rms < RAW_KNEE_BOUND_DEG, (side, rms)
+    for side, (rms, _, _) in ximu3_estimate.knee_agreement(raw, replayed["reference"]).items():
+        assert rms < RAW_KNEE_BOUND_DEG, (side, rms)
+

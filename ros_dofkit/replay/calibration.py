@@ -65,12 +65,16 @@ def _quaternion_parameter(R) -> list:
 def calibrated_parameters(values: dict, result) -> dict:
     """``values`` (flat node parameters) with a calibration applied: every calibrated IMU's ``mounting`` = its
     R_BS and no ``calibrate``, ``world_alignment`` = R_WG (the heading included), no ``heading_reference`` /
-    ``heading_axis`` (already applied). What a node's ~/calibrate leaves behind, as parameters."""
+    ``heading_axis`` (already applied), every aligned raw IMU's ``filter_heading`` turned by its heading offset
+    (valid for a filter that starts on the same samples, as a replay of the same bag). What a node's ~/calibrate
+    leaves behind, as parameters."""
     calibrated = {name: value for name, value in values.items()
                   if not (name.endswith(".calibrate") or name in _PRE_CALIBRATION_PARAMETERS)}
     for name, R_BS in result.R_BS.items():
         calibrated[f"imus.{name}.mounting"] = _quaternion_parameter(R_BS)
     calibrated["world_alignment"] = _quaternion_parameter(result.R_WG)
+    for name, turn in result.heading_offsets.items():
+        calibrated[f"imus.{name}.filter_heading"] = float(values.get(f"imus.{name}.filter_heading", 0.0)) + turn
     return calibrated
 
 
@@ -148,11 +152,15 @@ def calibrate_from_inputs(inputs, setup, start_s: float, end_s: float, max_sprea
     estimator = Estimator(setup.plant, dataclasses.replace(config, calibration_window=window))
     quaternion, gyro = inputs.imu_quaternion_wxyz, inputs.imu_angular_velocity
     has_R, has_w = inputs.imu_orientation_present, inputs.imu_angular_velocity_present
+    accel = inputs.imu_linear_acceleration  # raw IMUs' orientation filters read it
+    has_a = inputs.imu_linear_acceleration_present
     for k, r in zip(kind.tolist(), row.tolist(), strict=True):
         if k == 0:
             estimator.add_imu(names[inputs.imu_sensor[r]], float(inputs.imu_stamp[r]),
                               quaternion[r] if has_R[r] else (1.0, 0.0, 0.0, 0.0),
-                              gyro[r] if has_w[r] else (0.0, 0.0, 0.0), bool(has_R[r]), bool(has_w[r]))
+                              gyro[r] if has_w[r] else (0.0, 0.0, 0.0), bool(has_R[r]), bool(has_w[r]),
+                              linear_acceleration=None if accel is None else accel[r],
+                              linear_acceleration_present=has_a is None or bool(has_a[r]))
         else:
             velocities = inputs.js_velocities[r]
             estimator.add_joint_state(inputs.js_names[r], inputs.js_positions[r],

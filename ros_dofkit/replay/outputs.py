@@ -131,25 +131,27 @@ class OutputWriter:
         streams = []  # (topic, msgtype, encoded messages), in the per-cycle order of flush()
         topic = f"{self._namespace}/joint_states"
         streams.append((topic, JOINT_STATE_MSGTYPE,
-                        cdr.encode_joint_states(stamps, self._names, q[:, self._art_q], v[:, self._art_v])))
+                        cdr.encode_joint_states(stamps, self._names, q[:, self._art_q], v[:, self._art_v],
+                                                packed=True)))
         for topic, names, q_index, v_index in self._instances:
             streams.append((topic, JOINT_STATE_MSGTYPE, cdr.encode_joint_states(stamps, names, q[:, q_index],
-                                                                                v[:, v_index])))
+                                                                                v[:, v_index], packed=True)))
         for topic, body, v_start, R_WF in self._odometry:
             R_WB = X_WB[:, body, :3, :3]
             twist = child_frame_twist(R_WB, R_WF, v[:, v_start:v_start + 6])
             quaternions = matrix_to_quat(R_WB)
             streams.append((topic, "nav_msgs/msg/Odometry", cdr.encode_odometry(
                 stamps, self._parent_frames[body], self._frame_ids[body], X_WB[:, body, :3, 3],
-                quaternions[:, [1, 2, 3, 0]], twist.linear, twist.angular)))
+                quaternions[:, [1, 2, 3, 0]], twist.linear, twist.angular, packed=True)))
         if self._moving:
             parents, children, X_PC = self._relative(X_WB, self._moving)
             quaternions = matrix_to_quat(X_PC[..., :3, :3])
             streams.append(("/tf", "tf2_msgs/msg/TFMessage", cdr.encode_tf_messages(
-                stamps, parents, children, X_PC[..., :3, 3], quaternions[..., [1, 2, 3, 0]])))
+                stamps, parents, children, X_PC[..., :3, 3], quaternions[..., [1, 2, 3, 0]], packed=True)))
         columns = [list(run.sensor_names).index(name) for name in self._sensor_names]
         streams.append((f"{self._namespace}/sensor_errors", "std_msgs/msg/Float64MultiArray",
-                        cdr.encode_float64_multi_arrays(self._errors_label, run.sensor_errors_deg[rows][:, columns])))
+                        cdr.encode_float64_multi_arrays(self._errors_label, run.sensor_errors_deg[rows][:, columns],
+                                                        packed=True)))
         for topic, msgtype, _ in streams:
             bag.add_topic(topic, msgtype)
         bag.write_streams(stamps, [(topic, messages) for topic, _, messages in streams])

@@ -30,7 +30,8 @@ class ReplayError(ValueError):
 
 @dataclass(frozen=True)
 class ImuInput:
-    """One IMU sample: R_GS as (w, x, y, z), gyro w_S (rad/s); absent fields are False / NaN."""
+    """One IMU sample: R_GS as (w, x, y, z), gyro w_S (rad/s), accelerometer f_S (m/s^2, for raw IMUs' filters);
+    absent fields are False / NaN / None."""
 
     name: str
     stamp: float
@@ -38,6 +39,16 @@ class ImuInput:
     angular_velocity: np.ndarray | None = None
     orientation_present: bool = True
     angular_velocity_present: bool = True
+    linear_acceleration: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class MagneticFieldInput:
+    """One magnetometer sample of raw IMU ``name``: the field in tesla, sensor frame (NaN when absent)."""
+
+    name: str
+    stamp: float
+    field_T: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -114,11 +125,15 @@ class ReplayLoop:
             stats.imu_samples += 1
             status, results = estimator.process_imu(item.name, item.stamp, item.quaternion_wxyz,
                                                     item.angular_velocity, item.orientation_present,
-                                                    item.angular_velocity_present)
+                                                    item.angular_velocity_present,
+                                                    linear_acceleration=item.linear_acceleration)
         elif isinstance(item, JointStateInput):
             stats.joint_states += 1
             status, results = estimator.process_joint_state(item.names, item.positions, item.velocities,
                                                             stamp=item.stamp)
+        elif isinstance(item, MagneticFieldInput):  # raw IMUs' filters keep it; no cycle
+            stats.rejected += not estimator.process_magnetic_field(item.name, item.stamp, item.field_T).accepted
+            return ()
         elif isinstance(item, ClockInput):
             stats.clock_messages += 1
             estimator.observe_clock(item.stamp)

@@ -113,20 +113,29 @@ def _put(rows: np.ndarray, offset: int, values: np.ndarray, dtype: str) -> None:
     rows[:, offset:offset + raw.shape[1]] = raw
 
 
-def _put_stamps(rows: np.ndarray, offset: int, stamps_ns) -> None:
+def _stamp_bytes(stamps_ns) -> np.ndarray:
+    """builtin_interfaces/Time (int32 sec, uint32 nanosec) of each stamp, as (N, 8) little-endian bytes."""
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     if np.any(stamps_ns < 0):
         raise ValueError("stamps must be non-negative nanoseconds")
-    pair = np.empty((stamps_ns.size, 2), dtype=np.int64)
-    pair[:, 0], pair[:, 1] = np.divmod(stamps_ns, 1_000_000_000)
-    if np.any(pair[:, 0] > np.iinfo(np.int32).max):
+    sec, nanosec = np.divmod(stamps_ns, 1_000_000_000)
+    if np.any(sec > np.iinfo(np.int32).max):
         raise ValueError("stamps beyond the int32 seconds of builtin_interfaces/Time")
-    _put(rows, offset, pair[:, :1], "<i4")
-    _put(rows, offset + 4, pair[:, 1:], "<u4")
+    pair = np.empty((stamps_ns.size, 2), dtype="<u4")
+    pair[:, 0], pair[:, 1] = sec, nanosec  # sec is in [0, 2**31): its int32 and uint32 bytes agree
+    return pair.view(np.uint8)
 
 
-def _rows_to_bytes(rows: np.ndarray) -> list[bytes]:
-    return [row.tobytes() for row in rows]
+def _put_stamps(rows: np.ndarray, offsets, stamps_ns) -> None:
+    """The stamps' Time at each byte offset of ``offsets`` of every row (converted once)."""
+    raw = _stamp_bytes(stamps_ns)
+    for offset in offsets:
+        rows[:, offset:offset + 8] = raw
+
+
+def _result(rows: np.ndarray, packed: bool):
+    """The encoders' result: the (N, size) uint8 matrix of the messages when ``packed``, else one bytes each."""
+    return rows if packed else [row.tobytes() for row in rows]
 
 
 def _batch(count: int, name: str, array, width: int | None) -> np.ndarray:
@@ -177,8 +186,9 @@ def tf_message_template(parents, children) -> TemplateBuilder:
 
 # ---------------------------------------------------------------------------------------------- encoders
 def encode_joint_states(stamps_ns, names, positions=None, velocities=None, efforts=None,
-                        frame_id: str = "") -> list[bytes]:
-    """sensor_msgs/JointState messages sharing ``names`` and ``frame_id``: one per stamp.
+                        frame_id: str = "", packed: bool = False):
+    """sensor_msgs/JointState messages sharing ``names`` and ``frame_id``: one per stamp, as bytes (``packed``:
+    the (N, size) uint8 matrix of them, one message per row, as ``bag_io.BagWriter.write_streams`` takes them).
 
     ``positions`` / ``velocities`` / ``efforts``: (N, len(names)) arrays, or None for an empty field.
     """
@@ -189,14 +199,15 @@ def encode_joint_states(stamps_ns, names, positions=None, velocities=None, effor
     fields = {key: _batch(count, key, values, n) for key, values in given.items()}
     template = _Template(joint_state_template(names, frame_id, *(key in given for key in JOINT_STATE_ARRAYS)))
     rows = template.fill(count)
-    _put_stamps(rows, template.offsets["stamp"], stamps_ns)
+    _put_stamps(rows, [template.offsets["stamp"]], stamps_ns)
     for key, values in fields.items():
         _put(rows, template.offsets[key], values, "<f8")
-    return _rows_to_bytes(rows)
+    return _result(rows, packed)
 
 
-def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_xyzw) -> list[bytes]:
-    """tf2_msgs/TFMessage, one per stamp, each with the transforms parent[i] -> child[i] (all stamped alike).
+def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_xyzw, packed: bool = False):
+    """tf2_msgs/TFMessage, one per stamp, each with the transforms parent[i] -> child[i] (all stamped alike); bytes
+    or, ``packed``, one matrix (see :func:`encode_joint_states`).
 
     ``translations`` (N, k, 3), ``quaternions_xyzw`` (N, k, 4) in geometry_msgs' (x, y, z, w) order.
     """
@@ -206,17 +217,18 @@ def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_x
     translations = np.asarray(translations, dtype=float).reshape(count, k, 3)
     quaternions_xyzw = np.asarray(quaternions_xyzw, dtype=float).reshape(count, k, 4)
     rows = template.fill(count)
+    _put_stamps(rows, [template.offsets[f"stamp{i}"] for i in range(k)], stamps_ns)
     for i in range(k):
-        _put_stamps(rows, template.offsets[f"stamp{i}"], stamps_ns)
         _put(rows, template.offsets[f"translation{i}"], translations[:, i], "<f8")
         _put(rows, template.offsets[f"rotation{i}"], quaternions_xyzw[:, i], "<f8")
-    return _rows_to_bytes(rows)
+    return _result(rows, packed)
 
 
 def encode_odometry(stamps_ns, frame_id: str, child_frame_id: str, positions, quaternions_xyzw, linear,
-                    angular, pose_covariance=None, twist_covariance=None) -> list[bytes]:
+                    angular, pose_covariance=None, twist_covariance=None, packed: bool = False):
     """nav_msgs/Odometry, one per stamp: positions (N, 3), quaternions (N, 4) (x, y, z, w), twist linear and
-    angular (N, 3); covariances (N, 36) or None for zeros."""
+    angular (N, 3); covariances (N, 36) or None for zeros. Bytes or, ``packed``, one matrix (see
+    :func:`encode_joint_states`)."""
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     count = stamps_ns.size
     builder = TemplateBuilder()
@@ -230,18 +242,18 @@ def encode_odometry(stamps_ns, frame_id: str, child_frame_id: str, positions, qu
     builder.float64s(36, "twist_covariance")
     template = _Template(builder)
     rows = template.fill(count)
-    _put_stamps(rows, template.offsets["stamp"], stamps_ns)
+    _put_stamps(rows, [template.offsets["stamp"]], stamps_ns)
     for key, values, width in (("position", positions, 3), ("orientation", quaternions_xyzw, 4),
                                ("linear", linear, 3), ("angular", angular, 3),
                                ("pose_covariance", pose_covariance, 36), ("twist_covariance", twist_covariance, 36)):
         if values is not None:
             _put(rows, template.offsets[key], _batch(count, key, values, width), "<f8")
-    return _rows_to_bytes(rows)
+    return _result(rows, packed)
 
 
-def encode_float64_multi_arrays(label: str, values) -> list[bytes]:
+def encode_float64_multi_arrays(label: str, values, packed: bool = False):
     """std_msgs/Float64MultiArray, one per row of ``values`` (N, n): one dimension (``label``, size n, stride n),
-    data_offset 0."""
+    data_offset 0. Bytes or, ``packed``, one matrix (see :func:`encode_joint_states`)."""
     values = np.asarray(values, dtype=float)
     if values.ndim != 2:
         raise ValueError(f"values: expected (N, n), got shape {values.shape}")
@@ -258,7 +270,7 @@ def encode_float64_multi_arrays(label: str, values) -> list[bytes]:
     rows = template.fill(count)
     if n:
         _put(rows, template.offsets["data"], values, "<f8")
-    return _rows_to_bytes(rows)
+    return _result(rows, packed)
 
 
 # ---------------------------------------------------------------------------------------------- decoders
@@ -270,6 +282,12 @@ def _concatenate(datas) -> tuple:
         np.cumsum(sizes[:-1], out=starts[1:])
     buffer = np.frombuffer(b"".join(datas) + bytes(16), dtype=np.uint8)
     return buffer, starts, sizes
+
+
+def _joined(datas, members: np.ndarray, count: int) -> np.ndarray:
+    """The messages ``datas[members]`` end to end, as one uint8 array (without a Python list in between)."""
+    joined = b"".join(datas) if members.size == count else b"".join(map(datas.__getitem__, members.tolist()))
+    return np.frombuffer(joined, dtype=np.uint8)
 
 
 def _gather_uint32(buffer: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -307,9 +325,9 @@ class ImuBatch:
     linear_acceleration_covariance: np.ndarray  # (N, 9)
 
 
-def _imu_body_offset(frame_length: int) -> int:
+def _imu_body_offset(frame_length):
     """Offset (after the encapsulation header) of Imu.orientation for a frame_id of ``frame_length`` bytes
-    (NUL included)."""
+    (NUL included; an int or an array of them)."""
     return align(12 + frame_length, 8)
 
 
@@ -346,30 +364,41 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
     # through fixed offsets (one topic's messages usually share a size).
     for size in np.unique(sizes[sizes >= _HEADER + 12]).tolist():
         members = np.flatnonzero(sizes == size)
-        block = np.frombuffer(b"".join([datas[k] for k in members.tolist()]), dtype=np.uint8).reshape(members.size,
-                                                                                                       size)
+        block = _joined(datas, members, count).reshape(members.size, size)
         frame_length = block[:, _HEADER + 8:_HEADER + 12].copy().view("<u4").reshape(-1).astype(np.int64)
-        expected = _HEADER + 8 * ((12 + frame_length + 7) // 8) + _IMU_TAIL
+        expected = _HEADER + _imu_body_offset(frame_length) + _IMU_TAIL
         good = (block[:, 0] == 0) & (block[:, 1] == 1) & (frame_length > 0) & (expected == size)
         nul = np.where(good, _HEADER + 12 + frame_length - 1, 0)
         good &= block[np.arange(members.size), nul] == 0
-        for length in np.unique(frame_length[good]).tolist():
-            selected = good & (frame_length == length)
-            index = members[selected]
-            rows = block[selected] if not selected.all() else block
-            fits[index] = True
-            stamp_ns[index] = _stamps(rows)
-            body = _HEADER + _imu_body_offset(length)
-            for name, offset, width in _IMU_FIELDS:
-                start = body + offset
-                out[name][index] = rows[:, start:start + 8 * width].copy().view("<f8")
+        if not good.any():
+            continue
+        # Every good message of the group has its values at one offset (its size fixes the padded frame_id length),
+        # so the values are read for the whole group at once; frame_ids by length.
+        every = good.all()
+        rows, index, frame_length = (block, members, frame_length) if every else (block[good], members[good],
+                                                                                  frame_length[good])
+        fits[index] = True
+        stamp_ns[index] = _stamps(rows)
+        body = size - _IMU_TAIL  # = _HEADER + _imu_body_offset(frame length) of every good message
+        for name, offset, width in _IMU_FIELDS:
+            start = body + offset
+            values = rows[:, start:start + 8 * width].view("<f8")  # rows are contiguous: a view, no copy
+            if index.size == count:
+                out[name][:] = values
+            else:
+                out[name][index] = values
+        lengths = np.unique(frame_length).tolist()
+        for length in lengths:
+            selected = frame_length == length
             text = rows[:, _HEADER + 12:_HEADER + 12 + length - 1]
+            text = text if len(lengths) == 1 else text[selected]
+            target = index if len(lengths) == 1 else index[selected]
             if np.all(text == text[0]):  # one sensor's topic: a single frame_id
-                frames[index] = bytes(text[0]).decode("utf-8")
+                frames[target] = bytes(text[0]).decode("utf-8")
             else:
                 decoded: dict = {}
-                frames[index] = [decoded.get(raw) or decoded.setdefault(raw, raw.decode("utf-8"))
-                                 for raw in map(bytes, text)]
+                frames[target] = [decoded.get(raw) or decoded.setdefault(raw, raw.decode("utf-8"))
+                                  for raw in map(bytes, text)]
     frame_ids = frames.tolist()
     slow = np.flatnonzero(~fits).tolist()
     if slow:
@@ -464,6 +493,15 @@ def joint_state_message(data, typestore):
     return types[JOINT_STATE_MSGTYPE](header=header, name=list(names), **values)
 
 
+def _place(column: list, members: list, items: list, whole: bool) -> None:
+    """``column[members[k]] = items[k]`` for every k (a slice assignment when ``members`` is every index)."""
+    if whole:
+        column[:] = items
+        return
+    for i, item in zip(members, items, strict=True):
+        column[i] = item
+
+
 def decode_joint_states(datas, typestore=None) -> JointStateBatch:
     """Decode sensor_msgs/JointState messages (raw CDR, encapsulation header included).
 
@@ -492,8 +530,7 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
             continue
         size = int(sizes[first])
         candidates = pending[sizes[pending] == size]
-        rows = np.frombuffer(b"".join([datas[k] for k in candidates.tolist()]), dtype=np.uint8).reshape(
-            candidates.size, size)
+        rows = _joined(datas, candidates, count).reshape(candidates.size, size)
         # Same layout: frame_id, the names and the three counts agree byte for byte (padding may differ).
         same = np.all(rows[:, content] == rows[0, content], axis=1)
         group = candidates[same]
@@ -502,16 +539,15 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
         remaining[np.searchsorted(pending, group)] = False
         pending = pending[remaining]
         stamp_ns[group] = _stamps(rows)
+        whole = group.size == count  # one layout for every message (the usual case): lists made in one go
         members = group.tolist()
-        for i in members:
-            frame_ids[i] = frame_id
-            names[i] = message_names
+        _place(frame_ids, members, [frame_id] * group.size, whole)
+        _place(names, members, [message_names] * group.size, whole)
         for key, column in values.items():
             n, _, offset = fields[key]
-            matrix = rows[:, offset:offset + 8 * n].copy().view("<f8").reshape(len(members), n)
+            matrix = rows[:, offset:offset + 8 * n].copy().view("<f8").reshape(group.size, n)
             matrix.setflags(write=False)
-            for i, row in zip(members, matrix, strict=True):
-                column[i] = row
+            _place(column, members, list(matrix), whole)
     if slow:
         typestore = typestore if typestore is not None else _default_typestore()
         for i in slow:

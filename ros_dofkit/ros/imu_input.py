@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ros_dofkit.core.estimator.inputs import stamp_seconds
+from ros_dofkit.ros.imu_messages import magnetic_field_to_arrays
 from ros_dofkit.ros.live_cdr import decode_imu
 
 NANOSECONDS = 1_000_000_000
@@ -46,12 +47,13 @@ class ImuInput:
     orientation_present: bool
     angular_velocity_present: bool
     frame_id: str
+    linear_acceleration: np.ndarray | None = None  # m/s^2 in S; None when the message marks it absent
 
 
 def imu_input_from_msg(msg) -> ImuInput:
     """Read a ``sensor_msgs/Imu``: quaternion reordered to (w, x, y, z), gyro in rad/s (sensor frame), and the
     presence flags from ``orientation_covariance[0]`` / ``angular_velocity_covariance[0]`` (-1 = absent)."""
-    o, w = msg.orientation, msg.angular_velocity
+    o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
     return ImuInput(
         stamp=stamp_to_seconds(msg.header.stamp),
         quaternion_wxyz=np.array([o.w, o.x, o.y, o.z], dtype=float),
@@ -59,6 +61,8 @@ def imu_input_from_msg(msg) -> ImuInput:
         orientation_present=float(msg.orientation_covariance[0]) != -1.0,
         angular_velocity_present=float(msg.angular_velocity_covariance[0]) != -1.0,
         frame_id=msg.header.frame_id,
+        linear_acceleration=None if float(msg.linear_acceleration_covariance[0]) == -1.0 else np.array(
+            [a.x, a.y, a.z], dtype=float),
     )
 
 
@@ -74,7 +78,17 @@ def feed_imu_msg(estimator, name: str, msg, now: float | None = None):
         orientation_present=sample.orientation_present,
         angular_velocity_present=sample.angular_velocity_present,
         now=now,
+        linear_acceleration=sample.linear_acceleration,
     )
+
+
+def feed_magnetic_field_msg(estimator, name: str, msg):
+    """Offer one ``sensor_msgs/MagneticField`` (tesla, in the sensor frame) of raw IMU ``name`` to its orientation
+    filter (``Estimator.process_magnetic_field``); returns the :class:`InputStatus`. A message whose
+    ``magnetic_field_covariance[0]`` is -1 marks the field absent (REP-145) and is offered as NaN (dropped,
+    counted ``field_invalid``)."""
+    return estimator.process_magnetic_field(name, stamp_to_seconds(msg.header.stamp),
+                                            magnetic_field_to_arrays(msg)[1])
 
 
 def feed_joint_state_msg(estimator, msg, now: float | None = None):
@@ -102,5 +116,6 @@ def feed_imu_cdr(estimator, name: str, data, now: float | None = None):
         orientation_present=values[4] != -1.0,
         angular_velocity_present=values[16] != -1.0,
         now=now,
+        linear_acceleration=None if values[28] == -1.0 else values[25:28],
     )
     return sec, nanosec, status, results

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ros_dofkit.core.assembly import average_rotations, calibrate_imus
 from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
+from ros_dofkit.core.estimator.heading import HeadingFilter
 from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
 from ros_dofkit.core.estimator.offline import (
     EstimatorResult,
@@ -35,6 +36,7 @@ from ros_dofkit.core.estimator.offline import (
     sensor_errors,
     validate_window,
 )
+from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
 TRACK_CHUNK = 512
@@ -68,6 +70,9 @@ class CalibrationResult:
         q_cal: the calibration pose used (plant coordinates).
         max_spread_deg: largest angle between a window sample and its IMU's mean (how static the pose was).
         num_samples: {IMU name: samples averaged}.
+        heading_offsets: {IMU name: turn (rad) about the vertical added to a raw IMU's filter output} for the
+            filtered IMUs with known mountings, whose heading calibration aligns with the model (they have no
+            common heading without a magnetometer; ``orientation_filter.RawImuFilters.align_headings``).
     """
 
     R_BS: dict
@@ -76,6 +81,7 @@ class CalibrationResult:
     q_cal: np.ndarray
     max_spread_deg: float
     num_samples: dict
+    heading_offsets: dict = field(default_factory=dict)
 
 
 def _stamp_ns(stamp: float) -> int:
@@ -121,9 +127,10 @@ class Estimator:
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
-        self._R_GS = np.empty((3, 3))
-        self._w_S = np.empty(3)
+        self._sample = np.empty(1, dtype=rules.SAMPLE)  # one message's sample
         self._build_solver()
+        self._raw_imus = None
+        self._heading = self._heading_filter(config)
         self.reset()
 
     def _build_solver(self) -> None:
@@ -137,7 +144,9 @@ class Estimator:
 
     def reset(self) -> None:
         """Forget every input: the next input starts from the initial state (counters and statistics at zero)."""
-        self._state = rules.new_state(len(self._names), self._settings)
+        self._state = rules.new_state(len(self._names), self._settings, self._setup.q_default[self._setup.art_q])
+        # raw IMUs' orientation filters, before the rules (headings aligned by calibration kept, as mountings are)
+        self._raw_imus = RawImuFilters(self._config.imus, self._raw_imus)
         self._unknown_sensors = Counter()
         self._windows = {name: deque(maxlen=self._config.calibration_window) for name in self._names}
         self._resets_seen = 0
@@ -147,6 +156,8 @@ class Estimator:
         self._q_last = None  # q of the last cycle (the velocity prior's previous q)
         self._cycles = 0
         self._solve_failures = 0
+        if self._heading is not None:
+            self._heading.clear()
 
     # ------------------------------------------------------------------ read-only properties
     @property
@@ -204,6 +215,10 @@ class Estimator:
         """Current world alignment (IMU world G in the model world W)."""
         return self._R_WG.copy()
 
+    def filter_counts(self) -> dict:
+        """{IMU name: {counter: count}} of the raw IMUs' orientation filters (``orientation_filter.COUNTERS``)."""
+        return self._raw_imus.counts()
+
     def reject_counts(self) -> dict:
         """{reason: count} of dropped inputs (all reasons, zeros included)."""
         totals = self._state.counts.sum(axis=0)
@@ -233,7 +248,7 @@ class Estimator:
     def stale_sensors(self, now: float) -> tuple:
         """IMUs whose newest accepted sample is older than ``now - stale_timeout_s`` (or that never delivered):
         staleness judged from a clock, also when no cycle runs (the node's diagnostics timer)."""
-        last = self._state.last_stamp
+        last = self._state.imu["last_stamp"]
         limit = float(now) - self._config.stale_timeout_s
         return tuple(name for name, stamp in zip(self._names, last, strict=True) if not stamp >= limit)
 
@@ -255,7 +270,7 @@ class Estimator:
                 window.clear()
 
     def _offer_imu(self, name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                   angular_velocity_present, now, run_cycles: bool) -> InputStatus:
+                   angular_velocity_present, now, run_cycles: bool, accel=None, accel_present=True) -> InputStatus:
         now_value = math.nan if now is None else float(now)
         self._message.size[0] = 0
         i = self._imu_index.get(name)
@@ -264,6 +279,9 @@ class Estimator:
             self._after_offer()
             self._unknown_sensors[str(name)] += 1
             return rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._names)))
+        quaternion_wxyz, orientation_present = self._raw_imus.offer(
+            i, stamp, quaternion_wxyz, orientation_present, angular_velocity, angular_velocity_present, accel,
+            accel_present)
         quaternion = np.asarray(quaternion_wxyz, dtype=float).reshape(-1)
         gyro_present = angular_velocity_present and angular_velocity is not None
         gyro = np.asarray(angular_velocity if gyro_present else (0.0, 0.0, 0.0), dtype=float).reshape(-1)
@@ -275,12 +293,14 @@ class Estimator:
             self._state.counts[i, rules.REASONS.index(status.reason)] += 1
             return status
         stamp = math.nan if stamp is None else float(stamp)
-        code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, self._R_GS, self._w_S)
-        result = rules.offer_imu(self._state, self._settings, i, stamp, _stamp_ns(stamp), now_value, code,
-                                 self._R_GS, self._w_S, -1, run_cycles, self._message)
+        sample = self._sample[0]
+        sample["stamp"], sample["stamp_ns"] = stamp, _stamp_ns(stamp)
+        code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, self._sample, 0)
+        result = rules.offer_imu(self._state, self._settings, i, now_value, code, self._sample, 0, -1, run_cycles,
+                                 self._message)
         self._after_offer()
-        if result < 0 and math.isfinite(self._R_GS[0, 0]):
-            self._windows[name].append((stamp, self._R_GS.copy()))
+        if result < 0 and math.isfinite(sample["R_GS"][0, 0]):
+            self._windows[name].append((stamp, sample["R_GS"].copy()))
         if result == code and code >= 0:  # rejected by validation: parse_imu explains why
             return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
                              angular_velocity_present)[0]
@@ -316,23 +336,45 @@ class Estimator:
 
     def add_imu(self, name: str, stamp: float, quaternion_wxyz, angular_velocity=None,
                 orientation_present: bool = True, angular_velocity_present: bool = True,
-                now: float | None = None) -> InputStatus:
+                now: float | None = None, linear_acceleration=None,
+                linear_acceleration_present: bool = True) -> InputStatus:
         """Store the newest sample of IMU ``name`` without running a cycle (manual mode): R_GS as a (w, x, y, z)
         quaternion, gyro w_S in rad/s. ``orientation_present`` / ``angular_velocity_present`` are False for fields
         a message marks absent (covariance[0] == -1). Returns an :class:`InputStatus`; a bad sample is dropped and
         counted. A sample that replaces one no cycle has used is counted in ``statistics()["overwritten_samples"]``.
+        ``linear_acceleration`` (m/s^2, S) feeds a raw IMU's orientation filter (``ImuConfig.orientation``).
         """
         return self._offer_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                               angular_velocity_present, now, False)
+                               angular_velocity_present, now, False, linear_acceleration, linear_acceleration_present)
 
     def process_imu(self, name: str, stamp: float, quaternion_wxyz, angular_velocity=None,
                     orientation_present: bool = True, angular_velocity_present: bool = True,
-                    now: float | None = None):
+                    now: float | None = None, linear_acceleration=None, linear_acceleration_present: bool = True):
         """Offer one IMU sample and run the cycles it completes (the rules of ``rules``: one instant, one cycle);
         returns ``(status, results)`` (usually 0 or 1 results). The node's and streaming replay's entry point."""
         status = self._offer_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                                 angular_velocity_present, now, True)
+                                 angular_velocity_present, now, True, linear_acceleration, linear_acceleration_present)
         return status, self._message_results()
+
+    def process_magnetic_field(self, name: str, stamp: float, field_T) -> InputStatus:
+        """Offer one magnetometer sample of raw IMU ``name`` (tesla, in its sensor frame S; ``sensor_msgs/
+        MagneticField``): kept for its orientation filter's matching rule (``orientation_filter``: the newest field
+        not after a raw sample, within ``FilterSettings.field_timeout_s``). A bad one is dropped and counted in
+        :meth:`filter_counts` (``field_invalid``, ``field_out_of_order``); runs no cycle."""
+        i = self._imu_index.get(name)
+        if i is None:
+            self._unknown_sensors[str(name)] += 1
+            return rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._names)))
+        why = self._raw_imus.offer_field(i, stamp, field_T)
+        if why is None:
+            return ACCEPTED
+        detail = {"not_filtered": f"IMU {name!r} takes its orientation from its messages (orientation: sensor); "
+                                  "its magnetic field is not used",
+                  "field_invalid": f"expected a finite, non-zero field (T) at a finite stamp, got {field_T!r} at "
+                                   f"{stamp!r}",
+                  "field_out_of_order": f"field stamp {stamp!r} s is not after the previous field's"}[why]
+        reason = RejectReason.OUT_OF_ORDER if why == "field_out_of_order" else RejectReason.NON_FINITE
+        return InputStatus(False, reason, detail)
 
     def add_joint_state(self, names, positions, velocities=None, stamp: float = 0.0, now: float | None = None):
         """Merge a (possibly partial) joint-state message by name without running a cycle. Returns an
@@ -372,7 +414,7 @@ class Estimator:
         it completes; the state carries from one window to the next, so the cycles do not depend on the windows.
         The run's ``rejected`` and ``input`` refer to these inputs; its cycle numbers, counters and statistics
         count from the last :meth:`reset`. ``progress(fraction)`` is called between the solver's chunks."""
-        window = validate_window(inputs, self._setup.name_to_art, len(self._names))
+        window = validate_window(self._raw_imus.apply(inputs), self._setup.name_to_art, len(self._names))
         m = len(window.kind)
         cycles = rules.new_cycles(rules.cycle_capacity(m, len(self._names)), len(self._names),
                                   len(self._setup.art_names))
@@ -391,16 +433,19 @@ class Estimator:
         """The outputs of the first ``C`` cycles of ``cycles``: q (assemble after a reset, then warm-started
         tracking), v (gyros, finite differences, encoders), poses and sensor errors."""
         stale = cycles.stale[:C]
-        R_GS = cycles.R_GS[:C]
-        w_S = cycles.w_S[:C]
+        cycle, encoder = cycles.cycle[:C], cycles.encoder[:C]
+        R_GS = np.ascontiguousarray(cycles.sample["R_GS"][:C])
+        w_S = np.ascontiguousarray(cycles.sample["w_S"][:C])
         with np.errstate(invalid="ignore"):
             has_R = np.isfinite(R_GS[:, :, 0, 0])
             has_w = np.isfinite(w_S[:, :, 0])
         observed = ~stale & has_R & self._calibrated & (self._setup.weights > 0.0)
         use_gyro = ~stale & has_w & self._calibrated
-        solve = self._solve(cycles.stamp[:C], cycles.reset[:C], observed, R_GS, cycles.encoder_q[:C], progress)
+        if self._heading is not None:  # issue 19.2: gyro biases from the orientation streams (module heading)
+            w_S = self._heading.unbiased_gyros(cycle["stamp"], cycle["reset"], R_GS, w_S, ~stale)
+        solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"], progress)
         Q = solve["q"]
-        v_prior = self._velocity_priors(Q, cycles.stamp[:C], cycles.stamp_prev[:C], cycles.encoder_v[:C])
+        v_prior = self._velocity_priors(Q, cycle["stamp"], cycle["stamp_prev"], encoder["v"])
         V = np.empty_like(v_prior)
         from_gyro = np.zeros(v_prior.shape, dtype=bool)
         X_WB = solve["X_WB"]
@@ -417,10 +462,10 @@ class Estimator:
         first_cycle = self._cycles
         self._cycles += C
         return OfflineRun(
-            stamp=cycles.stamp[:C].copy(), stamp_ns=cycles.stamp_ns[:C].copy(), input=cycles.input[:C].copy(), q=Q,
+            stamp=cycle["stamp"].copy(), stamp_ns=cycle["stamp_ns"].copy(), input=cycle["input"].copy(), q=Q,
             v=V, velocity_from_gyro=from_gyro, X_WB=X_WB, goal=solve["goal"], solved=solve["solved"],
             failure=solve["failure"], sensor_errors_deg=errors, observed=observed, stale=stale.copy(),
-            uncalibrated=~stale & ~self._calibrated, missing=~self._setup.estimated & ~cycles.have_encoder[:C],
+            uncalibrated=~stale & ~self._calibrated, missing=~self._setup.estimated & ~encoder["have"],
             tracking_reset=solve["tracking_reset"], initialized=solve["initialized"],
             solve_time_s=solve["solve_time"], sensor_names=self._names,
             position_names=tuple(self._plant.position_names()), velocity_names=tuple(self._plant.velocity_names()),
@@ -457,25 +502,52 @@ class Estimator:
                "have_X_WB": np.zeros(C, bool)}
         R_WO = self._observations(observed, R_GS)
         any_observed = observed.any(axis=1)
+        heading = self._heading  # issue 19.2 (module heading): cycle by cycle, observations corrected before
         c = 0
         while c < C:
             if reset[c]:
                 self._q_current = self._setup.q_default.copy()
                 self._needs_assemble = True
                 self._is_initialized = not self._setup.free_q.any()
+                if heading is not None:
+                    heading.reset()
             out["tracking_reset"][c] = self._needs_assemble
+            if heading is not None:
+                heading.correct(R_WO[c], self._solver_columns)
             if not any_observed[c] or self._needs_assemble:
                 self._solve_one(c, stamp[c], R_WO[c] if any_observed[c] else None, enc_q[c], out)
+                self._heading_update(c, stamp, R_WO, out)
                 c += 1
                 continue
             end = c + 1
-            while end < C and not reset[end] and end - c < TRACK_CHUNK:
+            while heading is None and end < C and not reset[end] and end - c < TRACK_CHUNK:
                 end += 1
             self._track_chunk(c, end, stamp, R_WO, any_observed, enc_q, out)
+            self._heading_update(c, stamp, R_WO, out)
             c = end
             if progress is not None:
                 progress(c / C)
         return out
+
+    def _heading_update(self, c, stamp, R_WO, out) -> None:
+        """Issue 19.2 hook: the heading filter's step after cycle c's solve (one-cycle runs when it is on)."""
+        if self._heading is not None and out["solved"][c]:
+            self._heading.update(out["q"][c], stamp[c], R_WO[c], self._solver_columns, self._R_BS_array)
+
+    def _heading_filter(self, config) -> HeadingFilter | None:
+        """Issue 19.2 hook: the heading filter of ``config.heading_estimation`` (None when off)."""
+        settings = config.heading_estimation
+        return HeadingFilter(self._setup, settings, config.stale_timeout_s) if settings.enabled else None
+
+    def heading_estimates(self) -> dict:
+        """{IMU name: {"heading_offset_rad", "heading_std_rad", "observable", "gyro_bias" (3,) rad/s}} of the
+        heading estimation (``config.heading_estimation``; see ``core.estimator.heading``); {} when it is off."""
+        if self._heading is None:
+            return {}
+        biases = self._heading.gyro_bias()
+        return {name: {"heading_offset_rad": offset, "heading_std_rad": std, "observable": observable,
+                       "gyro_bias": biases[name]}
+                for name, (offset, std, observable) in self._heading.offsets().items()}
 
     def _locked(self, q, encoder_q):
         measured = ~self._setup.estimated
@@ -598,13 +670,15 @@ class Estimator:
                              for name, window in self._windows.items()}
         if config.accuracy != old.accuracy or config.use_joint_limits != old.use_joint_limits:
             self._build_solver()
+        if config.heading_estimation != old.heading_estimation or config.stale_timeout_s != old.stale_timeout_s:
+            self._heading = self._heading_filter(config)
 
     def calibration_pose(self) -> np.ndarray:
         """The pose calibration assumes the robot holds: default positions (OpenSense's default pose), with the
         measured coordinates at their latest encoder values."""
         q = self._setup.q_default.copy()
-        measured = ~self._setup.estimated & self._state.have_encoder
-        q[self._setup.art_q[measured]] = self._state.encoder_q[measured]
+        measured = ~self._setup.estimated & self._state.encoder["have"]
+        q[self._setup.art_q[measured]] = self._state.encoder["q"][measured]
         return q
 
     def _calibration_windows(self, needed, now) -> dict:
@@ -636,7 +710,8 @@ class Estimator:
         the world alignment when ``heading_reference`` is configured, from the recent window of samples
         (``calibration_window`` per IMU, averaged) at the static pose ``q_cal`` (default
         :meth:`calibration_pose`). Implements OpenSense's IMUPlacer through
-        ``ros_dofkit.core.assembly.calibrate_imus``: R_BS = R_WB(q_cal)^T R_WG R_GS.
+        ``ros_dofkit.core.assembly.calibrate_imus``: R_BS = R_WB(q_cal)^T R_WG R_GS. Raw IMUs (orientation from the
+        filter) with known mountings are aligned in heading with the model at ``q_cal`` (``heading_offsets``).
 
         Raises :class:`CalibrationError` (nothing changes) when an IMU has no samples, is stale at ``now``
         (default: the newest input stamp), or moved by more than ``max_spread_deg`` over the window. On success
@@ -647,7 +722,9 @@ class Estimator:
             if name not in self._windows:
                 raise UnknownNameError(describe_unknown("IMU", str(name), list(self._windows)))
         heading = self._config.heading_reference
-        needed = list(dict.fromkeys(names + ([heading] if heading else [])))
+        aligned = [name for name in self._raw_imus.alignable() if self._R_BS[name] is not None and name not in names
+                   ] if sensors is None else []
+        needed = list(dict.fromkeys(names + ([heading] if heading else []) + aligned))
         if not needed:
             raise CalibrationError(
                 "nothing to calibrate: no IMU is configured with mounting 'calibrate' and no heading_reference is set"
@@ -669,7 +746,15 @@ class Estimator:
         for name in names:
             self._R_BS[name] = np.array(calibration.R_BS[name])
         self._R_WG = np.array(calibration.R_GX)
+        R_WB = self._plant.calc_body_poses(q_cal)[..., :3, :3]
+        offsets = self._raw_imus.align_headings({name: (
+            average_rotations(windows[name]), self._R_WG.T @ R_WB[self.imu_body(name).index] @ self._R_BS[name])
+            for name in aligned})
+        for name in aligned:
+            self._windows[name].clear()  # samples of the old heading
         self._build_solver()
+        if self._heading is not None:
+            self._heading.calibrated()
         self._q_last = None
         self._state.clock["stamp_prev"][0] = np.nan  # no finite difference across the change of mountings
         return CalibrationResult(
@@ -679,4 +764,5 @@ class Estimator:
             q_cal=_frozen(q_cal),
             max_spread_deg=spread,
             num_samples={name: len(window) for name, window in windows.items()},
+            heading_offsets=offsets,
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from ros_dofkit.core.assembly.kernels import _cholesky_solve
 from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator.inputs import RejectReason
 from ros_dofkit.core.multibody import compiled as kinematics
@@ -41,6 +42,11 @@ class OfflineInputs:
     Joint states: ``js_stamp`` (s), ``js_names`` (tuples), ``js_positions``, ``js_velocities`` (arrays; empty or
     None = no velocities). ``stamp_ns`` (M,) optional integer stamps the outputs carry (default round(s * 1e9)).
     ``now`` (M,) optional receive clock of each input (s; NaN or None: none, as offline).
+    ``imu_linear_acceleration`` (n_imu, 3) and ``imu_linear_acceleration_present`` (n_imu,), optional: the
+    accelerometer of each IMU sample, which raw IMUs' orientation filters need (``orientation_filter``).
+    ``field_sensor`` (n_f,), ``field_stamp`` (n_f,) s, ``field_vector`` (n_f, 3) tesla in S, ``field_position``
+    (n_f,), optional: magnetometer samples of raw IMUs, each offered before input ``field_position`` (the number of
+    inputs offered before it; M = after the last), in order (``orientation_filter`` matching rule).
     """
 
     kind: np.ndarray
@@ -57,6 +63,12 @@ class OfflineInputs:
     js_velocities: list
     stamp_ns: np.ndarray | None = None
     now: np.ndarray | None = None
+    imu_linear_acceleration: np.ndarray | None = None  # (n_imu, 3) m/s^2, for raw IMUs (orientation_filter)
+    imu_linear_acceleration_present: np.ndarray | None = None  # (n_imu,) bool; None: all present
+    field_sensor: np.ndarray | None = None  # (n_f,) magnetometer samples (orientation_filter), tesla in S
+    field_stamp: np.ndarray | None = None
+    field_vector: np.ndarray | None = None
+    field_position: np.ndarray | None = None
 
     def __post_init__(self):
         m = len(self.kind)
@@ -74,6 +86,14 @@ class OfflineInputs:
         n_js = len(self.js_stamp)
         if not (len(self.js_names) == len(self.js_positions) == len(self.js_velocities) == n_js):
             raise OfflineInputError("js_stamp, js_names, js_positions and js_velocities must have equal lengths")
+        fields = (self.field_sensor, self.field_stamp, self.field_vector, self.field_position)
+        if any(f is not None for f in fields):
+            n_f = len(self.field_sensor) if self.field_sensor is not None else -1
+            if any(f is None for f in fields) or len(self.field_stamp) != n_f or len(self.field_position) != n_f or (
+                    np.shape(self.field_vector) != (n_f, 3)) or np.any(np.diff(self.field_position) < 0):
+                raise OfflineInputError(
+                    "field_sensor, field_stamp, field_vector (n, 3) and field_position (non-decreasing) must be given "
+                    f"together with one entry per field; got {[None if f is None else np.shape(f) for f in fields]}")
 
     def input_stamps(self) -> np.ndarray:
         """(M,) stamp in seconds of every input."""
@@ -92,25 +112,27 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int) -> r
                                 f"[{imu_sensor.min()}, {imu_sensor.max()}]")
     n = len(imu_sensor)
     imu_code = np.empty(n, dtype=np.int64)
-    R_GS = np.empty((n, 3, 3))
-    w_S = np.empty((n, 3))
+    samples = np.empty(n, dtype=rules.SAMPLE)
     rules.validate_imus(np.ascontiguousarray(inputs.imu_quaternion_wxyz, dtype=float),
                         np.ascontiguousarray(inputs.imu_angular_velocity, dtype=float),
                         np.asarray(inputs.imu_orientation_present, dtype=np.bool_),
-                        np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), imu_code, R_GS, w_S)
+                        np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), imu_code, samples)
     js_code, js_offsets, js_index, js_position, js_velocity = _validate_joint_states(inputs, name_to_index)
     if inputs.stamp_ns is None:
         input_ns = np.round(inputs.input_stamps() * 1e9).astype(np.int64)
     else:
         input_ns = np.asarray(inputs.stamp_ns, dtype=np.int64)
-    m = len(inputs.kind)
+    kind = np.asarray(inputs.kind, dtype=np.int64)
+    row = np.asarray(inputs.row, dtype=np.int64)
+    samples["stamp"] = np.asarray(inputs.imu_stamp, dtype=float)
+    samples["stamp_ns"] = -1
+    samples["stamp_ns"][row[kind == 0]] = input_ns[kind == 0]
+    m = len(kind)
     now = np.full(m, np.nan) if inputs.now is None else np.asarray(inputs.now, dtype=float)
     return rules.WindowInputs(
-        kind=np.asarray(inputs.kind, dtype=np.int64), row=np.asarray(inputs.row, dtype=np.int64), now=now,
-        stamp_ns=input_ns, imu_sensor=imu_sensor, imu_stamp=np.asarray(inputs.imu_stamp, dtype=float),
-        imu_code=imu_code, imu_R_GS=R_GS, imu_w_S=w_S, js_stamp=np.asarray(inputs.js_stamp, dtype=float),
-        js_code=js_code, js_offsets=js_offsets, js_index=js_index, js_position=js_position,
-        js_velocity=js_velocity)
+        kind=kind, row=row, now=now, stamp_ns=input_ns, imu_sensor=imu_sensor, imu_code=imu_code, imu_sample=samples,
+        js_stamp=np.asarray(inputs.js_stamp, dtype=float), js_code=js_code, js_offsets=js_offsets, js_index=js_index,
+        js_position=js_position,         js_velocity=js_velocity)
 
 
 def _names_entry(names, name_to_index: dict) -> tuple:
@@ -202,39 +224,13 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
 
 
 # ---------------------------------------------------------------------------------------------- velocities
-@njit(cache=True)
-def _solve_in_place(M, B, n, m):
-    """B[:n, :m] <- M[:n, :n]^-1 B[:n, :m] by Gaussian elimination with partial pivoting (LAPACK gesv's method,
-    without its call and copies: these systems have a handful of unknowns). M is overwritten. Returns False when
-    M is singular."""
-    for col in range(n):
-        pivot = col
-        largest = abs(M[col, col])
-        for r in range(col + 1, n):
-            if abs(M[r, col]) > largest:
-                largest = abs(M[r, col])
-                pivot = r
-        if largest == 0.0:
-            return False
-        if pivot != col:
-            for j in range(n):
-                M[col, j], M[pivot, j] = M[pivot, j], M[col, j]
-            for j in range(m):
-                B[col, j], B[pivot, j] = B[pivot, j], B[col, j]
-        for r in range(col + 1, n):
-            factor = M[r, col] / M[col, col]
-            if factor != 0.0:
-                for j in range(col + 1, n):
-                    M[r, j] -= factor * M[col, j]
-                for j in range(m):
-                    B[r, j] -= factor * B[col, j]
-    for col in range(n - 1, -1, -1):
-        for j in range(m):
-            value = B[col, j]
-            for k in range(col + 1, n):
-                value -= M[col, k] * B[k, j]
-            B[col, j] = value / M[col, col]
-    return True
+@njit(cache=True, inline="always")
+def _copy_square(source, target):
+    """target[:] = source element by element (a slice assignment between arrays allocates a copy in numba when it
+    cannot rule out overlap; this runs per cycle)."""
+    for i in range(source.shape[0]):
+        for j in range(source.shape[1]):
+            target[i, j] = source[i, j]
 
 
 @njit(cache=True)
@@ -268,7 +264,11 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     A = np.empty((3 * n_imu, n_free))
     residual = np.empty(3 * n_imu)
     lhs = np.empty((n_free, n_free))
-    rhs = np.empty((n_free, n_free + 1))
+    factor = np.empty((n_free, n_free))  # lhs, overwritten by each solve's Cholesky factor
+    rhs = np.empty(n_free)
+    unit = np.zeros(n_free)
+    step = np.empty(n_free)
+    column = np.empty(n_free)
     for c in range(n_cycles):
         if not have_X_WB[c]:
             kinematics.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
@@ -312,20 +312,24 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
                     value += A[r, i] * A[r, j]
                 lhs[i, j] = value
                 lhs[j, i] = value
-                rhs[i, 1 + j] = value
-                rhs[j, 1 + i] = value
             value = 0.0
             for r in range(row):
                 value += A[r, i] * residual[r]
-            rhs[i, 0] = value
+            rhs[i] = value
         for i in range(n_free):
             lhs[i, i] += regularization
-        # One factorization for both right-hand sides: the step (column 0) and the resolution matrix.
-        if not _solve_in_place(lhs, rhs, n_free, n_free + 1):
+        # The step, then the resolution's diagonal: (M^-1 A^T A)_jj = 1 - reg (M^-1)_jj with M = A^T A + reg I
+        # (kernels._cholesky_solve factors in place, so each solve starts from a copy of M).
+        _copy_square(lhs, factor)
+        if not _cholesky_solve(factor, rhs, n_free, step):
             return False
         for j in range(n_free):
-            V_out[c, free[j]] += rhs[j, 0]
-            from_gyro_out[c, free[j]] = rhs[j, 1 + j] > 0.5
+            V_out[c, free[j]] += step[j]
+            _copy_square(lhs, factor)
+            unit[j] = 1.0
+            _cholesky_solve(factor, unit, n_free, column)
+            unit[j] = 0.0
+            from_gyro_out[c, free[j]] = 1.0 - regularization * column[j] > 0.5
     return True
 
 

@@ -5,8 +5,8 @@ It exists so that the rules are written once: the streaming
 :class:`~ros_dofkit.core.estimator.estimator.Estimator` offers each message to :func:`offer_imu` /
 :func:`offer_joint_state` (the node's path), and offline replay offers a window of inputs to :func:`schedule`,
 which calls the same two functions, over one :class:`RulesState`. Streaming and
-offline cycles are therefore the same bits. The state is named: a :data:`CLOCK` record for the scalars and named
-arrays for the per-IMU and per-coordinate memory.
+offline cycles are therefore the same bits. The state is named: numpy record arrays (:data:`CLOCK` for the scalars,
+:data:`IMU`, :data:`SAMPLE` and :data:`ENCODER` per IMU, queued sample and coordinate) in a :class:`RulesState`.
 
 The rules (DESIGN.md's data flow; ``now`` NaN = no receive clock, as offline):
 
@@ -82,43 +82,65 @@ CLOCK = np.dtype([
     ("cycles", np.int64), ("resets", np.int64), ("overwritten", np.int64), ("flushed", np.int64),
 ], align=True)
 
+#: One IMU sample as the rules carry it: validated (``validate_imu``), queued, held by the cycle that uses it
+#: (``Cycles.sample``). The rules copy whole records, so a field added here travels with its sample; give it its
+#: "absent" value in :func:`_clear_sample`.
+SAMPLE = np.dtype([
+    ("stamp", np.float64), ("stamp_ns", np.int64),  # the sample's stamp (s, and as given in ns; NaN / -1: none)
+    ("R_GS", np.float64, (3, 3)),  # orientation of the sensor frame S in the IMU's world G (NaN: absent)
+    ("w_S", np.float64, (3,)),  # angular velocity of S, in S, rad/s (NaN: absent)
+], align=True)
+
+#: Per IMU: the newest accepted stamp and the ring queue's bookkeeping.
+IMU = np.dtype([
+    ("last_stamp", np.float64),  # newest accepted stamp (NaN: none since the last reset)
+    ("head", np.int64), ("count", np.int64),  # the queue's oldest unused slot, and how many are unused
+], align=True)
+
+#: Per articulated coordinate: the merged encoder value (a joint-state message sets the coordinates it names).
+ENCODER = np.dtype([
+    ("q", np.float64), ("v", np.float64),  # position, rate (NaN: none)
+    ("stamp", np.float64),  # the stamp of the message that set it (-inf: none)
+    ("have", np.bool_),  # an encoder reported it (else q is ``default``)
+    ("default", np.float64),  # the coordinate's value before any encoder reports it (the plant's default)
+], align=True)
+
+#: Per cycle: when it ran and what started it.
+CYCLE = np.dtype([
+    ("stamp", np.float64), ("stamp_ns", np.int64),  # the cycle's stamp (s, and ns)
+    ("input", np.int64),  # the input whose offering ran it (-1: a message or step())
+    ("reset", np.bool_),  # the first cycle after a start or reset
+    ("stamp_prev", np.float64),  # the previous cycle's stamp (NaN: none)
+], align=True)
+
 RulesSettings = namedtuple("RulesSettings", [
     "stale_timeout", "jump_reset", "future_tolerance", "sync_tolerance", "sync_joint_states", "measured_count",
-    "encoder_default",
 ])
-RulesSettings.__doc__ = """The configuration the rules read (seconds; ``encoder_default`` (n_art,) the values of
-coordinates no encoder has reported; ``measured_count`` the number of measured coordinates)."""
+RulesSettings.__doc__ = """The configuration the rules read (seconds; ``measured_count`` the number of measured
+coordinates). Scalars only: numba reference-counts every array of a tuple at each compiled call or inlined helper
+that receives it, and the settings go everywhere."""
 
-RulesState = namedtuple("RulesState", [
-    "clock", "last_stamp", "used_R", "used_w",
-    "queue_stamp", "queue_ns", "queue_R", "queue_w", "queue_head", "queue_count",
-    "encoder_q", "encoder_v", "encoder_stamp", "have_encoder", "counts",
-])
-RulesState.__doc__ = """The rules' memory. ``clock`` (1,) :data:`CLOCK`; per IMU i: ``last_stamp`` (newest
-accepted, NaN = none), ``used_R`` / ``used_w`` the sample the next cycle holds if it takes none (NaN = absent), and
-a ring queue of unused samples (``queue_*``, capacity :data:`QUEUE_LENGTH`, oldest at ``queue_head``); per
-articulated coordinate the merged encoder value, rate (NaN = none), stamp and whether one was received; ``counts``
-(n_imu + 2, len(REASONS)) rejects by source (IMUs, then joint_states, then clock) and reason."""
+RulesState = namedtuple("RulesState", ["clock", "imu", "used", "queue", "encoder", "counts"])
+RulesState.__doc__ = """The rules' memory, record arrays: ``clock`` (1,) :data:`CLOCK`; ``imu`` (n_imu,)
+:data:`IMU`; ``used`` (n_imu,) :data:`SAMPLE` the sample of each IMU the next cycle holds if it takes none (NaN =
+absent); ``queue`` (n_imu, :data:`QUEUE_LENGTH`) :data:`SAMPLE` each IMU's ring of unused samples (oldest at its
+``head``); ``encoder`` (n_art,) :data:`ENCODER`; ``counts`` (n_imu + 2, len(REASONS)) rejects by source (IMUs, then
+joint_states, then clock) and reason. Few arrays on purpose: a compiled function reference-counts each array it
+reads out of the record, while fields of a record element cost nothing."""
 
-Cycles = namedtuple("Cycles", [
-    "stamp", "stamp_ns", "input", "reset", "stamp_prev", "R_GS", "w_S", "stale", "encoder_q", "encoder_v",
-    "have_encoder", "size",
-])
-Cycles.__doc__ = """Cycles the rules ran, first ``size[0]`` rows: stamp (s, and ns), the input whose offering ran
-it, first after a reset, the previous cycle's stamp (NaN: none), per IMU the sample used (R_GS (3, 3), w_S (3,),
-NaN = none) and whether stale, the encoder values locked."""
+Cycles = namedtuple("Cycles", ["cycle", "sample", "stale", "encoder", "size"])
+Cycles.__doc__ = """Cycles the rules ran, first ``size[0]`` rows: ``cycle`` (C,) :data:`CYCLE`; ``sample`` (C, n_imu)
+:data:`SAMPLE` the sample of each IMU the cycle used (NaN = none); ``stale`` (C, n_imu) bool; ``encoder`` (C, n_art)
+:data:`ENCODER` the encoder values locked."""
 
 
-def new_state(n_imu: int, settings: RulesSettings) -> RulesState:
-    """The memory before any input (nothing heard, encoders at their defaults, a reset pending)."""
-    n_art = len(settings.encoder_default)
+def new_state(n_imu: int, settings: RulesSettings, encoder_default) -> RulesState:
+    """The memory before any input (nothing heard, encoders at ``encoder_default`` (n_art,), a reset pending)."""
+    encoder = np.zeros(len(encoder_default), dtype=ENCODER)
+    encoder["default"] = encoder_default
     state = RulesState(
-        clock=np.zeros(1, dtype=CLOCK), last_stamp=np.empty(n_imu), used_R=np.empty((n_imu, 3, 3)),
-        used_w=np.empty((n_imu, 3)), queue_stamp=np.empty((n_imu, QUEUE_LENGTH)),
-        queue_ns=np.empty((n_imu, QUEUE_LENGTH), dtype=np.int64), queue_R=np.empty((n_imu, QUEUE_LENGTH, 3, 3)),
-        queue_w=np.empty((n_imu, QUEUE_LENGTH, 3)), queue_head=np.zeros(n_imu, dtype=np.int64),
-        queue_count=np.zeros(n_imu, dtype=np.int64), encoder_q=np.empty(n_art), encoder_v=np.empty(n_art),
-        encoder_stamp=np.empty(n_art), have_encoder=np.zeros(n_art, dtype=np.bool_),
+        clock=np.zeros(1, dtype=CLOCK), imu=np.zeros(n_imu, dtype=IMU), used=np.zeros(n_imu, dtype=SAMPLE),
+        queue=np.zeros((n_imu, QUEUE_LENGTH), dtype=SAMPLE), encoder=encoder,
         counts=np.zeros((n_imu + 2, len(REASONS)), dtype=np.int64))
     reset(state, settings)
     state.clock["resets"][0] = 0
@@ -127,13 +149,9 @@ def new_state(n_imu: int, settings: RulesSettings) -> RulesState:
 
 def new_cycles(capacity: int, n_imu: int, n_art: int) -> Cycles:
     """A buffer for ``capacity`` cycles (see :func:`cycle_capacity`)."""
-    return Cycles(
-        stamp=np.empty(capacity), stamp_ns=np.empty(capacity, dtype=np.int64),
-        input=np.empty(capacity, dtype=np.int64), reset=np.empty(capacity, dtype=np.bool_),
-        stamp_prev=np.empty(capacity), R_GS=np.empty((capacity, n_imu, 3, 3)), w_S=np.empty((capacity, n_imu, 3)),
-        stale=np.empty((capacity, n_imu), dtype=np.bool_), encoder_q=np.empty((capacity, n_art)),
-        encoder_v=np.empty((capacity, n_art)), have_encoder=np.empty((capacity, n_art), dtype=np.bool_),
-        size=np.zeros(1, dtype=np.int64))
+    return Cycles(cycle=np.empty(capacity, dtype=CYCLE), sample=np.empty((capacity, n_imu), dtype=SAMPLE),
+                  stale=np.empty((capacity, n_imu), dtype=np.bool_), encoder=np.empty((capacity, n_art), dtype=ENCODER),
+                  size=np.zeros(1, dtype=np.int64))
 
 
 def cycle_capacity(num_inputs: int, n_imu: int) -> int:
@@ -142,16 +160,22 @@ def cycle_capacity(num_inputs: int, n_imu: int) -> int:
     return 2 * num_inputs + 1 + n_imu * QUEUE_LENGTH
 
 
-# The helpers below are inlined at the numba IR level (``inline="always"``): numba reference-counts every array a
-# compiled function receives (each member of the state and cycle records), and a call per helper per input cost
-# more than the rules themselves (see ``ros_dofkit.core.assembly.kernels``).
+# Why the state is a few record arrays and the settings scalars only: numba reference-counts (an atomic add and a
+# call) every array it reads out of a tuple and every array a compiled call or an inlined helper receives, while a
+# record element (``state.clock[0]``, ``imu[i]``, ``queue[i, k]``) is a bare pointer. With 15 state arrays, 12 cycle
+# arrays and an array in the settings, ``schedule`` took 2.9x as long as with this layout (issue 16). So the entry
+# points read the arrays once and the small helpers (``inline="always"``) take record elements, arrays and scalars;
+# the entry points stay separate compiled functions (inlining them too compiled about twice as long for 8 % less).
 # ---------------------------------------------------------------------------------------------- validation
 @njit(cache=True, inline="always", error_model="numpy")
-def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, R_GS, w_S):
-    """``inputs.parse_imu``'s decision for one sample, compiled (the same bits live and offline): fills R_GS (the
-    normalized quaternion's matrix) and w_S, NaN where absent, and returns its status code. A non-finite, zero or
-    non-unit (beyond ``QUAT_NORM_TOLERANCE``) quaternion or a non-finite gyro rejects the sample; one with neither
-    field present is dropped as ``orientation_absent``; one with a gyro only is kept, counted as such."""
+def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, samples, row):
+    """``inputs.parse_imu``'s decision for one sample, compiled (the same bits live and offline): fills
+    ``samples[row]``'s R_GS (the normalized quaternion's matrix) and w_S, NaN where absent, and returns its status
+    code (the stamp fields are the caller's). A non-finite, zero or non-unit (beyond ``QUAT_NORM_TOLERANCE``)
+    quaternion or a non-finite gyro rejects the sample; one with neither field present is dropped as
+    ``orientation_absent``; one with a gyro only is kept, counted as such."""
+    R_GS = samples[row].R_GS
+    w_S = samples[row].w_S
     for a in range(3):
         w_S[a] = np.nan
         for b in range(3):
@@ -185,27 +209,39 @@ def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular
 
 
 @njit(cache=True, error_model="numpy")
-def validate_imus(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, code, R_GS,
-                  w_S):
-    """:func:`validate_imu` over rows (a window of samples)."""
+def validate_imus(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, code, samples):
+    """:func:`validate_imu` over rows (a window of samples) into ``samples`` (the stamps are the caller's)."""
     for n in range(code.shape[0]):
         code[n] = validate_imu(quaternion_wxyz[n], angular_velocity[n], orientation_present[n],
-                               angular_velocity_present[n], R_GS[n], w_S[n])
+                               angular_velocity_present[n], samples, n)
 
 
 # ---------------------------------------------------------------------------------------------- memory
 @njit(cache=True, inline="always", error_model="numpy")
+def _clear_sample(sample):
+    """No sample: every field at its "absent" value."""
+    sample.stamp = np.nan
+    sample.stamp_ns = -1
+    for a in range(3):
+        sample.w_S[a] = np.nan
+        for b in range(3):
+            sample.R_GS[a, b] = np.nan
+
+
+@njit(cache=True, error_model="numpy")
 def reset(state, settings):
     """Forget every input (a clock jump back): nothing heard, encoders at their defaults, a reset pending."""
-    state.last_stamp[:] = np.nan
-    state.used_R[:] = np.nan
-    state.used_w[:] = np.nan
-    state.queue_head[:] = 0
-    state.queue_count[:] = 0
-    state.encoder_q[:] = settings.encoder_default
-    state.encoder_v[:] = np.nan
-    state.encoder_stamp[:] = -np.inf
-    state.have_encoder[:] = False
+    imu, used, encoder = state.imu, state.used, state.encoder
+    for i in range(imu.shape[0]):
+        imu[i].last_stamp = np.nan
+        imu[i].head = 0
+        imu[i].count = 0
+        _clear_sample(used[i])
+    for j in range(encoder.shape[0]):
+        encoder[j].q = encoder[j].default
+        encoder[j].v = np.nan
+        encoder[j].stamp = -np.inf
+        encoder[j].have = False
     clock = state.clock[0]
     clock.stamp_prev = np.nan
     clock.newest = np.nan
@@ -227,60 +263,71 @@ def _start_waiting(clock, after_reset):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _copy_sample(R_from, w_from, R_to, w_to):
-    """R_to[:] = R_from, w_to[:] = w_from, element by element (a slice assignment between arrays allocates a copy
-    of its source in numba when it cannot rule out overlap)."""
-    for a in range(3):
-        w_to[a] = w_from[a]
-        for b in range(3):
-            R_to[a, b] = R_from[a, b]
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _push(state, i, stamp, stamp_ns, R, w):
-    """Queue a sample of IMU i (a full queue drops its oldest: overwritten)."""
-    clock = state.clock[0]
-    if state.queue_count[i] == QUEUE_LENGTH:
-        state.queue_head[i] = (state.queue_head[i] + 1) % QUEUE_LENGTH
-        state.queue_count[i] -= 1
+def _push(clock, imu, queue, i, samples, row):
+    """Queue ``samples[row]`` for IMU i (a full queue drops its oldest: overwritten)."""
+    memory = imu[i]
+    if memory.count == QUEUE_LENGTH:
+        memory.head = (memory.head + 1) % QUEUE_LENGTH
+        memory.count -= 1
         clock.overwritten += 1
-    k = (state.queue_head[i] + state.queue_count[i]) % QUEUE_LENGTH
-    state.queue_stamp[i, k] = stamp
-    state.queue_ns[i, k] = stamp_ns
-    _copy_sample(R, w, state.queue_R[i, k], state.queue_w[i, k])
-    state.queue_count[i] += 1
+    queue[i, (memory.head + memory.count) % QUEUE_LENGTH] = samples[row]
+    memory.count += 1
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _pop(state, i, use):
+def _pop(imu, used, queue, i, use):
     """Remove IMU i's oldest queued sample; with ``use`` it becomes the sample the cycle holds."""
-    k = state.queue_head[i]
+    memory = imu[i]
     if use:
-        _copy_sample(state.queue_R[i, k], state.queue_w[i, k], state.used_R[i], state.used_w[i])
-    state.queue_head[i] = (k + 1) % QUEUE_LENGTH
-    state.queue_count[i] -= 1
+        used[i] = queue[i, memory.head]
+    memory.head = (memory.head + 1) % QUEUE_LENGTH
+    memory.count -= 1
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _oldest_stamp(imu, queue, i):
+    """The stamp of IMU i's oldest queued sample (+inf: none queued)."""
+    return queue[i, imu[i].head].stamp if imu[i].count > 0 else np.inf
+
+
+@njit(cache=True, error_model="numpy")
 def observe_clock(state, settings, now):
     """A receive clock earlier than the last one resets tracking (counted under clock/clock_jump_back)."""
-    if math.isnan(now):
-        return
     clock = state.clock[0]
-    if not math.isnan(clock.last_clock) and now < clock.last_clock:
-        state.counts[state.counts.shape[0] - 1, CLOCK_JUMP_BACK] += 1
-        reset(state, settings)
-    state.clock[0].last_clock = now
+    if _runs_back(clock, now):
+        _jump_back(state, settings)
+    _note_clock(clock, now)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _timing(state, settings, stamp, now, last, repeated):
-    """The stamp checks (module docstring, Acceptance); returns ACCEPTED or the reason, after the offline jump
-    back (which resets, and then nothing is the source's last)."""
+def _runs_back(clock, now):
+    """Is the receive clock ``now`` earlier than the last one (a looping bag under sim time)?"""
+    return not math.isnan(now) and not math.isnan(clock.last_clock) and now < clock.last_clock
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _note_clock(clock, now):
+    if not math.isnan(now):
+        clock.last_clock = now
+
+
+@njit(cache=True, error_model="numpy")
+def _jump_back(state, settings):
+    """A clock or stamp jump back: counted under clock/clock_jump_back, then :func:`reset`."""
+    state.counts[state.counts.shape[0] - 1, CLOCK_JUMP_BACK] += 1
+    reset(state, settings)
+
+
+#: :func:`_timing`'s code for an offline stamp jump back (the input is accepted after a reset).
+_JUMPED_BACK = -4
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _timing(settings, stamp, now, last, repeated):
+    """The stamp checks (module docstring, Acceptance): ACCEPTED, the reason, or _JUMPED_BACK (offline, a stamp
+    more than ``jump_reset`` before the source's last: the caller resets and accepts it)."""
     if math.isnan(now) and not math.isnan(last) and math.isfinite(stamp) and stamp < last - settings.jump_reset:
-        state.counts[state.counts.shape[0] - 1, CLOCK_JUMP_BACK] += 1
-        reset(state, settings)
-        return ACCEPTED
+        return _JUMPED_BACK
     if stamp == INVALID_STAMP:
         return INVALID_STAMP_REASON
     if not math.isfinite(stamp):
@@ -308,123 +355,129 @@ def _note_stamp(clock, stamp, stamp_ns):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _record(state, source, code, status):
+def _record(counts, source, code, status):
     """Count the outcome: a rejection under its reason, a partial acceptance under what was dropped."""
     if status >= 0:
-        state.counts[source, status] += 1
+        counts[source, status] += 1
     elif code == ACCEPTED_ORIENTATION_ABSENT:
-        state.counts[source, ORIENTATION_ABSENT] += 1
+        counts[source, ORIENTATION_ABSENT] += 1
     elif code == ACCEPTED_UNKNOWN_NAMES:
-        state.counts[source, UNKNOWN_NAME] += 1
+        counts[source, UNKNOWN_NAME] += 1
     return code if status < 0 else status
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-@njit(cache=True, inline="always", error_model="numpy")
-def offer_imu(state, settings, i, stamp, stamp_ns, now, code, R_GS, w_S, input_index, run_cycles, out):
-    """Offer one validated sample of IMU i (``code``: validation's status; R_GS / w_S NaN where absent); with
-    ``run_cycles`` run the cycles it completes into ``out``. Returns the input's status code."""
-    observe_clock(state, settings, now)
+@njit(cache=True, error_model="numpy")
+def offer_imu(state, settings, i, now, code, samples, row, input_index, run_cycles, out):
+    """Offer one validated sample of IMU i, ``samples[row]`` (:data:`SAMPLE`; ``code``: validation's status);
+    with ``run_cycles`` run the cycles it completes into ``out``. Returns the input's status code."""
+    clock, imu, queue, counts = state.clock[0], state.imu, state.queue, state.counts
+    if _runs_back(clock, now):
+        _jump_back(state, settings)
+    _note_clock(clock, now)
     if code >= 0:
-        return _record(state, i, code, code)
-    last = state.last_stamp[i]
-    status = _timing(state, settings, stamp, now, last, stamp == last)
-    if status >= 0:
-        return _record(state, i, code, status)
-    clock = state.clock[0]
-    if settings.sync_tolerance > 0.0:
-        _push(state, i, stamp, stamp_ns, R_GS, w_S)
-    else:
-        if (run_cycles and state.queue_count[i] > 0 and state.queue_stamp[i, state.queue_head[i]] < stamp
-                and state.queue_stamp[i, state.queue_head[i]] >= clock.newest - settings.stale_timeout):
+        return _record(counts, i, code, code)
+    stamp = samples[row].stamp
+    last = imu[i].last_stamp
+    status = _timing(settings, stamp, now, last, stamp == last)
+    if status == _JUMPED_BACK:
+        _jump_back(state, settings)
+    elif status >= 0:
+        return _record(counts, i, code, status)
+    if settings.sync_tolerance == 0.0 and imu[i].count > 0:
+        oldest = _oldest_stamp(imu, queue, i)
+        if run_cycles and oldest < stamp and oldest >= clock.newest - settings.stale_timeout:
             clock.flushed += 1  # the unused sample's cycle runs first: a sensor's instants are never mixed
-            take_cycle(state, settings, _default_instant(state, settings), -1, input_index, out)
-        if state.queue_count[i] > 0:
+            take_cycle(state, settings, _default_instant(clock), -1, input_index, out)
+        if imu[i].count > 0:
             clock.overwritten += 1  # replaced unused: some live sensor is late; the next cycle runs without it
             clock.overdue = True
-            state.queue_count[i] = 0
-        _push(state, i, stamp, stamp_ns, R_GS, w_S)
-    state.last_stamp[i] = stamp
-    _note_stamp(clock, stamp, stamp_ns)
+            imu[i].count = 0
+    _push(clock, imu, queue, i, samples, row)
+    imu[i].last_stamp = stamp
+    _note_stamp(clock, stamp, samples[row].stamp_ns)
     if run_cycles:
         run_due_cycles(state, settings, input_index, out)
-    return _record(state, i, code, ACCEPTED)
+    return _record(counts, i, code, ACCEPTED)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def offer_joint_state(state, settings, stamp, stamp_ns, now, code, index, position, velocity, input_index,
                       run_cycles, out):
     """Offer one validated joint-state message (``index`` its articulated coordinates, ``velocity`` NaN = none),
     merged by name; with ``run_cycles`` run the cycles it completes into ``out``. Returns its status code."""
-    source = state.counts.shape[0] - 2
-    observe_clock(state, settings, now)
+    clock, encoder, counts = state.clock[0], state.encoder, state.counts
+    source = counts.shape[0] - 2
+    if _runs_back(clock, now):
+        _jump_back(state, settings)
+    _note_clock(clock, now)
     if code >= 0:
-        return _record(state, source, code, code)
+        return _record(counts, source, code, code)
     last = -np.inf
     repeated = index.shape[0] > 0
     for j in index:
-        last = max(last, state.encoder_stamp[j])
-        repeated = repeated and state.encoder_stamp[j] == stamp
+        last = max(last, encoder[j].stamp)
+        repeated = repeated and encoder[j].stamp == stamp
     if last == -np.inf:
         last = np.nan
-    status = _timing(state, settings, stamp, now, last, repeated)
-    if status >= 0:
-        return _record(state, source, code, status)
-    clock = state.clock[0]
+    status = _timing(settings, stamp, now, last, repeated)
+    if status == _JUMPED_BACK:
+        _jump_back(state, settings)
+    elif status >= 0:
+        return _record(counts, source, code, status)
     if (run_cycles and settings.sync_joint_states and settings.sync_tolerance == 0.0 and clock.js_fresh
             and clock.js_stamp < stamp and clock.js_stamp >= clock.newest - settings.stale_timeout):
         clock.flushed += 1  # the unused joint state's cycle runs first: instants are never mixed
-        take_cycle(state, settings, _default_instant(state, settings), -1, input_index, out)
+        take_cycle(state, settings, _default_instant(clock), -1, input_index, out)
     for k in range(index.shape[0]):
-        j = index[k]
-        state.encoder_q[j] = position[k]
-        state.encoder_v[j] = velocity[k]
-        state.encoder_stamp[j] = stamp
-        state.have_encoder[j] = True
+        value = encoder[index[k]]
+        value.q = position[k]
+        value.v = velocity[k]
+        value.stamp = stamp
+        value.have = True
     clock.js_fresh = True
     clock.js_stamp = stamp
     _note_stamp(clock, stamp, stamp_ns)
     if run_cycles:
         run_due_cycles(state, settings, input_index, out)
-    return _record(state, source, code, ACCEPTED)
+    return _record(counts, source, code, ACCEPTED)
 
 
 # ---------------------------------------------------------------------------------------------- readiness
 @njit(cache=True, inline="always", error_model="numpy")
-def _waited(state, settings, i):
+def _waited(clock, imu, settings, i):
     """Is IMU i waited for (module docstring, Waited IMUs)?"""
-    clock = state.clock[0]
     reference = clock.newest if math.isnan(clock.stamp_prev) else clock.stamp_prev
-    if math.isnan(state.last_stamp[i]):
+    last = imu[i].last_stamp
+    if math.isnan(last):
         return not math.isnan(clock.first) and clock.newest < clock.first + settings.stale_timeout
-    return state.last_stamp[i] >= reference - settings.stale_timeout
+    return last >= reference - settings.stale_timeout
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _complete_instant(state, settings):
+@njit(cache=True, error_model="numpy")
+def _complete_instant(clock, imu, used, queue, settings):
     """Synchronized mode: set ``instant`` to the oldest instant every waited IMU has a queued sample of; samples
     older than the tolerance before the latest head can never complete one and are discarded. False if none."""
-    clock = state.clock[0]
-    n_imu = state.last_stamp.shape[0]
+    n_imu = imu.shape[0]
     tolerance = settings.sync_tolerance
     any_waited = False
     for _ in range(2 * n_imu + 1):
         instant, instant_ns = -np.inf, -1
         for i in range(n_imu):
-            if _waited(state, settings, i):
+            if _waited(clock, imu, settings, i):
                 any_waited = True
-                if state.queue_count[i] == 0:
+                if imu[i].count == 0:
                     return False
-                k = state.queue_head[i]
-                if state.queue_stamp[i, k] > instant:
-                    instant, instant_ns = state.queue_stamp[i, k], state.queue_ns[i, k]
+                head = queue[i, imu[i].head]
+                if head.stamp > instant:
+                    instant, instant_ns = head.stamp, head.stamp_ns
         if not any_waited:
             return False
         settled = True
         for i in range(n_imu):
-            if _waited(state, settings, i):
-                while state.queue_count[i] > 0 and state.queue_stamp[i, state.queue_head[i]] < instant - tolerance:
-                    _pop(state, i, False)
+            if _waited(clock, imu, settings, i):
+                while _oldest_stamp(imu, queue, i) < instant - tolerance:
+                    _pop(imu, used, queue, i, False)
                     clock.overwritten += 1
                     settled = False
         if settled:
@@ -433,16 +486,16 @@ def _complete_instant(state, settings):
     return False
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _ready_synchronized(state, settings):
-    clock = state.clock[0]
+@njit(cache=True, error_model="numpy")
+def _ready_synchronized(clock, imu, used, queue, settings):
     timeout = settings.stale_timeout
-    if not _complete_instant(state, settings):
+    if not _complete_instant(clock, imu, used, queue, settings):
         # A waited IMU fell silent: the oldest queued instant runs once it has waited stale_timeout.
         oldest, oldest_ns = np.inf, -1
-        for i in range(state.last_stamp.shape[0]):
-            if state.queue_count[i] > 0 and state.queue_stamp[i, state.queue_head[i]] < oldest:
-                oldest, oldest_ns = state.queue_stamp[i, state.queue_head[i]], state.queue_ns[i, state.queue_head[i]]
+        for i in range(imu.shape[0]):
+            if _oldest_stamp(imu, queue, i) < oldest:
+                head = queue[i, imu[i].head]
+                oldest, oldest_ns = head.stamp, head.stamp_ns
         if oldest == np.inf or oldest >= clock.newest - timeout:
             return False
         clock.instant, clock.instant_ns = oldest, oldest_ns
@@ -456,9 +509,8 @@ def _ready_synchronized(state, settings):
     return not (arriving and clock.js_stamp < clock.instant - settings.sync_tolerance)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _ready_free_running(state, settings):
-    clock = state.clock[0]
+@njit(cache=True, error_model="numpy")
+def _ready_free_running(clock, imu, settings):
     timeout = settings.stale_timeout
     if settings.sync_joint_states and not clock.js_fresh:
         reference = clock.newest if math.isnan(clock.stamp_prev) else clock.stamp_prev
@@ -466,46 +518,44 @@ def _ready_free_running(state, settings):
         starting = clock.newest < clock.first + timeout
         if arriving or (starting and math.isnan(clock.js_stamp) and settings.measured_count > 0):
             return False
-    for i in range(state.last_stamp.shape[0]):
-        if _waited(state, settings, i) and not (state.queue_count[i] > 0
-                                                and state.last_stamp[i] >= clock.newest - settings.stale_timeout):
+    for i in range(imu.shape[0]):
+        if _waited(clock, imu, settings, i) and not (imu[i].count > 0
+                                                     and imu[i].last_stamp >= clock.newest - timeout):
             return False
     clock.instant, clock.instant_ns = clock.newest, clock.newest_ns
     return True
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def ready(state, settings):
     """Should a cycle run now (module docstring)? Sets the record's ``instant`` when it should."""
-    clock = state.clock[0]
+    clock, imu = state.clock[0], state.imu
     if math.isnan(clock.newest):
         return False
     fresh = clock.js_fresh
-    for i in range(state.queue_count.shape[0]):
-        fresh = fresh or state.queue_count[i] > 0
+    for i in range(imu.shape[0]):
+        fresh = fresh or imu[i].count > 0
     if not fresh:
         return False
     if clock.overdue:  # manual mode: a sample replaced an unused one
         clock.instant, clock.instant_ns = clock.newest, clock.newest_ns
         return True
     if settings.sync_tolerance > 0.0:
-        return _ready_synchronized(state, settings)
-    return _ready_free_running(state, settings)
+        return _ready_synchronized(clock, imu, state.used, state.queue, settings)
+    return _ready_free_running(clock, imu, settings)
 
 
 # ---------------------------------------------------------------------------------------------- cycles
 @njit(cache=True, inline="always", error_model="numpy")
-def _default_instant(state, settings):
-    clock = state.clock[0]
+def _default_instant(clock):
     return clock.newest if math.isnan(clock.instant) else clock.instant
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     """Run a cycle at ``stamp`` (``stamp_ns`` -1: the newest input's, or round(stamp * 1e9) if another): take its
     samples from the queues and append the cycle to ``out``."""
-    clock = state.clock[0]
-    n_imu = state.last_stamp.shape[0]
+    clock, imu, used, queue, encoder = state.clock[0], state.imu, state.used, state.queue, state.encoder
     if stamp_ns < 0:
         if stamp == clock.instant:
             stamp_ns = clock.instant_ns
@@ -513,49 +563,51 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
             stamp_ns = clock.newest_ns
         else:
             stamp_ns = np.int64(round(stamp * 1e9))
-    for i in range(n_imu):
-        if settings.sync_tolerance > 0.0:
-            tolerance = settings.sync_tolerance
-            while state.queue_count[i] > 0 and state.queue_stamp[i, state.queue_head[i]] < stamp - tolerance:
-                _pop(state, i, False)  # older than the instant solved: can no longer be used
+    tolerance = settings.sync_tolerance
+    for i in range(imu.shape[0]):
+        if tolerance > 0.0:
+            while _oldest_stamp(imu, queue, i) < stamp - tolerance:
+                _pop(imu, used, queue, i, False)  # older than the instant solved: can no longer be used
                 clock.overwritten += 1
-            if state.queue_count[i] > 0 and state.queue_stamp[i, state.queue_head[i]] <= stamp + tolerance:
-                _pop(state, i, True)
-        elif state.queue_count[i] > 0:
-            _pop(state, i, True)
+            if _oldest_stamp(imu, queue, i) <= stamp + tolerance:
+                _pop(imu, used, queue, i, True)
+        elif imu[i].count > 0:
+            _pop(imu, used, queue, i, True)
     c = out.size[0]
-    out.stamp[c] = stamp
-    out.stamp_ns[c] = stamp_ns
-    out.input[c] = input_index
-    out.reset[c] = clock.reset_pending
-    out.stamp_prev[c] = clock.stamp_prev
-    for i in range(n_imu):
-        _copy_sample(state.used_R[i], state.used_w[i], out.R_GS[c, i], out.w_S[c, i])
-        out.stale[c, i] = math.isnan(state.last_stamp[i]) or state.last_stamp[i] < stamp - settings.stale_timeout
-    for j in range(state.encoder_q.shape[0]):
-        out.encoder_q[c, j] = state.encoder_q[j]
-        out.encoder_v[c, j] = state.encoder_v[j]
-        out.have_encoder[c, j] = state.have_encoder[j]
+    cycle = out.cycle[c]
+    cycle.stamp = stamp
+    cycle.stamp_ns = stamp_ns
+    cycle.input = input_index
+    cycle.reset = clock.reset_pending
+    cycle.stamp_prev = clock.stamp_prev
+    sample, stale = out.sample, out.stale
+    for i in range(imu.shape[0]):
+        sample[c, i] = used[i]
+        stale[c, i] = math.isnan(imu[i].last_stamp) or imu[i].last_stamp < stamp - settings.stale_timeout
+    locked = out.encoder
+    for j in range(encoder.shape[0]):
+        locked[c, j] = encoder[j]
     out.size[0] = c + 1
     _start_waiting(clock, False)
     clock.stamp_prev = stamp
     clock.cycles += 1
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def run_due_cycles(state, settings, input_index, out):
     """Every cycle that is ready now (several when queued instants wait), while ``out`` has room."""
-    while out.size[0] < out.stamp.shape[0] and ready(state, settings):
-        take_cycle(state, settings, state.clock[0].instant, state.clock[0].instant_ns, input_index, out)
+    clock = state.clock[0]
+    while out.size[0] < out.cycle.shape[0] and ready(state, settings):
+        take_cycle(state, settings, clock.instant, clock.instant_ns, input_index, out)
 
 
 WindowInputs = namedtuple("WindowInputs", [
-    "kind", "row", "now", "stamp_ns", "imu_sensor", "imu_stamp", "imu_code", "imu_R_GS", "imu_w_S",
+    "kind", "row", "now", "stamp_ns", "imu_sensor", "imu_code", "imu_sample",
     "js_stamp", "js_code", "js_offsets", "js_index", "js_position", "js_velocity",
 ])
 WindowInputs.__doc__ = """A window of validated inputs in offering order: ``kind`` (M,) 0 = IMU sample, 1 = joint
 state; ``row`` its row in the IMU arrays or joint-state index; ``now`` (M,) receive clock (NaN: none); ``stamp_ns``
-(M,); per IMU sample its sensor, stamp, validation code, R_GS (3, 3) and w_S (3,) (NaN = absent); per joint state
+(M,); per IMU sample its sensor, validation code and :data:`SAMPLE` (stamps filled, NaN = absent); per joint state
 its stamp, code and its coordinates' CSR slice (``js_offsets``) of indices, positions and velocities."""
 
 
@@ -565,15 +617,13 @@ def schedule(state, settings, inputs, out, status):
     cycles they complete into ``out``; ``status`` (M,) receives each input's status code."""
     # The window's arrays taken out of their record once (an access per input costs a reference count each).
     kind, row, now, stamp_ns = inputs.kind, inputs.row, inputs.now, inputs.stamp_ns
-    imu_sensor, imu_stamp, imu_code, imu_R_GS, imu_w_S = (inputs.imu_sensor, inputs.imu_stamp, inputs.imu_code,
-                                                          inputs.imu_R_GS, inputs.imu_w_S)
+    imu_sensor, imu_code, imu_sample = inputs.imu_sensor, inputs.imu_code, inputs.imu_sample
     js_stamp, js_code, js_offsets = inputs.js_stamp, inputs.js_code, inputs.js_offsets
     js_index, js_position, js_velocity = inputs.js_index, inputs.js_position, inputs.js_velocity
     for e in range(kind.shape[0]):
         r = row[e]
         if kind[e] == 0:
-            status[e] = offer_imu(state, settings, imu_sensor[r], imu_stamp[r], stamp_ns[e], now[e], imu_code[r],
-                                  imu_R_GS[r], imu_w_S[r], e, True, out)
+            status[e] = offer_imu(state, settings, imu_sensor[r], now[e], imu_code[r], imu_sample, r, e, True, out)
         else:
             a, b = js_offsets[r], js_offsets[r + 1]
             status[e] = offer_joint_state(state, settings, js_stamp[r], stamp_ns[e], now[e], js_code[r],

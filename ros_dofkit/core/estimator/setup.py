@@ -74,8 +74,7 @@ class EstimatorSetup:
         return RulesSettings(
             stale_timeout=float(config.stale_timeout_s), jump_reset=float(config.stamp_jump_reset_s),
             future_tolerance=float(config.future_tolerance_s), sync_tolerance=float(config.sync_tolerance_s),
-            sync_joint_states=bool(config.sync_joint_states), measured_count=int((~self.estimated).sum()),
-            encoder_default=self.q_default[self.art_q].copy())
+            sync_joint_states=bool(config.sync_joint_states), measured_count=int((~self.estimated).sum()))
 
 
 def build(plant, config: EstimatorConfig) -> EstimatorSetup:
