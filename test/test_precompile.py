@@ -138,6 +138,9 @@ LIBRARY_ONLY = {
     ("ros_dofkit/core/assembly/assembler.py", "_error_norm"),
     ("ros_dofkit/core/assembly/assembler.py", "_solve_reference"),
 }
+#: Kernel modules of opt-in features that no shipped configuration enables, so no group warms them: their kernels
+#: compile at the first start of a configuration that enables them (KERNEL_MODULES notes why).
+OPT_IN = {"ros_dofkit.core.estimator.heading"}
 
 
 def test_the_call_finder_sees_kernels_called_from_python():
@@ -184,7 +187,8 @@ def test_every_kernel_called_from_python_is_reached_by_a_group_warm_up():
     reached = {entry.split()[0] for entry in loaded_kernels(list(precompile.GROUPS))["warm_up"]}
     called = {kernel: [site for site in sites if (site[0].split(":")[0], site[1]) not in LIBRARY_ONLY]
               for kernel, sites in kernels_called_from_python().items()}
-    missing = {kernel: sites for kernel, sites in called.items() if sites and kernel not in reached}
+    missing = {kernel: sites for kernel, sites in called.items()
+               if sites and kernel not in reached and kernel.rpartition(".")[0] not in OPT_IN}
     assert not missing, f"kernels called from Python that no kernel group compiles ahead: {missing}"
 
 
