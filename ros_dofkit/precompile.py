@@ -94,6 +94,7 @@ def warm_up(plant, config) -> None:
         frozen_rest, frozen_still = rest.copy(), still.copy()
         frozen_rest.flags.writeable = frozen_still.flags.writeable = False
         scratch.add_imu(config.imus[0].name, 0.02, frozen_rest, frozen_still)
+        scratch.add_imu(config.imus[0].name, 0.025, np.zeros(4), still)  # rejected: parse_imu says why
     scratch.observe_clock(0.0)
     model = SolveCovarianceModel(scratch, 1.0, 1.0)
     model.jacobians(plant.default_positions(), config.imu_names)
@@ -103,9 +104,10 @@ def warm_up(plant, config) -> None:
         model.covariances(scratch.step(0.03))
 
 
-def warm_up_config(path) -> None:
-    """:func:`warm_up` for the estimator parameter file ``path`` (config/*.yaml)."""
-    values = load_parameter_file(path)
+def warm_up_config(path, overrides=None) -> None:
+    """:func:`warm_up` for the estimator parameter file ``path`` (config/*.yaml), with ``overrides`` (parameter
+    values) applied."""
+    values = {**load_parameter_file(path), **(overrides or {})}
     plant = build_plant(model_specs_from_parameters(values))
     instances = [plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())]
     warm_up(plant, estimator_config_from_parameters(values, instances))
@@ -116,6 +118,8 @@ def warm_streaming() -> None:
     take_cycle, then what the solve tasks below compile too)."""
     for path in _configs or sorted(SOURCE_CONFIG_DIR.glob("*.yaml")):
         warm_up_config(path)
+    if not _configs:  # the odometry input (13.2), which the shipped files show commented out, switched on
+        warm_up_config(SOURCE_CONFIG_DIR / "mobile_manipulator.yaml", {"odometry_topic": "odom"})
 
 
 class DemoSolver(NamedTuple):
