@@ -19,13 +19,14 @@ from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.heading import (
     HeadingFilter,
     HeadingModel,
+    acceleration_information,
     new_work,
     schur_information,
     stack_residuals,
 )
 from ros_dofkit.core.multibody.plant import MultibodyPlant
-from ros_dofkit.core.simulation import SensorNoise
-from ros_dofkit.core.spatial import matrix_to_quat, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
+from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SimulatedImu, SineTrajectory
+from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
 from ros_dofkit.ros.estimator_messages import NodeStatistics, diagnostics_message
 from ros_dofkit.ros.parameters import NODE_PARAMETERS, ParameterValueError, estimator_config_from_parameters
 
@@ -393,3 +394,96 @@ def test_heading_estimation_is_turned_on_and_off_at_run_time():
                                                                                       abs=math.radians(0.1))
     estimator.update_settings(off)
     assert estimator.heading_estimates() == {}
+
+
+# ------------------------------------------------------------------------------- joint-centre acceleration
+def ball_joint_plant():
+    """Fixed base -> prismatic x -> link p -> three hinges through one point (0.3 m below p's origin) -> link c."""
+    limit = '<limit lower="-3" upper="3" effort="1" velocity="1"/>'
+    joints = [("base", "p", "prismatic", "1 0 0", "0 0 0"), ("p", "cx", "revolute", "1 0 0", "0 0 -0.3"),
+              ("cx", "cy", "revolute", "0 1 0", "0 0 0"), ("cy", "c", "revolute", "0 0 1", "0 0 0")]
+    text = "".join(f'<link name="{name}"/>' for name in ("base", "p", "cx", "cy", "c")) + "".join(
+        f'<joint name="{child}_j" type="{kind}"><parent link="{parent}"/><child link="{child}"/>'
+        f'<origin xyz="{origin}"/><axis xyz="{axis}"/>{limit}</joint>' for parent, child, kind, axis, origin in joints)
+    plant = MultibodyPlant()
+    plant.add_urdf(f'<robot name="ball">{text}</robot>', model_name="ball", base_joint="fixed")
+    plant.finalize()
+    return plant
+
+
+BALL_IMUS = (SimulatedImu("ip", "p", rotation_x(0.3), np.array([0.05, 0.02, -0.1])),
+             SimulatedImu("ic", "c", rotation_y(-0.5), np.array([0.03, 0.0, -0.25])))
+
+
+def ball_joint_window(offset: float, seconds: float):
+    """Exact simulated readings of the ball-joint pair (lever arms included), IMU ic's world turned by ``offset``."""
+    plant = ball_joint_plant()
+    trajectory = SineTrajectory(plant, seed=1, max_amplitude=0.5, max_translation=0.1, frequency_range=(0.6, 1.0))
+    run = SensorSimulator(plant, BALL_IMUS, trajectory=trajectory, noise=SensorNoise(), seed=1).run(seconds)
+    window = simulation_window(run, [imu.name for imu in BALL_IMUS])
+    turned = window.imu_sensor == 1
+    q = window.imu_quaternion_wxyz[turned]
+    R = np.array([rotation_z(offset) @ quat_to_matrix(row) for row in q])
+    window.imu_quaternion_wxyz[turned] = np.array([matrix_to_quat(matrix) for matrix in R])
+    return plant, window
+
+
+def ball_config(noise: float) -> EstimatorConfig:  # exact readings: noise stands for the model errors
+    return EstimatorConfig(
+        imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS, position=imu.p_BS) for imu in BALL_IMUS),
+        heading_estimation=HeadingEstimation(enabled=True, reference_imu="ip", initial_deg=20.0,
+                                             drift_deg_per_min=0.1, orientation_noise_deg=0.5,
+                                             acceleration_noise=noise))
+
+
+def test_horizontal_joint_centre_acceleration_measures_the_heading_difference():
+    rng = np.random.default_rng(5)
+    u_parent = np.array([1.5, -0.7, 9.0])
+    for theta in rng.uniform(-3.0, 3.0, 5):
+        delta, weight = acceleration_information(rotation_z(theta) @ u_parent, u_parent, 0.01)
+        assert delta == pytest.approx(theta, abs=1e-12)
+        # |v|^2 = cos(theta / 2)^2 |u_h|^2 with |u_h|^2 = 2.74, each side's variance 0.01
+        assert weight == pytest.approx(math.cos(0.5 * theta) ** 2 * 2.74 / 0.02)
+    # no horizontal acceleration: no information
+    assert acceleration_information(np.array([0.0, 0.0, 9.8]), np.array([0.0, 0.0, 9.7]), 0.01) == (0.0, 0.0)
+
+
+def test_joint_pairs_find_the_ball_joint_and_no_hinge():
+    plant = ball_joint_plant()
+    heading = Estimator(plant, ball_config(0.3))._heading
+    assert [heading.pairs.child.tolist(), heading.pairs.parent.tolist()] == [[1], [0]]
+    hinge = Estimator(two_link_plant("0 1 0", axis2="1 0 0"), EstimatorConfig(
+        imus=TWO_IMUS, heading_estimation=HeadingEstimation(enabled=True, reference_imu="ia")))._heading
+    assert hinge.pairs.child.shape == (0,)
+
+
+def test_joint_centre_acceleration_recovers_the_heading_offset_behind_a_ball_joint():
+    offset = math.radians(12.0)
+    plant, window = ball_joint_window(offset, 6.0)
+    estimates = {}
+    for noise in (0.0, 0.1):
+        estimator = Estimator(plant, ball_config(noise))
+        estimator.run(window)
+        estimates[noise] = estimator.heading_estimates()["ic"]
+    # orientations alone: the ball joint absorbs ic's heading (no information, the estimate stays at its start)
+    assert estimates[0.0]["heading_offset_rad"] == 0.0
+    assert estimates[0.0]["heading_std_rad"] > math.radians(19.0)
+    assert estimates[0.1]["heading_offset_rad"] == pytest.approx(offset, abs=math.radians(0.3))
+    assert estimates[0.1]["heading_std_rad"] < math.radians(0.5)
+
+
+def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration():
+    plant, window = ball_joint_window(math.radians(12.0), 1.5)
+    config = ball_config(0.3)
+    batch_estimator = Estimator(plant, config)
+    batch = batch_estimator.run(window)
+    streaming_estimator = Estimator(plant, config)
+    streamed = []
+    for k in range(len(window.kind)):
+        r = window.row[k]
+        streamed += streaming_estimator.process_imu(
+            config.imu_names[window.imu_sensor[r]], window.imu_stamp[r], window.imu_quaternion_wxyz[r],
+            window.imu_angular_velocity[r], linear_acceleration=window.imu_linear_acceleration[r])[1]
+    np.testing.assert_array_equal(np.array([result.q for result in streamed]), batch.q)
+    batch_offset = batch_estimator.heading_estimates()["ic"]["heading_offset_rad"]
+    assert streaming_estimator.heading_estimates()["ic"]["heading_offset_rad"] == batch_offset != 0.0

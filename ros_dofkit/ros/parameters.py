@@ -142,6 +142,9 @@ ESTIMATION_PARAMETERS = (
                   "chosen by the observability rule)"),
     ParameterSpec("heading_estimation.gyro_bias_time_constant_s", DOUBLE, 30.0, "time constant of the gyro bias "
                   "estimate (s; 0: off)", value_range=(0.0, 3600.0)),
+    ParameterSpec("heading_estimation.acceleration_noise", DOUBLE, 0.3, "noise of a joint centre's horizontal "
+                  "acceleration seen from one IMU (m/s^2; 0: no joint-centre acceleration constraint)",
+                  value_range=(0.0, 100.0)),
     ParameterSpec("diagnostics_period", DOUBLE, 1.0, "seconds between /diagnostics messages",
                   value_range=(0.01, 60.0)),
     ParameterSpec("log_throttle", DOUBLE, 5.0, "minimum seconds between repeated warnings of one kind",
@@ -386,7 +389,8 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
                 orientation_noise_deg=get("heading_estimation.orientation_noise_deg"),
                 initial_deg=get("heading_estimation.initial_deg"),
                 reference_imu=get("heading_estimation.reference_imu") or None,
-                gyro_bias_time_constant_s=get("heading_estimation.gyro_bias_time_constant_s")),
+                gyro_bias_time_constant_s=get("heading_estimation.gyro_bias_time_constant_s"),
+                acceleration_noise=get("heading_estimation.acceleration_noise")),
         )
     except EstimatorConfigError as error:
         raise ParameterValueError(str(error)) from error

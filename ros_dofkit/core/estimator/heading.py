@@ -88,6 +88,8 @@ from ros_dofkit.core.assembly.kernels import (
     _rotation_vector,
 )
 from ros_dofkit.core.multibody import compiled as kinematics
+from ros_dofkit.core.multibody.tree import JOINT_REVOLUTE, JOINT_WELD
+from ros_dofkit.core.spatial import rotation_z
 
 #: Largest standard deviation (rad) of a heading offset: the random walk stops growing a variance beyond it.
 MAX_HEADING_STD = 0.5 * math.pi
@@ -277,6 +279,75 @@ def correct_observations(R_WO, solver_columns, column, delta):
             R_WO[j, 1, k] = -s * x + c * y
 
 
+JointPairs = namedtuple("JointPairs", ["child", "parent", "centre_body"])
+JointPairs.__doc__ = """The joint-centre acceleration constraints: per pair, the IMU indices on the child side
+(``child``) and on the parent side (``parent``) of a 2/3-dof joint, and the body whose joint origin p_WM is the joint
+centre J (``centre_body``); int64 arrays of one length."""
+
+
+def joint_pairs(tree, body, scale, Q) -> JointPairs:
+    """Pairs (IMU i, IMU k) where IMU k rides the nearest ancestor body of i's body that carries an IMU (weight > 0),
+    and the joints between them are at least two revolute joints (welds allowed) whose origins coincide at every
+    configuration of Q: a 2- or 3-dof joint built from hinges, centred at their common origin."""
+    parent, joint_type = tree.parent, tree.joint_type
+    carrier = {}
+    for i in range(len(body)):
+        if scale[i] > 0.0:
+            carrier.setdefault(int(body[i]), i)
+    X_WB, R_WF, p_WM = (np.empty((parent.shape[0], 4, 4)), np.empty((parent.shape[0], 3, 3)),
+                        np.empty((parent.shape[0], 3)))
+    origins = []
+    for q in Q:
+        kinematics.forward_kinematics(tree, q, X_WB, R_WF, p_WM)
+        origins.append(p_WM.copy())
+    child, above, centre = [], [], []
+    for b, i in carrier.items():
+        path, a = [], b
+        while a > 0 and (a == b or a not in carrier):
+            path.append(a)
+            a = int(parent[a])
+        if a <= 0 and a not in carrier:
+            continue
+        hinges = [c for c in path if joint_type[c] == JOINT_REVOLUTE]
+        if len(hinges) < 2 or any(joint_type[c] not in (JOINT_REVOLUTE, JOINT_WELD) for c in path):
+            continue
+        if all(np.allclose(p[hinges], p[hinges[0]], atol=1e-9) for p in origins):
+            child.append(i)
+            above.append(carrier[a])
+            centre.append(hinges[0])
+    return JointPairs(np.array(child, np.int64), np.array(above, np.int64), np.array(centre, np.int64))
+
+
+def fill_accelerations(f_S, accel, present) -> None:
+    """``f_S`` (n, 3) <- the accelerometer readings ``accel`` ((3,) or (n, 3), m/s^2; None: none) where
+    ``present`` ((n,) or a bool; None: all) and finite; NaN elsewhere (the samples' "absent" value)."""
+    f_S[:] = np.nan
+    if accel is None:
+        return
+    values = np.asarray(accel, dtype=float)
+    if values.size != f_S.size:
+        return
+    values = values.reshape(f_S.shape)
+    keep = np.isfinite(values).all(axis=1)
+    if present is not None:
+        keep &= np.broadcast_to(np.asarray(present, dtype=bool), keep.shape)
+    f_S[keep] = values[keep]
+
+
+def acceleration_information(u_child, u_parent, noise2):
+    """(Delta, weight) of one joint from the horizontal projections of its centre's acceleration seen by both sides
+    (module docstring): Delta = 2 atan(((z x v) . (u_child - u_parent)) / (2 |v|^2)), v their mean, is the angle
+    from u_parent to u_child (exactly, when the two differ by a turn only), a measurement of the remaining offset
+    difference d_child - d_parent with information weight |v|^2 / (2 noise2) (each side's horizontal components
+    have variance noise2): no information where the horizontal acceleration vanishes, no threshold."""
+    v0, v1 = 0.5 * (u_child[0] + u_parent[0]), 0.5 * (u_child[1] + u_parent[1])
+    v2 = v0 * v0 + v1 * v1
+    if not v2 > 0.0:
+        return 0.0, 0.0
+    perpendicular = -v1 * (u_child[0] - u_parent[0]) + v0 * (u_child[1] - u_parent[1])
+    return 2.0 * math.atan(0.5 * perpendicular / v2), v2 / (2.0 * noise2)
+
+
 @njit(cache=True, error_model="numpy")
 def gyro_biases(stamp, reset, R_GS, w_S, use, last_t, last_R, last_w, bias, tau, max_gap, bias_out):
     """Per cycle c (in order) and IMU i with a sample (``use``), the low-pass bias update of the module docstring
@@ -413,7 +484,7 @@ class HeadingFilter:
     :meth:`calibrated` after a calibration (the new mountings absorb the headings).
     """
 
-    def __init__(self, setup, settings, stale_timeout_s: float):
+    def __init__(self, setup, settings, stale_timeout_s: float, positions=None):
         plant = setup.plant
         self.names = setup.imu_names
         self._tree = plant.tree.kernel_arguments()
@@ -440,6 +511,20 @@ class HeadingFilter:
         self._tau = float(settings.gyro_bias_time_constant_s)
         self._max_gap = float(stale_timeout_s)
         n = len(self.names)
+        # joint-centre acceleration constraints (module docstring), their noise and the gyro differentiation state
+        self._noise2 = float(settings.acceleration_noise) ** 2
+        self.pairs = joint_pairs(self._tree, body, scale, random_configurations(plant, OBSERVABILITY_SAMPLES)) \
+            if self._noise2 > 0.0 and m else JointPairs(*(np.zeros(0, np.int64),) * 3)
+        self._p_BS = np.zeros((n, 3)) if positions is None else np.asarray(positions, dtype=float).reshape(n, 3)
+        self._inertial = None
+        self._paired = np.unique(np.concatenate([self.pairs.child, self.pairs.parent]))
+        self._centre = np.zeros(n, dtype=np.int64)  # the joint centre each paired IMU's lever arm points to
+        self._centre[self.pairs.child] = self.pairs.centre_body
+        self._centre[self.pairs.parent] = self.pairs.centre_body
+        self._before_t, self._before_w = np.empty(n), np.empty((n, 3))
+        self._held_t, self._held_w, self._held_r, self._held_a = (np.empty(n), np.empty((n, 3)), np.empty((n, 3)),
+                                                                  np.empty((n, 3)))
+        self._held_R, self._held_d = np.empty((n, 3, 3)), np.empty(n)
         self.delta = np.zeros(m)
         self.P = np.zeros((m, m))
         self._stamp = np.full(1, np.nan)
@@ -456,6 +541,8 @@ class HeadingFilter:
         self.P[:, :] = 0.0
         np.fill_diagonal(self.P, self._initial2 if initial2 is None else initial2)
         self._stamp[0] = np.nan
+        self._before_t[:] = np.nan
+        self._held_t[:] = np.nan
 
     def clear(self) -> None:
         """Everything as built: offsets reset, gyro biases 0, no sample history (``Estimator.reset``)."""
@@ -473,9 +560,15 @@ class HeadingFilter:
         """R_WO (solver sensors, 3, 3) of one cycle <- Rz(-delta_i) R_WO, in place."""
         correct_observations(R_WO, solver_columns, self._model.column, self.delta)
 
-    def update(self, q, stamp: float, R_WO, solver_columns, R_BS) -> bool:
+    def begin_run(self, sample_stamp, w_S, f_S) -> None:
+        """The inertial samples of a run of cycles (C, n_imu): each cycle's sample stamps, unbiased gyros and
+        accelerometers, which :meth:`update` reads by cycle index for the joint-centre acceleration constraint."""
+        self._inertial = (sample_stamp, w_S, f_S)
+
+    def update(self, q, stamp: float, R_WO, solver_columns, R_BS, cycle: int | None = None) -> bool:
         """One filter step after the cycle's solve at q (observations ``R_WO`` as corrected by :meth:`correct`,
-        mountings R_BS (n_imu, 3, 3)). Returns False when nothing was used."""
+        mountings R_BS (n_imu, 3, 3)); ``cycle``: the index into :meth:`begin_run`'s samples (None: orientations
+        only). Returns False when nothing was used."""
         if self.delta.shape[0] == 0:
             return False
         if not stack_residuals(self._tree, q, R_WO, solver_columns, self._model, R_BS, self._work):
@@ -485,6 +578,8 @@ class HeadingFilter:
             S, g, projector = self._work.S, self._work.g, self._projector
             S[:, :] = projector @ S @ projector
             g[:] = projector @ g
+        if cycle is not None and self._inertial is not None and self.pairs.child.shape[0]:
+            self._add_accelerations(cycle, R_WO, solver_columns, R_BS)
         previous = self._stamp[0]
         dt = stamp - previous if previous == previous and stamp > previous else 0.0
         if not information_update(self.delta, self.P, self._work.S, self._work.g, dt, self._rate2, self._sigma2,
@@ -492,6 +587,62 @@ class HeadingFilter:
             return False
         self._stamp[0] = stamp
         return True
+
+    def _inertial_step(self, cycle, R_WO, solver_columns, R_BS):
+        """Per IMU with a new sample at this cycle: the joint-centre acceleration of its previous sample, u (module
+        docstring) with alpha from the central difference of the gyros around it, turned by the heading change
+        since (finite: ``ready``); then the new sample's parts (lever arm, f + w x (w x r), corrected R_WO) are
+        held for the next. Returns (ready, u (n, 3), the held samples' stamps)."""
+        sample_stamp, w_S, f_S = (values[cycle] for values in self._inertial)
+        X_WB, p_WM, body = self._work.X_WB, self._work.p_WM, self._model.body
+        n = len(self.names)
+        row = np.full(n, -1, dtype=np.int64)
+        row[solver_columns] = np.arange(len(solver_columns))
+        ready, u, stamps = np.zeros(n, dtype=bool), np.full((n, 3), np.nan), self._held_t.copy()
+        for i in self._paired:
+            t = sample_stamp[i]
+            if not (math.isfinite(t) and t != self._held_t[i]):
+                continue
+            span = t - self._before_t[i]
+            if 0.0 < span <= 2.0 * self._max_gap:
+                alpha = (w_S[i] - self._before_w[i]) / span
+                turn = self._offset(i, self._held_d[i]) - self._offset(i, None)
+                u[i] = rotation_z(turn) @ (self._held_R[i] @ (self._held_a[i] + np.cross(alpha, self._held_r[i])))
+                ready[i] = np.isfinite(u[i]).all()
+            self._before_t[i], self._before_w[i] = self._held_t[i], self._held_w[i]
+            self._held_t[i], self._held_w[i] = t, w_S[i]
+            j, b = row[i], body[i]
+            R_WS = X_WB[b, :3, :3] @ R_BS[i]
+            r = R_WS.T @ (p_WM[self._centre[i]] - X_WB[b, :3, 3] - X_WB[b, :3, :3] @ self._p_BS[i])
+            self._held_r[i] = r
+            self._held_a[i] = f_S[i] + np.cross(w_S[i], np.cross(w_S[i], r))
+            self._held_R[i] = R_WO[j] if j >= 0 else np.nan
+            self._held_d[i] = self._offset(i, None)
+        return ready, u, stamps
+
+    def _offset(self, i, value):
+        """IMU i's current heading estimate (``value`` None) or ``value``; 0 for an offset held at 0."""
+        col = self._model.column[i]
+        return 0.0 if col < 0 else (float(self.delta[col]) if value is None else float(value))
+
+    def _add_accelerations(self, cycle, R_WO, solver_columns, R_BS) -> None:
+        """S and g (in the orientation residual's units: scaled by sigma^2) += each joint's acceleration
+        measurement of d_child - d_parent (module docstring) at both IMUs' previous samples when they share a stamp."""
+        ready, u, stamps = self._inertial_step(cycle, R_WO, solver_columns, R_BS)
+        column = self._model.column
+        h = np.zeros(self.delta.shape[0])
+        for child, parent in zip(self.pairs.child, self.pairs.parent, strict=True):
+            if not (ready[child] and ready[parent] and stamps[child] == stamps[parent]):
+                continue
+            delta, weight = acceleration_information(u[child], u[parent], self._noise2)
+            h[:] = 0.0
+            if column[child] >= 0:
+                h[column[child]] = 1.0
+            if column[parent] >= 0:
+                h[column[parent]] -= 1.0
+            weight *= self._sigma2
+            self._work.S[:, :] += weight * np.outer(h, h)
+            self._work.g[:] -= weight * delta * h
 
     def unbiased_gyros(self, stamp, reset, R_GS, w_S, use) -> np.ndarray:
         """w_S (C, n_imu, 3) minus the gyro bias estimates after each cycle (the cycles in order; ``reset`` (C,)
