@@ -252,10 +252,17 @@ def test_gyro_bias_is_estimated_from_the_orientation_stream_and_removed_from_vel
 # ---------------------------------------------------------------------------------------------- configuration
 @pytest.mark.parametrize(("field", "value"), [("enabled", 1), ("drift_deg_per_min", 0.0),
                                               ("orientation_noise_deg", -1.0), ("initial_deg", math.nan),
-                                              ("gyro_bias_time_constant_s", "30"), ("reference_imu", "")])
+                                              ("gyro_bias_time_constant_s", "30"), ("reference_imu", ""),
+                                              ("acceleration_noise", -0.1)])
 def test_bad_heading_settings_are_refused_naming_the_setting(field, value):
     with pytest.raises(EstimatorConfigError, match=f"heading_estimation.{field}"):
         HeadingEstimation(**{field: value})
+
+
+@pytest.mark.parametrize("position", [(0.1, 0.2), (0.0, math.inf, 0.0), "up", None])
+def test_a_bad_imu_position_is_refused_naming_the_imu(position):
+    with pytest.raises(EstimatorConfigError, match=r"IMU 'ia' position: expected 3 finite numbers"):
+        ImuConfig("ia", "a", position=position)
 
 
 def test_an_unknown_reference_imu_lists_the_imus():
@@ -334,8 +341,15 @@ def test_node_parameters_declare_and_validate_the_heading_settings():
         estimator_config_from_parameters({**values, "heading_estimation.reference_imu": "ic"}, ["two"])
     described = {spec.name for spec in NODE_PARAMETERS}
     assert {f"heading_estimation.{name}" for name in ("enabled", "drift_deg_per_min", "orientation_noise_deg",
-                                                      "initial_deg", "reference_imu", "gyro_bias_time_constant_s")
+                                                      "initial_deg", "reference_imu", "gyro_bias_time_constant_s",
+                                                      "acceleration_noise")
             } <= described
+    positioned = estimator_config_from_parameters({**values, "imus.ia.position": [0.1, 0.0, -0.2],
+                                                   "heading_estimation.acceleration_noise": 0.5}, ["two"])
+    np.testing.assert_array_equal(positioned.imus[0].position, [0.1, 0.0, -0.2])
+    assert positioned.heading_estimation.acceleration_noise == 0.5
+    with pytest.raises(ParameterValueError, match="imus.ia.position"):
+        estimator_config_from_parameters({**values, "imus.ia.position": [0.1, 0.0]}, ["two"])
 
 
 def two_branch_urdf() -> str:

@@ -181,6 +181,9 @@ def imu_parameter_specs(imu_name: str) -> tuple:
                       read_only=True),
         ParameterSpec(prefix + "mounting", DOUBLE_ARRAY, [1.0, 0.0, 0.0, 0.0], "R_BS as quaternion (w, x, y, z) or "
                       "row-major 3x3", read_only=True, sizes=(4, 9), value_range=(-1.0, 1.0)),
+        ParameterSpec(prefix + "position", DOUBLE_ARRAY, [0.0, 0.0, 0.0], "p_BS: the sensor's origin on the link (m; "
+                      "the accelerometer's lever arm for heading_estimation)", read_only=True, sizes=(3,),
+                      value_range=(-100.0, 100.0)),
         ParameterSpec(prefix + "calibrate", BOOL, False, "compute R_BS with the calibrate service instead",
                       read_only=True),
         ParameterSpec(prefix + "weight", DOUBLE, 1.0, "orientation weight (0: velocities and diagnostics only)",
@@ -331,7 +334,7 @@ def imu_configs_from_parameters(values: dict) -> tuple:
         try:
             configs.append(ImuConfig(
                 name=name, body=get["body"], topic=get["topic"], mounting=mounting, weight=get["weight"],
-                model_instance=get["model_instance"] or None, orientation=get["orientation"],
+                model_instance=get["model_instance"] or None, orientation=get["orientation"], position=get["position"],
                 filter={"sample_time_s": get["filter_sample_time"], "max_gap_s": get["filter_max_gap"],
                         "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"]},
             ))
