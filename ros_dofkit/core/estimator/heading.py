@@ -2,7 +2,8 @@
 
 You are in the ROS-free estimator core; this module imports NumPy, numba, the compiled kinematics of
 ``core.multibody.compiled`` and four small dense kernels of ``core.assembly.kernels`` (rotation log, inverse
-right Jacobian of SO(3), normal equations, Cholesky solve). The estimator calls it once per cycle around its
+right Jacobian of SO(3), normal equations, Cholesky solve), the joint type codes of ``core.multibody.tree`` and
+``core.spatial.rotation_z``. The estimator calls it once per cycle around its
 solve (a marked hook in ``estimator.py``); the streaming and the offline path run the same cycles in the same
 order, so both give the same bits.
 
@@ -63,8 +64,29 @@ full rank (no reference needed); a floating base, or a vertical first joint that
 heading (rank m - 1), and the first IMU whose removal restores full rank becomes the reference. What remains
 rank deficient is reported as unobservable and gets no information (above): e.g. the common heading of a leg
 behind a 3-dof hip (the hip absorbs it; the hinges below only fix the leg's segments relative to each other).
-Not modelled yet: the equal joint-centre acceleration seen from both sides of a 2/3-dof joint (accelerometers,
-gyros, lever arms), which would observe that direction; the estimator's inputs carry no accelerations so far.
+Motion observes that direction (next paragraph); ``observable`` still reports the orientation-only rule.
+
+Joint-centre acceleration (2/3-dof joints). :func:`joint_pairs` pairs IMU c with IMU p on the nearest ancestor body
+carrying an IMU when the joints between them are >= 2 hinges (welds allowed) through one point J (a ball or
+universal joint built from hinges, e.g. the hip). Both IMUs see J's acceleration: for IMU i (specific force f_S,
+gyro w_S, angular acceleration a_S, all in S_i; lever arm r_i = R_WS,i(q)^T (p_WJ(q) - p_WS,i(q)) from the URDF and
+``ImuConfig.position`` p_BS at the solved q),
+
+    u_i = Rz(-dhat_i) R_WO,i (f_S + w_S x (w_S x r_i) + a_S x r_i) = Rz(d_i - dhat_i) (a_WJ - g_W) + noise,
+
+(the accelerometer reaches the cycles as ``rules.SAMPLE.f_S``), so with v the mean of the horizontal parts of
+u_c and u_p, the remaining offsets dd = d - dhat satisfy, to first order, u_c,h - u_p,h = (dd_c - dd_p) z x v.
+The measurement Delta = 2 atan(((z x v) . (u_c,h - u_p,h)) / (2 |v|^2)) (the exact angle between u_p,h and u_c,h
+when they differ by a turn) observes dd_c - dd_p with variance 2 s_a^2 / |v|^2 (noise model: each side's
+horizontal components carry independent white noise of variance s_a^2 = ``acceleration_noise``^2, covering
+accelerometer noise, tilt error times g, lever-arm and angular-acceleration errors). It enters the same information
+update, after the projection above (it observes what orientations cannot): S += (sigma^2 |v|^2 / (2 s_a^2)) h h^T,
+g -= (sigma^2 |v|^2 / (2 s_a^2)) Delta h, h = e_c - e_p (an entry only for an estimated offset). No horizontal
+acceleration, no information: no threshold. a_S is the central difference of the gyro around a sample, so the
+measurement of a sample enters at the IMU's next sample (one sample late; each IMU's previous lever arm, f + w x
+(w x r) and corrected R_WO are held, u turned by the heading change since); both IMUs' held samples must share
+a stamp. A backward difference (alpha half a sample late) biased the heading by 2 deg on the exact ball-joint case
+of the tests.
 
 Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
 samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
