@@ -539,14 +539,14 @@ class HeadingFilter:
             if self._noise2 > 0.0 and m else JointPairs(*(np.zeros(0, np.int64),) * 3)
         self._p_BS = np.zeros((n, 3)) if positions is None else np.asarray(positions, dtype=float).reshape(n, 3)
         self._inertial = None
-        self._paired = np.unique(np.concatenate([self.pairs.child, self.pairs.parent]))
-        self._centre = np.zeros(n, dtype=np.int64)  # the joint centre each paired IMU's lever arm points to
-        self._centre[self.pairs.child] = self.pairs.centre_body
-        self._centre[self.pairs.parent] = self.pairs.centre_body
-        self._before_t, self._before_w = np.empty(n), np.empty((n, 3))
-        self._held_t, self._held_w, self._held_r, self._held_a = (np.empty(n), np.empty((n, 3)), np.empty((n, 3)),
-                                                                  np.empty((n, 3)))
+        # joint ends: pair k's child side k, its parent side P + k (an IMU may sit on several, e.g. the pelvis)
+        self._end_imu = np.concatenate([self.pairs.child, self.pairs.parent])
+        self._end_centre = np.concatenate([self.pairs.centre_body, self.pairs.centre_body])
+        self._paired = np.unique(self._end_imu)
+        self._before_t, self._before_w = np.empty(n), np.empty((n, 3))  # per IMU: the sample before the held one
+        self._held_t, self._held_w = np.empty(n), np.empty((n, 3))
         self._held_R, self._held_d = np.empty((n, 3, 3)), np.empty(n)
+        self._held_r, self._held_a = np.empty((len(self._end_imu), 3)), np.empty((len(self._end_imu), 3))  # per end
         self.delta = np.zeros(m)
         self.P = np.zeros((m, m))
         self._stamp = np.full(1, np.nan)
@@ -611,52 +611,53 @@ class HeadingFilter:
         return True
 
     def _inertial_step(self, cycle, R_WO, solver_columns, R_BS):
-        """Per IMU with a new sample at this cycle: the joint-centre acceleration of its previous sample, u (module
-        docstring) with alpha from the central difference of the gyros around it, turned by the heading change
-        since (finite: ``ready``); then the new sample's parts (lever arm, f + w x (w x r), corrected R_WO) are
-        held for the next. Returns (ready, u (n, 3), the held samples' stamps)."""
+        """Per IMU with a new sample at this cycle: for each joint end it sits on (pair k's child end k, parent end
+        P + k), u of its previous sample (module docstring) with alpha from the central difference of the gyros
+        around it, turned by the heading change since (finite: ``ready``); then the new sample's parts (lever arm,
+        f + w x (w x r), corrected R_WO) are held for the next. Returns (ready, u (2P, 3), the ends' held stamps)."""
         sample_stamp, w_S, f_S = (values[cycle] for values in self._inertial)
         X_WB, p_WM, body = self._work.X_WB, self._work.p_WM, self._model.body
-        n = len(self.names)
-        row = np.full(n, -1, dtype=np.int64)
+        row = np.full(len(self.names), -1, dtype=np.int64)
         row[solver_columns] = np.arange(len(solver_columns))
-        ready, u, stamps = np.zeros(n, dtype=bool), np.full((n, 3), np.nan), self._held_t.copy()
+        ends = len(self._end_imu)
+        ready, u, stamps = np.zeros(ends, dtype=bool), np.full((ends, 3), np.nan), self._held_t[self._end_imu]
         for i in self._paired:
             t = sample_stamp[i]
             if not (math.isfinite(t) and t != self._held_t[i]):
                 continue
             span = t - self._before_t[i]
-            if 0.0 < span <= 2.0 * self._max_gap:
-                alpha = (w_S[i] - self._before_w[i]) / span
-                turn = self._offset(i, self._held_d[i]) - self._offset(i, None)
-                u[i] = rotation_z(turn) @ (self._held_R[i] @ (self._held_a[i] + np.cross(alpha, self._held_r[i])))
-                ready[i] = np.isfinite(u[i]).all()
+            alpha = (w_S[i] - self._before_w[i]) / span if 0.0 < span <= 2.0 * self._max_gap else None
+            turn = rotation_z(self._held_d[i] - self._offset(i))
+            R_WB, b = X_WB[body[i], :3, :3], body[i]
+            R_WS = R_WB @ R_BS[i]
+            for e in np.flatnonzero(self._end_imu == i):
+                if alpha is not None:
+                    u[e] = turn @ (self._held_R[i] @ (self._held_a[e] + np.cross(alpha, self._held_r[e])))
+                    ready[e] = np.isfinite(u[e]).all()
+                r = R_WS.T @ (p_WM[self._end_centre[e]] - X_WB[b, :3, 3] - R_WB @ self._p_BS[i])
+                self._held_r[e] = r
+                self._held_a[e] = f_S[i] + np.cross(w_S[i], np.cross(w_S[i], r))
             self._before_t[i], self._before_w[i] = self._held_t[i], self._held_w[i]
             self._held_t[i], self._held_w[i] = t, w_S[i]
-            j, b = row[i], body[i]
-            R_WS = X_WB[b, :3, :3] @ R_BS[i]
-            r = R_WS.T @ (p_WM[self._centre[i]] - X_WB[b, :3, 3] - X_WB[b, :3, :3] @ self._p_BS[i])
-            self._held_r[i] = r
-            self._held_a[i] = f_S[i] + np.cross(w_S[i], np.cross(w_S[i], r))
-            self._held_R[i] = R_WO[j] if j >= 0 else np.nan
-            self._held_d[i] = self._offset(i, None)
+            self._held_R[i] = R_WO[row[i]] if row[i] >= 0 else np.nan
+            self._held_d[i] = self._offset(i)
         return ready, u, stamps
 
-    def _offset(self, i, value):
-        """IMU i's current heading estimate (``value`` None) or ``value``; 0 for an offset held at 0."""
+    def _offset(self, i) -> float:
+        """IMU i's current heading estimate (0 for an offset held at 0)."""
         col = self._model.column[i]
-        return 0.0 if col < 0 else (float(self.delta[col]) if value is None else float(value))
+        return 0.0 if col < 0 else float(self.delta[col])
 
     def _add_accelerations(self, cycle, R_WO, solver_columns, R_BS) -> None:
         """S and g (in the orientation residual's units: scaled by sigma^2) += each joint's acceleration
         measurement of d_child - d_parent (module docstring) at both IMUs' previous samples when they share a stamp."""
         ready, u, stamps = self._inertial_step(cycle, R_WO, solver_columns, R_BS)
-        column = self._model.column
+        column, P = self._model.column, len(self.pairs.child)
         h = np.zeros(self.delta.shape[0])
-        for child, parent in zip(self.pairs.child, self.pairs.parent, strict=True):
-            if not (ready[child] and ready[parent] and stamps[child] == stamps[parent]):
+        for k, (child, parent) in enumerate(zip(self.pairs.child, self.pairs.parent, strict=True)):
+            if not (ready[k] and ready[P + k] and stamps[k] == stamps[P + k]):
                 continue
-            delta, weight = acceleration_information(u[child], u[parent], self._noise2)
+            delta, weight = acceleration_information(u[k], u[P + k], self._noise2)
             h[:] = 0.0
             if column[child] >= 0:
                 h[column[child]] = 1.0
