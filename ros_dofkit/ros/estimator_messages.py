@@ -50,7 +50,7 @@ class JointStateSelection:
 
     def serialized(self, result, sec: int, nanosec: int) -> bytes:
         """The serialized JointState of :meth:`message` (empty frame_id), for ``Publisher.publish``."""
-        return self._encoder.encode(sec, nanosec, result.q[self._q].tolist(), result.v[self._v].tolist())
+        return self._encoder.encode(sec, nanosec, result.q[self._q], result.v[self._v])
 
 
 class FloatingBaseOdometry:
@@ -156,8 +156,10 @@ class RateMeter:
         self._times: deque = deque()
 
     def tick(self, now: float) -> None:
-        self._times.append(now)
-        self._trim(now)
+        times = self._times
+        times.append(now)
+        if times[0] < now - self._window:  # (per input message: no call unless something leaves the window)
+            self._trim(now)
 
     def _trim(self, now: float) -> None:
         while self._times and self._times[0] < now - self._window:
@@ -184,8 +186,9 @@ class NodeStatistics:
         self.malformed[name] = self.malformed.get(name, 0) + 1
 
     def record_input(self, name: str, now: float) -> None:
-        if name in self.input_rates:
-            self.input_rates[name].tick(now)
+        meter = self.input_rates.get(name)
+        if meter is not None:
+            meter.tick(now)
 
     def record_output(self, result, now: float) -> None:
         self.output_rate.tick(now)

@@ -199,6 +199,11 @@ def imu_parameter_specs(imu_name: str) -> tuple:
                       "raw sample counts as saturated (gyro-only update)", read_only=True, value_range=(1.0, 1e4)),
         ParameterSpec(prefix + "filter_heading", DOUBLE, 0.0, "raw-IMU filter output turned about the vertical by "
                       "this angle (rad); written by calibration", read_only=True, value_range=(-1e3, 1e3)),
+        ParameterSpec(prefix + "magnetic_field_topic", STRING, "", "sensor_msgs/MagneticField topic (tesla, sensor "
+                      "frame) fed to the raw-IMU filter (empty: none; orientation filter or auto only)",
+                      read_only=True),
+        ParameterSpec(prefix + "filter_field_timeout", DOUBLE, 0.1, "a raw sample is fed with the newest magnetic "
+                      "field not after it and at most this old (s)", read_only=True, value_range=(1e-4, 60.0)),
     )
 
 
@@ -336,7 +341,9 @@ def imu_configs_from_parameters(values: dict) -> tuple:
                 name=name, body=get["body"], topic=get["topic"], mounting=mounting, weight=get["weight"],
                 model_instance=get["model_instance"] or None, orientation=get["orientation"], position=get["position"],
                 filter={"sample_time_s": get["filter_sample_time"], "max_gap_s": get["filter_max_gap"],
-                        "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"]},
+                        "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"],
+                        "field_timeout_s": get["filter_field_timeout"]},
+                magnetic_field_topic=get["magnetic_field_topic"],
             ))
         except EstimatorConfigError as error:
             raise ParameterValueError(str(error)) from error

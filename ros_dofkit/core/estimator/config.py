@@ -146,6 +146,9 @@ class ImuConfig:
             message's gyro + accelerometer, ``core.estimator.orientation_filter``), ``"auto"`` (the filter for
             messages that mark their orientation absent and carry gyro + accelerometer, the sensor otherwise).
         filter: the raw-IMU filter's input rules (``orientation_filter.FilterSettings``, or a mapping of its fields).
+        magnetic_field_topic: ROS topic of its ``sensor_msgs/MagneticField`` stream (tesla, sensor frame), fed to
+            its filter (``Estimator.process_magnetic_field``); empty: none. Only for a filtered IMU (unused by the
+            core, kept for the node and replay).
         position: ``p_BS``, the sensor's origin in B (m, 3 numbers): the lever arm of its accelerometer, which the
             heading estimation's joint-centre acceleration constraint uses (``core.estimator.heading``).
     """
@@ -158,6 +161,7 @@ class ImuConfig:
     model_instance: str | None = None
     orientation: str = "auto"
     filter: FilterSettings = field(default_factory=FilterSettings)
+    magnetic_field_topic: str = ""
     position: object = field(default_factory=lambda: np.zeros(3))
 
     def __post_init__(self):
@@ -199,6 +203,12 @@ class ImuConfig:
         if not isinstance(self.filter, FilterSettings):
             raise EstimatorConfigError(f"IMU {self.name!r} filter: expected FilterSettings or a mapping of its "
                                        f"fields, got {type(self.filter).__name__}")
+        if not isinstance(self.magnetic_field_topic, str) or (self.magnetic_field_topic and
+                                                              self.orientation == "sensor"):
+            raise EstimatorConfigError(
+                f"IMU {self.name!r} magnetic_field_topic: expected a topic name (or empty) for an IMU whose "
+                f"orientation is 'filter' or 'auto' (a magnetometer feeds its orientation filter), got "
+                f"{self.magnetic_field_topic!r} with orientation {self.orientation!r}")
 
     @property
     def needs_calibration(self) -> bool:
