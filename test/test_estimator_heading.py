@@ -411,12 +411,16 @@ def test_heading_estimation_is_turned_on_and_off_at_run_time():
 
 
 # ------------------------------------------------------------------------------- joint-centre acceleration
-def ball_joint_plant():
-    """Fixed base -> prismatic x -> link p -> three hinges through one point (0.3 m below p's origin) -> link c."""
+def ball_joint_plant(centres=("0 0 -0.3",)):
+    """Fixed base -> prismatic x -> link p -> per centre (in p) three hinges through it -> link c, c1, ..."""
     limit = '<limit lower="-3" upper="3" effort="1" velocity="1"/>'
-    joints = [("base", "p", "prismatic", "1 0 0", "0 0 0"), ("p", "cx", "revolute", "1 0 0", "0 0 -0.3"),
-              ("cx", "cy", "revolute", "0 1 0", "0 0 0"), ("cy", "c", "revolute", "0 0 1", "0 0 0")]
-    text = "".join(f'<link name="{name}"/>' for name in ("base", "p", "cx", "cy", "c")) + "".join(
+    joints = [("base", "p", "prismatic", "1 0 0", "0 0 0")]
+    for k, centre in enumerate(centres):
+        tag = "" if k == 0 else str(k)
+        joints += [("p", f"cx{tag}", "revolute", "1 0 0", centre),
+                   (f"cx{tag}", f"cy{tag}", "revolute", "0 1 0", "0 0 0"),
+                   (f"cy{tag}", f"c{tag}", "revolute", "0 0 1", "0 0 0")]
+    text = '<link name="base"/>' + "".join(f'<link name="{child}"/>' for _, child, *_ in joints) + "".join(
         f'<joint name="{child}_j" type="{kind}"><parent link="{parent}"/><child link="{child}"/>'
         f'<origin xyz="{origin}"/><axis xyz="{axis}"/>{limit}</joint>' for parent, child, kind, axis, origin in joints)
     plant = MultibodyPlant()
@@ -429,22 +433,23 @@ BALL_IMUS = (SimulatedImu("ip", "p", rotation_x(0.3), np.array([0.05, 0.02, -0.1
              SimulatedImu("ic", "c", rotation_y(-0.5), np.array([0.03, 0.0, -0.25])))
 
 
-def ball_joint_window(offset: float, seconds: float):
-    """Exact simulated readings of the ball-joint pair (lever arms included), IMU ic's world turned by ``offset``."""
-    plant = ball_joint_plant()
+def ball_joint_window(offsets, seconds: float, imus=BALL_IMUS, centres=("0 0 -0.3",)):
+    """Exact simulated readings of IMUs on the ball-joint chain (lever arms included), IMU k + 1's world turned by
+    ``offsets[k]``."""
+    plant = ball_joint_plant(centres)
     trajectory = SineTrajectory(plant, seed=1, max_amplitude=0.5, max_translation=0.1, frequency_range=(0.6, 1.0))
-    run = SensorSimulator(plant, BALL_IMUS, trajectory=trajectory, noise=SensorNoise(), seed=1).run(seconds)
-    window = simulation_window(run, [imu.name for imu in BALL_IMUS])
-    turned = window.imu_sensor == 1
-    q = window.imu_quaternion_wxyz[turned]
-    R = np.array([rotation_z(offset) @ quat_to_matrix(row) for row in q])
-    window.imu_quaternion_wxyz[turned] = np.array([matrix_to_quat(matrix) for matrix in R])
+    run = SensorSimulator(plant, imus, trajectory=trajectory, noise=SensorNoise(), seed=1).run(seconds)
+    window = simulation_window(run, [imu.name for imu in imus])
+    for k, offset in enumerate(offsets):
+        turned = window.imu_sensor == k + 1
+        R = [rotation_z(offset) @ quat_to_matrix(row) for row in window.imu_quaternion_wxyz[turned]]
+        window.imu_quaternion_wxyz[turned] = np.array([matrix_to_quat(matrix) for matrix in R])
     return plant, window
 
 
-def ball_config(noise: float) -> EstimatorConfig:  # exact readings: noise stands for the model errors
+def ball_config(noise: float, imus=BALL_IMUS) -> EstimatorConfig:  # exact readings: noise stands for model errors
     return EstimatorConfig(
-        imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS, position=imu.p_BS) for imu in BALL_IMUS),
+        imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS, position=imu.p_BS) for imu in imus),
         heading_estimation=HeadingEstimation(enabled=True, reference_imu="ip", initial_deg=20.0,
                                              drift_deg_per_min=0.1, orientation_noise_deg=0.5,
                                              acceleration_noise=noise))
@@ -473,7 +478,7 @@ def test_joint_pairs_find_the_ball_joint_and_no_hinge():
 
 def test_joint_centre_acceleration_recovers_the_heading_offset_behind_a_ball_joint():
     offset = math.radians(12.0)
-    plant, window = ball_joint_window(offset, 6.0)
+    plant, window = ball_joint_window([offset], 6.0)
     estimates = {}
     for noise in (0.0, 0.1):
         estimator = Estimator(plant, ball_config(noise))
@@ -487,7 +492,7 @@ def test_joint_centre_acceleration_recovers_the_heading_offset_behind_a_ball_joi
 
 
 def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration():
-    plant, window = ball_joint_window(math.radians(12.0), 1.5)
+    plant, window = ball_joint_window([math.radians(12.0)], 1.5)
     config = ball_config(0.3)
     batch_estimator = Estimator(plant, config)
     batch = batch_estimator.run(window)
@@ -501,3 +506,16 @@ def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration()
     np.testing.assert_array_equal(np.array([result.q for result in streamed]), batch.q)
     batch_offset = batch_estimator.heading_estimates()["ic"]["heading_offset_rad"]
     assert streaming_estimator.heading_estimates()["ic"]["heading_offset_rad"] == batch_offset != 0.0
+
+
+def test_one_parent_imu_serves_two_ball_joints_with_their_own_lever_arms():
+    # like a pelvis IMU and two hips: each joint end's lever arm points to its own centre
+    imus = (*BALL_IMUS, SimulatedImu("ic1", "c1", rotation_x(-0.4), np.array([0.0, 0.04, -0.2])))
+    offsets = [math.radians(12.0), math.radians(-7.0)]
+    plant, window = ball_joint_window(offsets, 6.0, imus, centres=("0 0.15 -0.3", "0 -0.15 -0.3"))
+    estimator = Estimator(plant, ball_config(0.1, imus))
+    assert estimator._heading.pairs.parent.tolist() == [0, 0]
+    estimator.run(window)
+    estimates = estimator.heading_estimates()
+    for name, offset in zip(("ic", "ic1"), offsets, strict=True):
+        assert estimates[name]["heading_offset_rad"] == pytest.approx(offset, abs=math.radians(0.3))
