@@ -1,7 +1,8 @@
 """Heading offsets and gyro biases on the chain (ros_dofkit.core.estimator.heading, issue 19.2): the residual
 Jacobians against finite differences, the observability rule on analytic chains, the filter recovering known
 offsets on a 2-link hinge chain and on the demo arm's simulated drift, the gyro bias estimate, the configuration's
-validation, and the streaming entry point giving the offline one's bits."""
+validation, the streaming entry point giving the offline one's bits, and the joint-centre acceleration constraint
+(the angle measurement, the joint pairs, offsets behind ball joints recovered from exact simulated readings)."""
 
 from __future__ import annotations
 
