@@ -24,9 +24,10 @@ def package_xml_version() -> str:
 
 
 class InstallAndPrecompile(install):
-    """install (as colcon build does), then compile the installed copy's numba kernels, so that the first
-    ``ros2 launch`` after a build starts in seconds (ros_dofkit/precompile.py). Not when installing into a staging
-    root (building a wheel), nor with DOFKIT_PRECOMPILE=0."""
+    """install (as colcon build does), then compile the installed copy's numba kernels, every group in parallel
+    processes, so that the first ``ros2 launch`` or ``dofkit replay`` after a build starts in seconds
+    (ros_dofkit/precompile.py). Not when installing into a staging root (building a wheel), nor with
+    DOFKIT_PRECOMPILE=0."""
 
     def run(self):
         super().run()
@@ -34,7 +35,8 @@ class InstallAndPrecompile(install):
             configs = sorted(glob(str(HERE / "config" / "*.yaml")))
             path = os.pathsep.join(filter(None, [self.install_lib, os.environ.get("PYTHONPATH")]))
             # cwd: `python -m` puts it first on sys.path; the installed copy, not this source tree, is compiled
-            subprocess.run([sys.executable, "-m", "ros_dofkit.precompile", *configs],
+            options = [word for config in configs for word in ("--config", config)]
+            subprocess.run([sys.executable, "-m", "ros_dofkit.precompile", *options],
                            env={**os.environ, "PYTHONPATH": path}, cwd=self.install_lib, check=True)
 
 

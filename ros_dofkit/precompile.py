@@ -1,17 +1,20 @@
-"""numba's kernel cache: whether it is cold, and filling it ahead of the first start.
+"""numba's kernel cache: whether it is cold, and filling it ahead of each program's first start.
 
-Where you are: the top layer (beside cli.py), run as ``python -m ros_dofkit.precompile`` by ``./run``'s set-up and
-by the package's install step (setup.py), so that the first ``ros2 launch`` or ``dofkit replay`` after an install
-starts without compiling; and imported by the estimator node (nodes/common.run_node) and ``dofkit replay`` to say
-so when they are about to compile. It imports numba and the core (no ROS package: replay stays ROS-free).
+Where you are: the top layer (beside cli.py), run as ``python -m ros_dofkit.precompile [GROUP ...]`` by ``./run``'s
+set-up (the groups of the command being set up) and by the package's install step (setup.py: every group), so that
+the first ``ros2 launch``, ``dofkit demo`` or ``dofkit replay`` after an install starts without compiling; and
+imported by the estimator node (nodes/common.run_node, nodes/estimator) and ``dofkit replay`` to say so when they are
+about to compile. It imports numba, the core and the ROS-free replay helpers (no ROS package: replay stays
+ROS-free); kernel_jobs.py runs the compile in parallel processes.
 
 The kernels are ``@njit(cache=True)`` functions of :data:`KERNEL_MODULES`; numba keeps each one's machine code in
 ``__pycache__`` beside its source, keyed on the source file's stamp, so a fresh install (or a changed source)
-starts cold. numba compiles a kernel called from another one into its caller, so which kernels get a cache entry
-of their own depends on the path taken: "warm" is therefore recorded per program, beside numba's files, keyed on
-the kernel sources' stamps (:func:`mark_warm`). Filling the cache = running what the programs run: one estimator
-cycle per shipped configuration (what the node's start-up does) and one short offline replay of a recorded bag (what
-``dofkit replay`` does).
+starts cold. Which kernels a program compiles depends on the path it takes (a kernel called only inside other
+kernels gets no cache entry of its own), so they are compiled by running what the programs run, per
+:data:`GROUPS` (the streaming estimator of the node and the demo, the batch estimator of ``dofkit replay``, the
+simulator of ``dofkit demo`` / ``dofkit record``), and "warm" is recorded per group, beside numba's files, keyed
+on the kernel sources' stamps (:func:`mark_warm`). A group's warm-up is split into tasks that compile disjoint
+top-level kernels, so that worker processes share the work (README, "First start").
 """
 
 from __future__ import annotations
@@ -24,15 +27,22 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numba
 import numpy as np
-from numba.core.dispatcher import Dispatcher
 
 from ros_dofkit import cli
+from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
+from ros_dofkit.core.estimator.offline import kinematics_and_velocities, sensor_errors
 from ros_dofkit.core.estimator.robot import build_plant
+from ros_dofkit.core.spatial import matrix_to_quat
+from ros_dofkit.kernel_jobs import available_cores, cached_kernels, run_tasks, share_compiles
+from ros_dofkit.replay.demo_robot import build_demo_robot
 from ros_dofkit.ros.parameters import (
     estimator_config_from_parameters,
     load_parameter_file,
@@ -46,25 +56,178 @@ KERNEL_MODULES = (
     "ros_dofkit.core.assembly.kernels",
     "ros_dofkit.core.estimator.rules",
     "ros_dofkit.core.estimator.offline",
+    "ros_dofkit.core.estimator.inputs",
+    "ros_dofkit.core.estimator.odometry",
+    "ros_dofkit.core.estimator.odometry_input",
     "ros_dofkit.core.estimator.heading",  # issue 19.2 (compiled on first use: no shipped config enables it)
 )
-#: Seconds to compile what each program compiles at its first start with a cold cache, between what was measured
-#: on a quiet machine and on a loaded 2-core one (README, "First start": node 47-91 s, replay of a 2 s bag 103 s
-#: loaded): the online estimator's kernels, and the offline replay's.
-COMPILE_SECONDS = {"estimator": 60, "replay": 70}
 #: The shipped estimator configurations, as laid out in the source tree (config/ beside the package).
 SOURCE_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+#: Estimator parameter files the streaming warm-up runs (set by :func:`main`; the workers inherit it).
+_configs: list = []
 
 
 def kernel_modules() -> list:
     return [importlib.import_module(name) for name in KERNEL_MODULES]
 
 
-def _stamp_path(program: str) -> Path:
+# ---------------------------------------------------------------------------------------------- warm-up tasks
+# Each task compiles (or loads) a set of top-level kernels by running what a program runs, and is a module-level
+# function without arguments so that a worker process can run it. Tasks of one group overlap as little as the
+# public APIs allow: a kernel two tasks reach is compiled by the first and loaded by the other (kernel_jobs).
+
+def warm_up(plant, config) -> None:
+    """Two cycles of a scratch Estimator of ``config`` at rest (the first assembles, the next ones track), its
+    receive-clock rule (bad inputs and clock jumps take it) and the odometry covariances' Jacobians: compiles (or
+    loads) every kernel the online estimator runs, so that the first real input is served at full speed. The first
+    IMU's sample is also offered as read-only arrays, as the in-process demo and streaming replay pass them (views
+    of recorded arrays; numba compiles read-only arrays apart)."""
+    scratch = Estimator(plant, config)
+    names = list(scratch.joint_state_names)
+    rest, still = np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3)
+    for stamp in (0.0, 0.01):
+        for imu in config.imus:
+            scratch.add_imu(imu.name, stamp, rest, still)
+        scratch.add_joint_state(names, np.zeros(len(names)), stamp=stamp)
+        scratch.step(stamp)
+    if config.imus:
+        frozen_rest, frozen_still = rest.copy(), still.copy()
+        frozen_rest.flags.writeable = frozen_still.flags.writeable = False
+        scratch.add_imu(config.imus[0].name, 0.02, frozen_rest, frozen_still)
+    scratch.observe_clock(0.0)
+    model = SolveCovarianceModel(scratch, 1.0, 1.0)
+    model.jacobians(plant.default_positions(), config.imu_names)
+    if config.odometry is not None:  # the odometry input's rule
+        scratch.process_odometry(0.03, np.zeros(3), [1.0, 0.0, 0.0, 0.0])
+    if base_odometries(plant):  # the node's Odometry covariance, compiled
+        model.covariances(scratch.step(0.03))
+
+
+def warm_up_config(path) -> None:
+    """:func:`warm_up` for the estimator parameter file ``path`` (config/*.yaml)."""
+    values = load_parameter_file(path)
+    plant = build_plant(model_specs_from_parameters(values))
+    instances = [plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())]
+    warm_up(plant, estimator_config_from_parameters(values, instances))
+
+
+def warm_streaming() -> None:
+    """The node's start-up: :func:`warm_up` per configuration (the cycle rules offer_imu, offer_joint_state,
+    take_cycle, then what the solve tasks below compile too)."""
+    for path in _configs or sorted(SOURCE_CONFIG_DIR.glob("*.yaml")):
+        warm_up_config(path)
+
+
+class DemoSolver(NamedTuple):
+    """The demo robot's estimator setup and solver, built as the Estimator builds them (mountings known)."""
+
+    plant: object
+    setup: problem.EstimatorSetup
+    osensors: object
+    assembler: object
+    n_sensors: int
+
+
+def _demo_solver() -> DemoSolver:
+    robot = build_demo_robot()
+    setup = problem.build(robot.plant, robot.estimator_config)
+    R_BS = {imu.name: np.array(imu.mounting) for imu in robot.estimator_config.imus}
+    osensors, assembler, names = problem.build_solver(setup, robot.estimator_config, R_BS)
+    return DemoSolver(robot.plant, setup, osensors, assembler, len(names))
+
+
+def warm_solver() -> None:
+    """A cycle's solve from rest (the assembler's assemble: kernels.track_one), as the estimator's first cycle does."""
+    demo = _demo_solver()
+    demo.assembler.set_positions(demo.setup.q_default)
+    demo.osensors.move_all_observations(np.repeat(np.eye(3)[None], demo.n_sensors, axis=0))
+    demo.assembler.assemble()
+
+
+def warm_velocities() -> None:
+    """A cycle's poses, gyro velocities and sensor errors (offline.kinematics_and_velocities, sensor_errors) with
+    the estimator's argument types, at rest."""
+    plant, setup = _demo_solver()[:2]
+    n_imu, C = len(setup.imu_names), 1
+    nv, nb = plant.num_velocities(), plant.num_bodies()
+    Q = np.repeat(setup.q_default[None], C, axis=0)
+    R_BS = np.repeat(np.eye(3)[None], n_imu, axis=0)
+    X_WB = np.empty((C, nb, 4, 4))
+    kinematics_and_velocities(plant.tree.kernel_arguments(), Q, np.zeros(C, bool), np.zeros((C, nv)),
+                              np.ones((C, n_imu), bool), np.zeros((C, n_imu, 3)), setup.body_index, R_BS,
+                              setup.free_v, 1e-6, X_WB, np.empty((C, nv)), np.zeros((C, nv), bool))
+    sensor_errors(X_WB, np.ones((C, n_imu), bool), setup.body_index, R_BS, np.eye(3), np.zeros((C, n_imu, 3, 3)),
+                  np.empty((C, n_imu)))
+
+
+def warm_tracking() -> None:
+    """Warm-started tracking over frames in one compiled call (track_frames), as an offline replay's chunks."""
+    demo = _demo_solver()
+    T, nq, nb = 2, demo.plant.num_positions(), demo.plant.num_bodies()
+    observations = np.repeat(np.eye(3)[None, None], T, axis=0).repeat(demo.n_sensors, axis=1)
+    demo.assembler.set_positions(demo.setup.q_default)
+    demo.assembler.track_sequence(np.arange(T) * 0.01, observations, positions=np.full((T, nq), np.nan),
+                                  return_info=True, body_poses=np.empty((T, nb, 4, 4)))
+
+
+def warm_batch() -> None:
+    """Record a short bag of the demo arm and replay it offline, as ``dofkit record`` / ``dofkit replay`` do (the
+    batch rules' schedule, then the solve)."""
+    with tempfile.TemporaryDirectory(prefix="dofkit_precompile_") as folder, \
+            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        bag = Path(folder) / "bag"
+        for arguments in (["record", str(bag), "--duration", "1", "--noise", "none"],
+                          ["replay", str(bag), "--config", f"{bag}.estimator.yaml", "--out", str(Path(folder) / "out"),
+                           "--quiet"]):
+            status = cli.main(arguments)
+            if status != 0:
+                raise RuntimeError(f"dofkit {' '.join(arguments)} failed with status {status}")
+
+
+def warm_quaternions() -> None:
+    """Rotation matrices to quaternions (spatial's kernel): the simulator's IMU samples, the node's TF and
+    odometry, replay's output messages."""
+    matrix_to_quat(np.eye(3))
+
+
+# ---------------------------------------------------------------------------------------------------- groups
+class KernelGroup(NamedTuple):
+    """The kernels one kind of program runs, compiled together before its first start.
+
+    programs: the commands that run them (node executables, ``dofkit`` subcommands).
+    tasks: warm-ups that compile them, longest first (parallel workers take them in this order).
+    compile_seconds: the first-start note's estimate of a program compiling them alone (README, "First start").
+    """
+
+    programs: tuple
+    tasks: tuple
+    compile_seconds: int
+
+
+#: Kernel groups by name (also the names of their warm stamps). ``programs``: the ``./run`` commands (node
+#: executables and ``dofkit`` subcommands) that run the group's kernels; ``./run`` compiles a command's groups at its
+#: set-up (test/test_run_script.py checks its map against this one).
+GROUPS = {
+    "estimator": KernelGroup(("estimator", "demo"), (warm_streaming, warm_solver, warm_tracking, warm_velocities,
+                                                     warm_quaternions), 60),
+    "replay": KernelGroup(("replay",), (warm_batch, warm_solver, warm_tracking, warm_velocities, warm_quaternions), 70),
+    "simulator": KernelGroup(("demo", "record"), (warm_quaternions,), 2),
+}
+#: All tasks, longest first: the order in which workers take them when several groups are compiled at once.
+TASK_ORDER = (warm_batch, warm_streaming, warm_solver, warm_tracking, warm_velocities, warm_quaternions)
+
+
+def group_tasks(groups) -> list[Callable]:
+    """The tasks of ``groups`` (names), each once, in :data:`TASK_ORDER`."""
+    wanted = {task for name in groups for task in GROUPS[name].tasks}
+    return [task for task in TASK_ORDER if task in wanted]
+
+
+# ---------------------------------------------------------------------------------------------------- stamps
+def _stamp_path(group: str) -> Path:
     # Beside numba's own cache files (the kernels' __pycache__, or numba's fallback when that is not writable).
-    kernel = next(value for value in vars(kernel_modules()[0]).values()
-                  if isinstance(value, Dispatcher) and value._cache is not None)
-    return Path(kernel._cache._cache_path) / f"ros_dofkit_{program}_kernels.stamp"
+    kernel = cached_kernels(kernel_modules()[:1])[0]
+    return Path(kernel._cache._cache_path) / f"ros_dofkit_{group}_kernels.stamp"
 
 
 def _sources_stamp() -> str:
@@ -77,68 +240,52 @@ def _sources_stamp() -> str:
 
 
 def first_start_note(program: str) -> str | None:
-    """``"compiling kernels (first start, about N s)"`` when ``program`` ("estimator" or "replay") has not run
-    with the current kernel sources yet (see :func:`mark_warm`), else None."""
+    """``"compiling kernels (first start, about N s)"`` when the kernel group ``program`` (a :data:`GROUPS` name:
+    "estimator", "replay", "simulator") has not been compiled with the current kernel sources yet (see
+    :func:`mark_warm`), else None."""
     try:
         warm = _stamp_path(program).read_text() == _sources_stamp()
     except OSError:
         warm = False
-    return None if warm else f"compiling kernels (first start, about {COMPILE_SECONDS[program]} s)"
+    return None if warm else f"compiling kernels (first start, about {GROUPS[program].compile_seconds} s)"
 
 
 def mark_warm(program: str) -> None:
-    """Record that ``program``'s kernels are compiled for the current sources (after its first start). A cache
-    directory that cannot be written only means the note is shown again."""
+    """Record that the kernel group ``program`` is compiled for the current sources (after its first start or
+    its warm-up). A cache directory that cannot be written only means the note is shown again."""
     with contextlib.suppress(OSError):
         _stamp_path(program).write_text(_sources_stamp())
 
 
-def warm_up(plant, config) -> None:
-    """One cycle of a scratch Estimator of ``config`` at rest: compiles (or loads) every kernel the online
-    estimator runs, so that the first real input is served at full speed."""
-    scratch = Estimator(plant, config)
-    for imu in config.imus:
-        scratch.add_imu(imu.name, 0.0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
-    scratch.add_joint_state(list(scratch.joint_state_names), np.zeros(len(scratch.joint_state_names)), stamp=0.0)
-    scratch.step(0.0)
-
-
-def warm_up_config(path) -> None:
-    """:func:`warm_up` for the estimator parameter file ``path`` (config/*.yaml)."""
-    values = load_parameter_file(path)
-    plant = build_plant(model_specs_from_parameters(values))
-    instances = [plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())]
-    warm_up(plant, estimator_config_from_parameters(values, instances))
-
-
-def replay_once() -> None:
-    """Record a short bag of the demo arm and replay it offline, as ``dofkit record`` / ``dofkit replay`` do."""
-    with tempfile.TemporaryDirectory(prefix="dofkit_precompile_") as folder, \
-            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        bag = Path(folder) / "bag"
-        for arguments in (["record", str(bag), "--duration", "1", "--noise", "none"],
-                          ["replay", str(bag), "--config", f"{bag}.estimator.yaml", "--out", str(Path(folder) / "out"),
-                           "--quiet"]):
-            status = cli.main(arguments)
-            if status != 0:
-                raise RuntimeError(f"dofkit {' '.join(arguments)} failed with status {status}")
+def _share_compiles() -> None:
+    share_compiles(cached_kernels(kernel_modules()))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ros_dofkit.precompile", description=__doc__.split("\n\n")[0])
-    parser.add_argument("configs", nargs="*", type=Path,
-                        help=f"estimator parameter files to warm up (default: {SOURCE_CONFIG_DIR}/*.yaml)")
+    parser.add_argument("groups", nargs="*", metavar="GROUP",
+                        help=f"kernel groups to compile: {', '.join(GROUPS)} (default: all)")
+    parser.add_argument("--config", action="append", type=Path, default=[], metavar="FILE",
+                        help=f"estimator parameter file to warm up (repeatable; default: {SOURCE_CONFIG_DIR}/*.yaml)")
+    parser.add_argument("--jobs", type=int, default=available_cores(),
+                        help="worker processes (default: the cores this process may use)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.groups) - set(GROUPS))
+    if unknown:
+        parser.error(f"unknown kernel group(s) {', '.join(unknown)}; expected some of: {', '.join(GROUPS)}")
     start = time.monotonic()
-    if first_start_note("estimator") is None and first_start_note("replay") is None:
+    cold = [name for name in (args.groups or GROUPS) if first_start_note(name) is not None]
+    if not cold:
         print("ros_dofkit kernels: cache up to date", file=sys.stderr)
         return 0
-    print("ros_dofkit kernels: compiling (once per install, so that the first start is quick)", file=sys.stderr)
-    for path in args.configs or sorted(SOURCE_CONFIG_DIR.glob("*.yaml")):
-        warm_up_config(path)
-    mark_warm("estimator")
-    replay_once()
-    mark_warm("replay")
+    tasks = group_tasks(cold)
+    jobs = max(1, min(args.jobs, len(tasks)))
+    print(f"ros_dofkit kernels: compiling {', '.join(cold)} ({jobs} processes; once per install, so that the first "
+          "start is quick)", file=sys.stderr)
+    _configs[:] = args.config
+    run_tasks(tasks, jobs, before=_share_compiles)
+    for name in cold:
+        mark_warm(name)
     print(f"ros_dofkit kernels: compiled in {time.monotonic() - start:.0f} s", file=sys.stderr)
     return 0
 

@@ -13,10 +13,11 @@ from sensor_msgs.msg import Imu
 
 from ros_dofkit.core.estimator import EstimatorConfig, ImuConfig
 from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.odometry import base_odometries
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_z, rotvec_to_matrix
 from ros_dofkit.ros.estimator_messages import (
-    FloatingBaseOdometry,
+    BaseOdometryOutput,
     JointStateSelection,
     NodeStatistics,
     RateMeter,
@@ -136,8 +137,8 @@ def test_odometry_pose_in_world_twist_in_child_frame(quadruped):
     R_next = rotvec_to_matrix(w_W * 0.01) @ R_WB
     estimator.add_imu("trunk", 0.01, matrix_to_quat(R_next), R_next.T @ w_W)
     result = estimator.step()
-    (joint,) = estimator.floating_joints
-    msg = FloatingBaseOdometry(quadruped, joint, "odom", "r/trunk").message(result, None)
+    (base,) = base_odometries(quadruped)
+    msg = BaseOdometryOutput(base, "odom", "r/trunk").message(result, None)
     assert msg.header.frame_id == "odom" and msg.child_frame_id == "r/trunk"
     o = msg.pose.pose.orientation
     np.testing.assert_allclose(quat_to_matrix([o.w, o.x, o.y, o.z]), R_next, atol=1e-6)

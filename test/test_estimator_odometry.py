@@ -4,6 +4,7 @@ covariance against the empirical error spread of the estimator over a simulated 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -203,3 +204,29 @@ def test_one_hand_imu_leaves_the_arm_joints_unconstrained():
     silent = Estimator(plant, EstimatorConfig(imus=(ImuConfig("hand", "arm_link7", weight=0.0),),
                                               estimated_joints={"arm": joints}))
     assert unconstrained_estimated_coordinates(silent) == joints
+
+
+@pytest.mark.parametrize("weights", [(1.0, 1.0, 1.0), (2.0, 2.0, 2.0), (1.0, 3.0, 0.5)])
+def test_a_cycles_compiled_covariances_equal_the_least_squares_of_its_jacobians(weights):
+    """SolveCovarianceModel's compiled cycle (one eigendecomposition for equal weights, two otherwise) against
+    least_squares_covariance of the same sensors' Jacobians, on the arm with three IMUs at a generic pose."""
+    plant = build_plant([ModelSpec("arm7.urdf", "arm")])
+    bodies = ("arm_link3", "arm_link5", "arm_link7")
+    imus = tuple(ImuConfig(f"s{i}", body, weight=w) for i, (body, w) in enumerate(zip(bodies, weights, strict=True)))
+    estimator = Estimator(plant, EstimatorConfig(imus=imus))
+    for imu in imus:
+        estimator.add_imu(imu.name, 0.0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    result = estimator.step(0.0)
+    q = plant.default_positions().copy()
+    q[:7] = [0.3, -0.7, 0.4, -1.5, 0.2, 1.1, -0.3]
+    result = dataclasses.replace(result, q=q, observed_sensors=("s0", "s1", "s2"))
+    model = SolveCovarianceModel(estimator, 2e-4, 3e-4)
+    covariances = model.covariances(result)
+    J = model.jacobians(q, ["s0", "s1", "s2"])
+    np.testing.assert_allclose(covariances.orientation, least_squares_covariance(J, weights, np.full(3, 2e-4),
+                                                                                 model.free), rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(covariances.velocity, least_squares_covariance(J, np.ones(3), np.full(3, 3e-4),
+                                                                              model.free), rtol=1e-7, atol=1e-12)
+    # Two of seven joints unobserved with one IMU: the unobserved variance appears, in both.
+    single = model.covariances(dataclasses.replace(result, observed_sensors=("s0",)))
+    assert single.orientation.max() > 1e5 and single.velocity.max() > 1e5

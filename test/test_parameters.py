@@ -6,8 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ruamel.yaml import YAML
 
 from ros_dofkit.core.estimator.config import CALIBRATE
+from ros_dofkit.core.estimator.odometry_input import odometry_base
+from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.ros.parameters import (
     NODE_PARAMETERS,
     ParameterValueError,
@@ -204,6 +207,55 @@ def test_estimated_plain_word_through_rclpy_parameter_file(ros_node, tmp_path):
     assert values == {"estimated.arm": "all", "estimated.base": ["joint1"]}
     config = estimator_config_from_parameters(values, ["arm", "base"])
     assert config.estimated_joints == {"arm": "all", "base": ("joint1",)}
+
+
+def uncommented_example(path: Path) -> dict:
+    """The parameters of a shipped config with its commented odometry example switched on (the lines starting
+    with "# odometry_" / "# joint_states_time_offset" made real, and the per-IMU example line merged)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    active = [line.replace("# ", "", 1) for line in lines
+              if line.strip().startswith(("# odometry_", "# joint_states_time_offset"))]
+    values = load_parameter_file(path)
+    for line in active:
+        key, value = line.split("#")[0].split(":", 1)
+        values[key.strip()] = yaml_scalar(value.strip())
+    return values
+
+
+def yaml_scalar(text: str):
+    return YAML(typ="safe", pure=True).load(text)
+
+
+@pytest.mark.parametrize("config, instance, use_yaw", [("mobile_manipulator.yaml", "base", False),
+                                                      ("quadruped.yaml", "quadruped", False)])
+def test_the_shipped_odometry_examples_are_valid_configurations(config, instance, use_yaw):
+    values = uncommented_example(CONFIG_DIR / config)
+    assert values["odometry_topic"]
+    assert not validate_parameters(values)
+    plant = build_plant(model_specs_from_parameters(values))
+    instances = [plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())]
+    odometry = estimator_config_from_parameters(values, instances).odometry
+    assert odometry.topic == values["odometry_topic"] and odometry.use_yaw is use_yaw
+    assert odometry_base(plant, estimator_config_from_parameters(values, instances),
+                         plant.articulated_view().q_indices).instance == instance
+
+
+def test_time_offsets_and_odometry_parameters_reach_the_core_config():
+    values = {"urdf_files": ["arm7.urdf"], "imu_names": ["hand"], "imus.hand.body": "arm_link7",
+              "imus.hand.time_offset": 0.008, "joint_states_time_offset": -0.002}
+    config = estimator_config_from_parameters(values, ["arm"])
+    assert config.imus[0].time_offset_s == 0.008 and config.joint_state_time_offset_s == -0.002
+    assert config.odometry is None
+    config = estimator_config_from_parameters({**values, "odometry_topic": "odom", "odometry_yaw": True,
+                                               "odometry_instance": "base", "odometry_time_offset": 0.01}, ["arm"])
+    assert (config.odometry.topic, config.odometry.use_yaw, config.odometry.model_instance,
+            config.odometry.time_offset_s) == ("odom", True, "base", 0.01)
+    for bad, fragment in ((("imus.hand.time_offset", 1.5), "expected values in"),
+                          (("odometry_time_offset", float("inf")), "expected values in"),
+                          (("odometry_yaw", True), "odometry_topic is empty"),
+                          (("odometry_instance", "base"), "odometry_topic is empty")):
+        with pytest.raises(ParameterValueError, match=fragment):
+            estimator_config_from_parameters({**values, bad[0]: bad[1]}, ["arm"])
 
 
 def test_raw_imu_parameters_reach_the_imu_configuration():

@@ -168,7 +168,7 @@ FAKE_PYTHON = """#!/bin/sh
 # Stand-in venv interpreter: answers run's version probe, logs pip and pytest calls, succeeds at everything else.
 case "$*" in
   "-S -c "*) echo "3.11 $0" ;;
-  *"-m pip "*|*"-m pytest"*) echo "python $*" >>"$FAKE_LOG" ;;
+  *"-m pip "*|*"-m pytest"*|*"-m ros_dofkit.precompile"*) echo "python $*" >>"$FAKE_LOG" ;;
 esac
 exit 0
 """
@@ -187,7 +187,8 @@ def fake_checkout(tmp_path):
     (checkout / "requirements").mkdir()
     for path in (ROOT / "requirements").glob("*.txt"):
         (checkout / "requirements" / path.name).write_text(path.read_text())
-    for relative in ("tools/tf2_msgs/package.xml", "tools/tf2_msgs/CMakeLists.txt", "tools/tf2_msgs/msg/TFMessage.msg"):
+    for relative in ("tools/tf2_msgs/package.xml", "tools/tf2_msgs/CMakeLists.txt", "tools/tf2_msgs/msg/TFMessage.msg",
+                     "ros_dofkit/core/spatial.py", "ros_dofkit/core/dof_mask.py"):
         (checkout / relative).parent.mkdir(parents=True, exist_ok=True)
         (checkout / relative).write_text((ROOT / relative).read_text())
     log = tmp_path / "calls.log"
@@ -218,6 +219,12 @@ def calls(checkout: Path, environment: dict, log: Path, *args: str) -> list[str]
                             env=environment, stdin=subprocess.DEVNULL, cwd=checkout)
     assert result.returncode == 0, result.stderr
     return [line.replace(str(checkout), "ROOT") for line in log.read_text().splitlines()]
+
+
+def precompiled(logged: list[str]) -> list[list[str]]:
+    """The kernel groups of each ``python -m ros_dofkit.precompile`` call logged."""
+    call = "-m ros_dofkit.precompile"
+    return [line.split(call, 1)[1].split() for line in logged if call in line]
 
 
 def pip_requirements(logged: list[str]) -> list[str]:
@@ -276,3 +283,46 @@ def test_system_ros_mode_installs_runtime_pins_without_numpy_and_no_ros_wheel(fa
     runtime = (checkout / "requirements" / "runtime.txt").read_text().splitlines()
     assert pins == [line for line in runtime if not line.startswith("numpy==")] and len(pins) == len(runtime) - 1
     assert pip_requirements(calls(checkout, environment, log, "test")) == ["test.txt"]
+
+
+def test_each_command_compiles_its_kernel_groups_once_before_it_starts(fake_checkout):
+    """A command's kernel groups (ros_dofkit/precompile.py) are compiled at its set-up, once: a stamp per group is
+    keyed on the set-up and on the stat of the sources holding kernels (what numba keys its cache on)."""
+    checkout, environment, log = fake_checkout
+    first = calls(checkout, environment, log, "demo", "--quiet")
+    assert precompiled(first) == [["estimator", "simulator"]] and first[-1] == "dofkit demo --quiet"
+    assert precompiled(calls(checkout, environment, log, "demo")) == []
+    assert precompiled(calls(checkout, environment, log, "estimator")) == []  # compiled with the demo's
+    assert precompiled(calls(checkout, environment, log, "env")) == []  # runs no kernel
+    assert precompiled(calls(checkout, environment, log, "replay", "bag")) == [["replay"]]
+    assert precompiled(calls(checkout, environment, log, "test")) == []  # every group is compiled by now
+
+    def touch(relative: str) -> None:
+        path = checkout / relative
+        os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 10))
+
+    touch("ros_dofkit/core/dof_mask.py")  # holds no kernel
+    assert precompiled(calls(checkout, environment, log, "demo")) == []
+    touch("ros_dofkit/core/spatial.py")  # holds a kernel: numba's cache of it is cold again
+    assert precompiled(calls(checkout, environment, log, "test")) == [["estimator", "replay", "simulator"]]
+
+    with (checkout / "requirements" / "runtime.txt").open("a") as handle:
+        handle.write("# a changed runtime pin\n")
+    redone = calls(checkout, environment, log, "record", "bag")
+    assert pip_requirements(redone) == ["runtime.txt", "ros.txt"] and precompiled(redone) == [["simulator"]]
+
+
+def kernel_groups_of(command: str) -> list[str]:
+    result = subprocess.run(["bash", "-c", 'source "$1"; command_kernel_groups "$2"', "groups", str(RUN), command],
+                            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    return sorted(result.stdout.split())
+
+
+def test_the_kernel_groups_of_each_command_are_precompiles():
+    from ros_dofkit.precompile import GROUPS
+
+    programs = {program for group in GROUPS.values() for program in group.programs}
+    for command in programs | {"env", "play", "export", "dofkit_relay", "joint_state_filter"}:
+        assert kernel_groups_of(command) == sorted(name for name, group in GROUPS.items() if command in group.programs)
+    assert kernel_groups_of("test") == kernel_groups_of("bench") == sorted(GROUPS)

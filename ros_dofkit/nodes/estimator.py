@@ -8,11 +8,12 @@ the same.
 Topics (relative names follow the node's namespace; ``<out>`` is the ``output_namespace`` parameter):
 
 * in: ``joint_states`` (sensor_msgs/JointState, partial messages merged by name), one sensor_msgs/Imu topic per
-  configured IMU (``imus.<name>.topic``); SensorDataQoS unless ``input_qos`` says otherwise;
+  configured IMU (``imus.<name>.topic``), ``odometry_topic`` when set (nav_msgs/Odometry: a planar or floating
+  base's translation, optionally a planar base's heading); SensorDataQoS unless ``input_qos`` says otherwise;
 * out: ``<out>/joint_states`` (all articulated coordinates), ``<out>/<instance>/joint_states`` (each model
-  instance's DofMask), ``<out>/odometry/<instance>`` (nav_msgs/Odometry per floating base, twist in the child
-  frame), ``<out>/sensor_errors`` (std_msgs/Float64MultiArray, degrees), ``/tf`` (every moving joint, stamped with
-  the input time), ``/tf_static`` (fixed joints, once, transient local), ``/diagnostics``;
+  instance's DofMask), ``<out>/odometry/<instance>`` (nav_msgs/Odometry per planar or floating base, twist in the
+  child frame), ``<out>/sensor_errors`` (std_msgs/Float64MultiArray, degrees), ``/tf`` (every moving joint,
+  stamped with the input time), ``/tf_static`` (fixed joints, once, transient local), ``/diagnostics``;
 * service ``~/calibrate`` (std_srvs/Trigger): IMU mountings configured as "calibrate" and the heading alignment,
   from the recent static window.
 
@@ -39,7 +40,7 @@ from collections import OrderedDict
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
@@ -53,13 +54,17 @@ from tf2_msgs.msg import TFMessage
 
 from ros_dofkit.core.estimator.config import EstimatorConfigError
 from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
-from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, unconstrained_estimated_coordinates
+from ros_dofkit.core.estimator.odometry import (
+    SolveCovarianceModel,
+    base_odometries,
+    unconstrained_estimated_coordinates,
+)
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.nodes.common import StartupError, clock_seconds, declare_specs, run_node
 from ros_dofkit.precompile import warm_up
 from ros_dofkit.ros.estimator_messages import (
-    FloatingBaseOdometry,
+    BaseOdometryOutput,
     JointStateSelection,
     NodeStatistics,
     RateLimiter,
@@ -71,6 +76,8 @@ from ros_dofkit.ros.imu_input import (
     feed_imu_cdr,
     feed_joint_state_msg,
     feed_magnetic_field_msg,
+    feed_odometry_msg,
+    odometry_frames,
     seconds_to_sec_nanosec,
 )
 from ros_dofkit.ros.input_loop import InputLoop
@@ -162,8 +169,10 @@ class EstimatorNode(Node):
         self._diagnostics_publisher = create_output_publisher(self, DiagnosticArray, "/diagnostics", self.qos_events)
 
         in_qos = input_qos_profile(values["input_qos"], values["input_qos_depth"])
+        odometry = config.odometry
         self.statistics = NodeStatistics(["joint_states", *config.imu_names, *(
-            f"{imu.name}/magnetic_field" for imu in config.imus if imu.magnetic_field_topic)])
+            f"{imu.name}/magnetic_field" for imu in config.imus if imu.magnetic_field_topic),
+            *(["odometry"] if odometry else [])])
         self._stamps: OrderedDict = OrderedDict()
         self._last_log: dict = {}
         #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
@@ -174,6 +183,14 @@ class EstimatorNode(Node):
             if imu.magnetic_field_topic:  # raw IMUs: a magnetometer for the orientation filter (issue 19.1)
                 self._add_input(MagneticField, imu.magnetic_field_topic, self._magnetic_field_callback(imu.name),
                                 in_qos)
+        #: (header, child) frames an Odometry input must carry (None: no odometry input)
+        self._odometry_frames = None
+        if odometry is not None:
+            self._odometry_frames = odometry_frames(self.tf.tree, self.estimator.odometry_base.body)
+            self._add_input(Odometry, odometry.topic, self._on_odometry_data, in_qos)
+            self.get_logger().info(f"base of {self.estimator.odometry_base.instance!r} from the odometry on "
+                                   f"{odometry.topic!r} ({self._odometry_frames[1]} in {self._odometry_frames[0]}; "
+                                   f"translation{' and heading' if odometry.use_yaw else ''})")
         self.create_service(Trigger, "~/calibrate", self._on_calibrate)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._filter_resets = {}  # raw IMU name -> orientation filter restarts already logged
@@ -226,13 +243,12 @@ class EstimatorNode(Node):
                                    f"{reason}")
 
     def _build_odometry(self, prefix: str, out_qos) -> None:
-        """One Odometry publisher per floating base: header frame the one its root hangs from (REP-105)."""
+        """One Odometry publisher per planar or floating base on the world: header frame the one its root hangs
+        from (REP-105)."""
         self._odometry = []
-        for joint in self.estimator.floating_joints:
-            instance = self.plant.get_model_instance_name(joint.model_instance)
-            body = joint.child_body.index
-            builder = FloatingBaseOdometry(self.plant, joint, self.tf.tree.parent_frame_of(body),
-                                           self.tf.frame_ids[body])
+        for base in base_odometries(self.plant):
+            instance = self.plant.get_model_instance_name(base.joint.model_instance)
+            builder = BaseOdometryOutput(base, self.tf.tree.parent_frame_of(base.body), self.tf.frame_ids[base.body])
             publisher = create_output_publisher(self, Odometry, f"{prefix}odometry/{instance}", self.qos_events,
                                                 qos=out_qos)
             self._odometry.append((builder, publisher))
@@ -307,15 +323,28 @@ class EstimatorNode(Node):
         self.statistics.record_malformed(source)
         self._warn_throttled((source, "malformed_message"), f"{source}: malformed_message: {error} (message dropped)")
 
-    def _on_joint_state_data(self, data: bytes) -> None:
+    def _message(self, data: bytes, msg_type, source: str):
+        """The message of an input's bytes, or None (counted and logged as malformed)."""
         try:
-            msg = deserialize_message(data, JointState)
-        except RuntimeError as error:  # rclpy's RMWError: the bytes are not a JointState
-            self._malformed("joint_states", error)
+            return deserialize_message(data, msg_type)
+        except RuntimeError as error:  # rclpy's RMWError: the bytes are not a message of the topic's type
+            self._malformed(source, error)
+            return None
+
+    def _on_joint_state_data(self, data: bytes) -> None:
+        msg = self._message(data, JointState, "joint_states")
+        if msg is None:
             return
         self._remember_stamp(int(msg.header.stamp.sec), int(msg.header.stamp.nanosec))
         status, results = feed_joint_state_msg(self.estimator, msg, now=self._clock_now())
         self._after_input("joint_states", status, results)
+
+    def _on_odometry_data(self, data: bytes) -> None:
+        msg = self._message(data, Odometry, "odometry")
+        if msg is None:
+            return
+        status, results = feed_odometry_msg(self.estimator, msg, self._odometry_frames, now=self._clock_now())
+        self._after_input("odometry", status, results)
 
     def _imu_callback(self, name: str):
         def on_imu(data: bytes) -> None:
@@ -396,7 +425,29 @@ class EstimatorNode(Node):
         msg = diagnostics_message(self.get_clock().now().to_msg(), self.get_name(), self.estimator,
                                   self.statistics, time.monotonic(), dict(self.qos_events.counts),
                                   unconstrained=self._unconstrained, clock_s=self._clock_now())
+        if self._odometry_frames is not None:
+            msg.status.append(self._odometry_diagnostics())
         self._diagnostics_publisher.publish(msg)
+
+    def _odometry_diagnostics(self) -> DiagnosticStatus:
+        """The odometry input's entry on /diagnostics: stale (no accepted message within stale_timeout of the
+        clock) or OK, its frames, its last accepted stamp, and its rejected messages by reason."""
+        estimator = self.estimator
+        last = estimator.odometry_stamp
+        now = self._clock_now()
+        timeout = estimator.config.stale_timeout_s
+        stale = not (now is not None and last >= now - timeout)
+        rejected = {reason: count for (source, reason), count in estimator.reject_counts_by_source().items()
+                    if source == "odometry"}
+        rejected["malformed_message"] = self.statistics.malformed.get("odometry", 0)
+        parent, child = self._odometry_frames
+        values = [KeyValue(key="frames", value=f"{child} in {parent}"),
+                  KeyValue(key="last_stamp", value="none" if math.isnan(last) else f"{last:.9f}"),
+                  KeyValue(key="rejected.total", value=str(sum(rejected.values()))),
+                  *[KeyValue(key=f"rejected.{reason}", value=str(count)) for reason, count in sorted(rejected.items())]]
+        message = f"stale: no accepted odometry within {timeout:g} s" if stale else "OK"
+        return DiagnosticStatus(level=DiagnosticStatus.WARN if stale else DiagnosticStatus.OK,
+                                name=f"{self.get_name()}: odometry", message=message, values=values)
 
     # ------------------------------------------------------------------ service and parameters
     def _on_calibrate(self, request, response):

@@ -20,7 +20,7 @@ from rosbags.serde import SerdeError
 
 from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds
 from ros_dofkit.core.estimator.offline import OfflineInputs
-from ros_dofkit.replay.inputs import magnetic_field_topics, validate_input_topics
+from ros_dofkit.replay.inputs import decode_odometries, magnetic_field_topics, validate_input_topics
 from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw, make_typestore
 from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
 from ros_dofkit.ros.imu_messages import MAGNETIC_FIELD_MSGTYPE, magnetic_field_to_arrays
@@ -51,8 +51,8 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
     def select(available: dict) -> list:
         checked = checked_already if checked_already is not None else validate_input_topics(path, available, setup)
         seen.update(checked)
-        wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic, *magnetic_field_topics(setup))
-                  if t in checked]
+        wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic, setup.odometry_topic,
+                              *magnetic_field_topics(setup)) if t in checked]
         if truth_topic is not None and truth_topic in checked:
             wanted.append(truth_topic)
         return wanted
@@ -86,26 +86,31 @@ def _field_inputs(fields: dict, setup, topic_index, records, offered_before) -> 
 
 def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path) -> tuple:
     """``(OfflineInputs, truth_records)`` of raw messages in stamp order (see :func:`iter_offline_inputs`)."""
-    # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1.
+    # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1,
+    # odometry -> IMUS + 2.
     imu_topics = list(setup.imu_topics)
     imus_count = len(imu_topics)
     codes = {topic: k for k, topic in enumerate(imu_topics)}
     codes[setup.joint_states_topic] = imus_count
     if truth_topic is not None:
         codes[truth_topic] = imus_count + 1
-    fields = magnetic_field_topics(setup)  # raw IMUs' magnetometers -> codes IMUS + 2 + j
-    codes.update({topic: imus_count + 2 + j for j, topic in enumerate(fields)})
+    if setup.odometry_topic is not None:
+        codes[setup.odometry_topic] = imus_count + 2
+    fields = magnetic_field_topics(setup)  # raw IMUs' magnetometers -> codes IMUS + 3 + j
+    codes.update({topic: imus_count + 3 + j for j, topic in enumerate(fields)})
     imu_sensor_of = np.array([setup.config.imu_names.index(setup.imu_topics[t]) for t in imu_topics], dtype=np.int64)
     code = np.fromiter(map(codes.__getitem__, raw.topics), dtype=np.int64, count=len(raw.topics))
     imu_positions = np.flatnonzero(code < imus_count)
     js_positions = np.flatnonzero(code == imus_count)
     truth_positions = np.flatnonzero(code == imus_count + 1)
+    odometry_positions = np.flatnonzero(code == imus_count + 2)
     pick = raw.data.__getitem__
     try:
         imus = decode_imus(list(map(pick, imu_positions.tolist())), typestore)
         joint_states = decode_joint_states(list(map(pick, js_positions.tolist())), typestore)
         truth = decode_joint_states(list(map(pick, truth_positions.tolist())), typestore)
-        field_positions = np.flatnonzero(code >= imus_count + 2)
+        odometry = decode_odometries(list(map(pick, odometry_positions.tolist())), typestore, setup.odometry_frames)
+        field_positions = np.flatnonzero(code >= imus_count + 3)
         if field_positions.size:  # few and slow: one rosbags message each, read as the streaming path reads it
             store = typestore if typestore is not None else make_typestore()
             field_records = [magnetic_field_to_arrays(store.deserialize_cdr(bytes(raw.data[p]), MAGNETIC_FIELD_MSGTYPE))
@@ -121,14 +126,17 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     accel_present = imus.linear_acceleration_covariance[:, 0] != -1  # raw IMUs' orientation filters read it
     imu_sensor = imu_sensor_of[code[imu_positions]]
 
-    inputs_mask = code <= imus_count  # IMUs and joint states (not truth, not magnetometers)
-    kind = (code[inputs_mask] == imus_count).astype(np.int64)  # 0 = IMU, 1 = joint states
+    inputs_mask = (code <= imus_count) | (code == imus_count + 2)  # IMUs, joint states, odometry
+    offered = code[inputs_mask]
+    kind = np.select([offered == imus_count, offered == imus_count + 2], [1, 2], 0)  # 0 IMU, 1 joints, 2 odometry
     row = np.empty(len(code), dtype=np.int64)
     row[imu_positions] = np.arange(len(imu_positions))
     row[js_positions] = np.arange(len(js_positions))
+    row[odometry_positions] = np.arange(len(odometry_positions))
     stamp_ns = np.empty(len(code), dtype=np.int64)
     stamp_ns[imu_positions] = imus.stamp_ns
     stamp_ns[js_positions] = joint_states.stamp_ns
+    stamp_ns[odometry_positions] = odometry.stamp_ns
     velocities = [v if v.size else None for v in joint_states.velocity]
     inputs = OfflineInputs(
         kind=kind, row=row[inputs_mask], imu_sensor=imu_sensor, imu_stamp=nanoseconds_to_seconds(imus.stamp_ns),
@@ -137,7 +145,9 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         js_stamp=nanoseconds_to_seconds(joint_states.stamp_ns), js_names=joint_states.name,
         js_positions=joint_states.position, js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask],
         imu_linear_acceleration=imus.linear_acceleration, imu_linear_acceleration_present=accel_present,
-        **_field_inputs(fields, setup, code[field_positions] - imus_count - 2,
+        odom_stamp=nanoseconds_to_seconds(odometry.stamp_ns), odom_position=odometry.position,
+        odom_quaternion_wxyz=odometry.quaternion_wxyz, odom_frames_match=odometry.frames_match,
+        **_field_inputs(fields, setup, code[field_positions] - imus_count - 3,
                         field_records if field_positions.size else [], np.cumsum(inputs_mask)[field_positions]))
     # (stamp_ns, names, positions) per message; the positions are already arrays.
     truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))

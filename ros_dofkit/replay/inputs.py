@@ -1,18 +1,30 @@
 """A bag's estimator inputs, message by message: topic checks, inputs in stamp order, the truth they carry.
 
 Where you are: ``ros_dofkit.replay``. Imports ``ros_dofkit.ros.bag_io`` (reading), ``ros_dofkit.ros.imu_messages``
-(Imu -> arrays) and ``replay.setup`` / ``messages`` / ``pipeline``. The batched reader (``replay.batch``) checks
-a bag's topics with :func:`validate_input_topics` too, so both paths accept and refuse the same bags.
+(Imu -> arrays), ``ros_dofkit.ros.imu_input`` (Odometry -> pose, and its frame check) and ``replay.setup`` /
+``messages`` / ``pipeline``. The batched reader (``replay.batch``) checks a bag's topics with
+:func:`validate_input_topics` and decodes odometry with :func:`decode_odometries` too, so both paths accept and
+refuse the same bags and messages.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ros_dofkit.replay.messages import header_stamp_ns, seconds
-from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, MagneticFieldInput, Truth
-from ros_dofkit.replay.setup import IMU_MSGTYPE, JOINT_STATE_MSGTYPE, TRUTH_TOPIC, ReplaySetup, absolute_topic
-from ros_dofkit.ros.bag_io import BagError, bag_topics, read_bag
+from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, MagneticFieldInput, OdometryInput, Truth
+from ros_dofkit.replay.setup import (
+    IMU_MSGTYPE,
+    JOINT_STATE_MSGTYPE,
+    ODOMETRY_MSGTYPE,
+    TRUTH_TOPIC,
+    ReplaySetup,
+    absolute_topic,
+)
+from ros_dofkit.ros.bag_io import BagError, bag_topics, make_typestore, read_bag
+from ros_dofkit.ros.imu_input import odometry_frames_problem, odometry_pose_from_msg
 from ros_dofkit.ros.imu_messages import MAGNETIC_FIELD_MSGTYPE, imu_message_to_arrays, magnetic_field_to_arrays
 
 
@@ -35,6 +47,8 @@ def validate_input_topics(path, topics: dict, setup: ReplaySetup) -> dict:
     expected = {topic: IMU_MSGTYPE for topic in setup.imu_topics}
     expected[setup.joint_states_topic] = JOINT_STATE_MSGTYPE
     expected[TRUTH_TOPIC] = JOINT_STATE_MSGTYPE
+    if setup.odometry_topic is not None:
+        expected[setup.odometry_topic] = ODOMETRY_MSGTYPE
     expected.update(dict.fromkeys(magnetic_field_topics(setup), MAGNETIC_FIELD_MSGTYPE))
     for topic, msgtype in expected.items():
         if topic in topics and topics[topic][0] != msgtype:
@@ -50,10 +64,11 @@ def validate_input_topics(path, topics: dict, setup: ReplaySetup) -> dict:
 def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None = None):
     """The estimator inputs of a bag in stamp order (generator); truth messages go to ``truth_sink`` as
     ``(stamp_ns, names, positions)`` when given. The bag's topics are checked first (:func:`check_input_topics`).
-    Yields ``(stamp_ns, input)`` pairs: the header stamp in nanoseconds and the ImuInput / JointStateInput."""
+    Yields ``(stamp_ns, input)`` pairs: the header stamp in nanoseconds and the ImuInput / JointStateInput /
+    OdometryInput."""
     topics = check_input_topics(path, setup)
     fields = magnetic_field_topics(setup)
-    wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic, *fields) if t in topics]
+    wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic, setup.odometry_topic, *fields) if t in topics]
     if truth_sink is not None and TRUTH_TOPIC in topics:
         wanted.append(TRUTH_TOPIC)
     for record in read_bag(path, topics=wanted, typestore=typestore):  # a garbled message raises BagError there
@@ -72,6 +87,12 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
                                             np.asarray(message.position, dtype=float),
                                             velocities if velocities.size else None)
             continue
+        if record.topic == setup.odometry_topic:
+            pose = odometry_pose_from_msg(message)
+            yield header_stamp_ns(message), OdometryInput(
+                pose.stamp, pose.position, pose.quaternion_wxyz,
+                not odometry_frames_problem(pose.frame_id, pose.child_frame_id, setup.odometry_frames))
+            continue
         arrays = imu_message_to_arrays(message)
         quaternion, gyro = arrays["quaternion_wxyz"], arrays["angular_velocity"]
         orientation_present = not np.isnan(quaternion[0])
@@ -81,6 +102,37 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
         yield arrays["stamp_ns"], ImuInput(setup.imu_topics[record.topic], seconds(arrays["stamp_ns"]),
                                            quaternion, gyro if gyro_present else None, orientation_present,
                                            gyro_present, accel)
+
+
+@dataclass(frozen=True)
+class OdometryArrays:
+    """A window's Odometry messages decoded (:func:`decode_odometries`): ``stamp_ns`` (n,), ``position`` (n, 3),
+    ``quaternion_wxyz`` (n, 4), ``frames_match`` (n,) bool."""
+
+    stamp_ns: np.ndarray
+    position: np.ndarray
+    quaternion_wxyz: np.ndarray
+    frames_match: np.ndarray
+
+
+def decode_odometries(datas, typestore, frames: tuple) -> OdometryArrays:
+    """Raw CDR ``nav_msgs/Odometry`` messages -> arrays, as :func:`bag_inputs` reads them message by message
+    (odometry comes at tens of Hz: rosbags' deserializer per message is cheap enough). ``frames`` the expected
+    (header, child) frames; ``typestore`` None: the default distribution's. Raises rosbags' SerdeError for bytes
+    that are not an Odometry."""
+    count = len(datas)
+    if count and typestore is None:
+        typestore = make_typestore()
+    out = OdometryArrays(np.empty(count, dtype=np.int64), np.empty((count, 3)), np.empty((count, 4)),
+                         np.empty(count, dtype=bool))
+    for k, data in enumerate(datas):
+        message = typestore.deserialize_cdr(bytes(data), ODOMETRY_MSGTYPE)
+        pose = odometry_pose_from_msg(message)
+        out.stamp_ns[k] = header_stamp_ns(message)
+        out.position[k] = pose.position
+        out.quaternion_wxyz[k] = pose.quaternion_wxyz
+        out.frames_match[k] = not odometry_frames_problem(pose.frame_id, pose.child_frame_id, frames)
+    return out
 
 
 def truth_from_records(records) -> Truth | None:

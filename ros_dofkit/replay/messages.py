@@ -82,17 +82,19 @@ class MessageFactory:
                                     rotation=Quaternion(x=x, y=y, z=z, w=w))))
         return self._TFMessage(transforms=transforms)
 
-    def odometry(self, stamp_ns: int, odom_frame: str, child_frame: str, X_WB, v_B, w_B):
+    def odometry(self, stamp_ns: int, odom_frame: str, child_frame: str, X_WB, v_B, w_B, covariance=None):
         """nav_msgs/Odometry: pose of B in the odometry frame, twist ``v_B``, ``w_B`` expressed in B (REP-105 child
-        frame)."""
+        frame); ``covariance`` an ``odometry.OdometryCovariance`` (None: zeros)."""
+        pose_covariance = np.zeros(36) if covariance is None else np.ascontiguousarray(covariance.pose).reshape(36)
+        twist_covariance = np.zeros(36) if covariance is None else np.ascontiguousarray(covariance.twist).reshape(36)
         w, x, y, z = matrix_to_quat(X_WB[:3, :3])
         pose = self._Pose(position=self._Point(x=float(X_WB[0, 3]), y=float(X_WB[1, 3]), z=float(X_WB[2, 3])),
                           orientation=self._Quaternion(x=float(x), y=float(y), z=float(z), w=float(w)))
         twist = self._Twist(linear=self._Vector3(x=float(v_B[0]), y=float(v_B[1]), z=float(v_B[2])),
                             angular=self._Vector3(x=float(w_B[0]), y=float(w_B[1]), z=float(w_B[2])))
         return self._Odometry(header=self.header(stamp_ns, odom_frame), child_frame_id=child_frame,
-                              pose=self._PoseWithCovariance(pose=pose, covariance=np.zeros(36)),
-                              twist=self._TwistWithCovariance(twist=twist, covariance=np.zeros(36)))
+                              pose=self._PoseWithCovariance(pose=pose, covariance=pose_covariance),
+                              twist=self._TwistWithCovariance(twist=twist, covariance=twist_covariance))
 
     def float_array(self, label: str, values):
         values = np.ascontiguousarray(values, dtype=np.float64)

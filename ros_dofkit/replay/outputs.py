@@ -3,21 +3,28 @@
 Where you are: ``ros_dofkit.replay``. Imports ``ros_dofkit.ros.bag_io`` (the open bag), ``ros_dofkit.ros.cdr``
 (bulk encoding), ``ros_dofkit.ros.tf_tree`` (frame names, parents, owned transforms and the /tf vs /tf_static
 split, as the node's TfBuilder), ``core.estimator.offline.relative_poses`` and ``core.estimator.odometry`` (the
-Odometry twist); ``replay.messages`` for message-by-message writing.
+Odometry twist and the solve covariance), ``ros.parameters`` (the node's noise parameters); ``replay.messages``
+for message-by-message writing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ros_dofkit.core.estimator.odometry import child_frame_twist
+from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
 from ros_dofkit.core.estimator.offline import relative_poses
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.replay.messages import MessageFactory
 from ros_dofkit.replay.setup import JOINT_STATE_MSGTYPE, ReplaySetup
 from ros_dofkit.ros import cdr
 from ros_dofkit.ros.bag_io import BagWriter
+from ros_dofkit.ros.parameters import NODE_PARAMETERS
 from ros_dofkit.ros.tf_tree import tf_tree_from_parameters
+
+
+def _parameter(setup: ReplaySetup, name: str):
+    """A node parameter of the replay's configuration (its schema default when the file does not set it)."""
+    return setup.values.get(name, next(spec.default for spec in NODE_PARAMETERS if spec.name == name))
 
 
 class OutputWriter:
@@ -48,14 +55,13 @@ class OutputWriter:
         self._parent = np.asarray(plant.tree.parent)
         self._moving, self._fixed = list(tree.moving_bodies), list(tree.fixed_bodies)
         self._plant = plant
-        self._odometry = []
-        for joint in estimator.floating_joints:
-            if joint.parent_body.index != 0:
-                continue
-            instance = plant.get_model_instance_name(joint.model_instance)
-            R_WF = np.asarray(joint.frame_on_parent.X_BF)[:3, :3]
-            self._odometry.append((f"{self._namespace}/odometry/{instance}", joint.child_body.index,
-                                   joint.velocity_start, R_WF))
+        # As the node: an Odometry topic per planar or floating base on the world, covariances from each cycle's
+        # solve with the node's noise parameters.
+        self._odometry = [(f"{self._namespace}/odometry/{plant.get_model_instance_name(base.joint.model_instance)}",
+                           base) for base in base_odometries(plant)]
+        self._covariance_model = SolveCovarianceModel(estimator, _parameter(setup, "imu_orientation_stddev") ** 2,
+                                                      _parameter(setup, "imu_angular_velocity_stddev") ** 2
+                                                      ) if self._odometry else None
         self._sensor_names = tuple(estimator.config.imu_names)
         self._errors_label = "sensor_error_deg:" + ",".join(self._sensor_names)
         self._static_written = False
@@ -97,11 +103,13 @@ class OutputWriter:
                       factory.joint_state(stamp_ns, self._names, q[self._art_q], v[self._art_v]))
             for topic, names, q_index, v_index in self._instances:
                 bag.write(topic, stamp_ns, factory.joint_state(stamp_ns, names, q[q_index], v[v_index]))
-            for topic, body, v_start, R_WF in self._odometry:
-                X_WB_k = np.asarray(result.X_WB[body])
-                twist = child_frame_twist(X_WB_k[:3, :3], R_WF, v[v_start:v_start + 6])
-                odometry = factory.odometry(stamp_ns, self._parent_frames[body], self._frame_ids[body], X_WB_k,
-                                            twist.linear, twist.angular)
+            covariances = self._covariance_model.covariances(result) if self._odometry else None
+            for topic, base in self._odometry:
+                X_WB_k = np.asarray(result.X_WB[base.body])
+                twist = base.twist(X_WB_k[:3, :3], v)
+                odometry = factory.odometry(stamp_ns, self._parent_frames[base.body], self._frame_ids[base.body],
+                                            X_WB_k, twist.linear, twist.angular,
+                                            base.covariance(X_WB_k[:3, :3], covariances))
                 bag.write(topic, stamp_ns, odometry)
             if self._moving:
                 bag.write("/tf", stamp_ns, factory.tf_message(stamp_ns, parents, children, X_PC[k], quaternions[k]))
@@ -136,13 +144,18 @@ class OutputWriter:
         for topic, names, q_index, v_index in self._instances:
             streams.append((topic, JOINT_STATE_MSGTYPE, cdr.encode_joint_states(stamps, names, q[:, q_index],
                                                                                 v[:, v_index], packed=True)))
-        for topic, body, v_start, R_WF in self._odometry:
-            R_WB = X_WB[:, body, :3, :3]
-            twist = child_frame_twist(R_WB, R_WF, v[:, v_start:v_start + 6])
+        covariances = [self._covariance_model.at(run.q[row], run.observed[row]) for row in rows.tolist()
+                       ] if self._odometry else []
+        for topic, base in self._odometry:
+            R_WB = X_WB[:, base.body, :3, :3]
+            twist = base.twist(R_WB, v)
             quaternions = matrix_to_quat(R_WB)
+            covariance = [base.covariance(R, c) for R, c in zip(R_WB, covariances, strict=True)]
             streams.append((topic, "nav_msgs/msg/Odometry", cdr.encode_odometry(
-                stamps, self._parent_frames[body], self._frame_ids[body], X_WB[:, body, :3, 3],
-                quaternions[:, [1, 2, 3, 0]], twist.linear, twist.angular, packed=True)))
+                stamps, self._parent_frames[base.body], self._frame_ids[base.body], X_WB[:, base.body, :3, 3],
+                quaternions[:, [1, 2, 3, 0]], twist.linear, twist.angular,
+                np.array([c.pose.reshape(-1) for c in covariance]).reshape(-1, 36),
+                np.array([c.twist.reshape(-1) for c in covariance]).reshape(-1, 36), packed=True)))
         if self._moving:
             parents, children, X_PC = self._relative(X_WB, self._moving)
             quaternions = matrix_to_quat(X_PC[..., :3, :3])

@@ -62,6 +62,17 @@ class JointStateInput:
 
 
 @dataclass(frozen=True)
+class OdometryInput:
+    """One base pose from the robot's odometry: position (3,) and quaternion (w, x, y, z) of the base link, and
+    whether the message's frames were the configured ones (``ros.imu_input.odometry_frames_problem``)."""
+
+    stamp: float
+    position: np.ndarray
+    quaternion_wxyz: np.ndarray
+    frames_match: bool = True
+
+
+@dataclass(frozen=True)
 class ClockInput:
     """The receive clock (``/clock`` under ``use_sim_time``); going back resets tracking (looping playback)."""
 
@@ -131,6 +142,9 @@ class ReplayLoop:
             stats.joint_states += 1
             status, results = estimator.process_joint_state(item.names, item.positions, item.velocities,
                                                             stamp=item.stamp)
+        elif isinstance(item, OdometryInput):
+            status, results = estimator.process_odometry(item.stamp, item.position, item.quaternion_wxyz,
+                                                         frames_match=item.frames_match)
         elif isinstance(item, MagneticFieldInput):  # raw IMUs' filters keep it; no cycle
             stats.rejected += not estimator.process_magnetic_field(item.name, item.stamp, item.field_T).accepted
             return ()
@@ -139,7 +153,8 @@ class ReplayLoop:
             estimator.observe_clock(item.stamp)
             return ()
         else:
-            raise TypeError(f"expected ImuInput, JointStateInput or ClockInput, got {type(item).__name__}")
+            raise TypeError(f"expected ImuInput, JointStateInput, OdometryInput or ClockInput, got "
+                            f"{type(item).__name__}")
         if not status.accepted:
             stats.rejected += 1
         stats.first_stamp = item.stamp if stats.first_stamp is None else min(stats.first_stamp, item.stamp)

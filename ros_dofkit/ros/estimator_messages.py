@@ -4,9 +4,9 @@ diagnostics.
 You are in the ROS edge. The core's :class:`~ros_dofkit.core.estimator.estimator.EstimatorResult` holds plant
 coordinates; here they become the messages DESIGN.md lists. JointState carries the articulated coordinates (every
 joint with v == q-dot; names as the plant's coordinate names) and per-instance topics carry exactly the
-coordinates of their instance's DofMask; a floating base travels as ``nav_msgs/Odometry`` (pose in the frame the
-base hangs from, twist in the child frame, SPEC 9.7/9.9, REP-105; covariances from the solve) built with
-``ros_dofkit.ros.state_messages``.
+coordinates of their instance's DofMask; a planar or floating base travels as ``nav_msgs/Odometry`` (pose in the
+frame the base hangs from, twist in the child frame, SPEC 9.7/9.9, REP-105; covariances from the solve) built
+with ``ros_dofkit.ros.state_messages``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ros_dofkit.core.estimator.heading import diagnostic_values as heading_diagnostics
-from ros_dofkit.core.estimator.odometry import (
-    OdometryCovariance,
-    SolveCovariances,
-    child_frame_twist,
-    floating_base_covariance,
-)
+from ros_dofkit.core.estimator.odometry import BaseOdometry, OdometryCovariance, SolveCovariances
 from ros_dofkit.core.estimator.robot import resolve_urdf_path
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.core.state import BasePoseTwist, JointStateArrays
@@ -53,30 +48,23 @@ class JointStateSelection:
         return self._encoder.encode(sec, nanosec, result.q[self._q], result.v[self._v])
 
 
-class FloatingBaseOdometry:
-    """nav_msgs/Odometry of one floating joint attached to the world: pose X_WB in ``odom_frame`` (REP-105: the
-    frame the base hangs from), twist in the child frame B, covariances from the solve
-    (``ros_dofkit.core.estimator.odometry``)."""
+class BaseOdometryOutput:
+    """nav_msgs/Odometry of one planar or floating base attached to the world (``core.estimator.odometry``'s
+    :class:`BaseOdometry`): pose X_WB in ``odom_frame`` (REP-105: the frame the base hangs from), twist in the child
+    frame B, covariances from the solve."""
 
-    def __init__(self, plant, joint, odom_frame: str, child_frame: str):
-        self.joint = joint
+    def __init__(self, base: BaseOdometry, odom_frame: str, child_frame: str):
+        self.base = base
         self.odom_frame = odom_frame
         self.child_frame = child_frame
-        self._body = joint.child_body.index
-        self._v = slice(joint.velocity_start, joint.velocity_start + 6)
-        if joint.parent_body.index != 0:
-            raise ValueError(f"floating joint {joint.name!r} is not attached to the world; odometry needs W = F")
-        # v = [w_FM_F, v_FM_F]; F is fixed in the world (the joint's parent is the world body).
-        self._R_WF = np.asarray(joint.frame_on_parent.X_BF)[:3, :3]
 
     def covariance(self, result, covariances: SolveCovariances) -> OdometryCovariance:
         """The message's covariances at ``result`` from the cycle's solve covariances."""
-        return floating_base_covariance(self.joint.velocity_start, self._R_WF, result.X_WB[self._body][:3, :3],
-                                        covariances.orientation, covariances.velocity)
+        return self.base.covariance(result.X_WB[self.base.body][:3, :3], covariances)
 
     def message(self, result, stamp, covariances: SolveCovariances | None = None):
-        X_WB = result.X_WB[self._body]
-        twist = child_frame_twist(X_WB[:3, :3], self._R_WF, result.v[self._v])
+        X_WB = result.X_WB[self.base.body]
+        twist = self.base.twist(X_WB[:3, :3], result.v)
         msg = odometry_msg_from_base(BasePoseTwist(X_WB[:3, 3], matrix_to_quat(X_WB[:3, :3])), self.odom_frame,
                                      self.child_frame, stamp=stamp)
         msg.twist.twist = twist_msg(twist.linear, twist.angular)

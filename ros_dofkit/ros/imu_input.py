@@ -1,4 +1,4 @@
-"""``sensor_msgs/Imu`` and message stamps -> the estimator core's plain inputs.
+"""``sensor_msgs/Imu``, ``nav_msgs/Odometry`` and message stamps -> the estimator core's plain inputs.
 
 You are in the ROS edge (``ros_dofkit.ros``). The message carries the quaternion as (x, y, z, w); the core wants
 (w, x, y, z). REP-145 marks a field absent with ``covariance[0] == -1``: the field is then reported absent (the
@@ -6,6 +6,11 @@ core counts it and treats the sensor as unobserved) instead of being read. Nothi
 NaN, zero or non-unit quaternions are the core's to reject and count (``ros_dofkit.core.estimator.inputs``), so
 live and offline runs drop exactly the same samples. Works on rclpy messages and on rosbags' message classes, and
 (:func:`feed_imu_cdr`) on serialized Imu bytes, which the live node takes without building a message object.
+
+An Odometry message's frames are a ROS matter decided here, once for the node and replay
+(:func:`odometry_frames_problem`): its header frame must be the frame the driven base hangs from and its child
+frame the base link, both as the TF tree names them (``frame_prefix`` included; a leading "/" is ignored, as tf2
+does). The pose and stamp go to the core, which validates and counts them (``core.estimator.odometry_input``).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ros_dofkit.core.estimator.inputs import stamp_seconds
+from ros_dofkit.core.estimator.inputs import RejectReason, rejected, stamp_seconds
 from ros_dofkit.ros.imu_messages import magnetic_field_to_arrays
 from ros_dofkit.ros.live_cdr import decode_imu
 
@@ -98,6 +103,54 @@ def feed_joint_state_msg(estimator, msg, now: float | None = None):
         list(msg.name), np.asarray(msg.position, dtype=float), np.asarray(msg.velocity, dtype=float),
         stamp=stamp_to_seconds(msg.header.stamp), now=now,
     )
+
+
+@dataclass(frozen=True)
+class OdometryPose:
+    """What the core takes of a ``nav_msgs/Odometry``: stamp (s), the pose's position (3,) and quaternion
+    (w, x, y, z) of ``child_frame_id`` in ``frame_id``."""
+
+    stamp: float
+    position: np.ndarray
+    quaternion_wxyz: np.ndarray
+    frame_id: str
+    child_frame_id: str
+
+
+def odometry_pose_from_msg(msg) -> OdometryPose:
+    """Read a ``nav_msgs/Odometry`` (rclpy or rosbags): the stamp as :func:`stamp_to_seconds`, the quaternion
+    reordered to (w, x, y, z). Twist and covariances are not used (the base's velocities come from its poses)."""
+    p, o = msg.pose.pose.position, msg.pose.pose.orientation
+    return OdometryPose(stamp=stamp_to_seconds(msg.header.stamp), position=np.array([p.x, p.y, p.z], dtype=float),
+                        quaternion_wxyz=np.array([o.w, o.x, o.y, o.z], dtype=float), frame_id=msg.header.frame_id,
+                        child_frame_id=msg.child_frame_id)
+
+
+def odometry_frames(tree, body: int) -> tuple[str, str]:
+    """(header frame, child frame) an Odometry of the base ``body`` must carry: the TF parent frame of that body
+    and its own frame (``ros_dofkit.ros.tf_tree.TfTree``, ``frame_prefix`` included)."""
+    return tree.parent_frame_of(body), tree.frame_ids[body]
+
+
+def odometry_frames_problem(frame_id: str, child_frame_id: str, expected: tuple[str, str]) -> str:
+    """"" when the frames are the ``expected`` (header, child) pair (a leading "/" ignored, as tf2), else why not."""
+    if frame_id.lstrip("/") == expected[0].lstrip("/") and child_frame_id.lstrip("/") == expected[1].lstrip("/"):
+        return ""
+    return (f"odometry of {child_frame_id!r} in {frame_id!r}; expected {expected[1]!r} in {expected[0]!r} (the "
+            "driven base's link in the frame it hangs from, with frame_prefix)")
+
+
+def feed_odometry_msg(estimator, msg, expected: tuple[str, str], now: float | None = None):
+    """Offer one Odometry message to an Estimator (``Estimator.process_odometry``), its frames checked against
+    ``expected`` (:func:`odometry_frames`); returns ``(status, results)``. A frame mismatch is the core's
+    ``unknown_frame`` rejection (counted there), with the frames named in the status."""
+    pose = odometry_pose_from_msg(msg)
+    problem = odometry_frames_problem(pose.frame_id, pose.child_frame_id, expected)
+    status, results = estimator.process_odometry(pose.stamp, pose.position, pose.quaternion_wxyz,
+                                                 frames_match=not problem, now=now)
+    if problem and status.reason is RejectReason.UNKNOWN_FRAME:
+        status = rejected(RejectReason.UNKNOWN_FRAME, problem)
+    return status, results
 
 
 def feed_imu_cdr(estimator, name: str, data, now: float | None = None):

@@ -22,10 +22,12 @@ import numpy as np
 from ros_dofkit.core.estimator.config import (
     CALIBRATE,
     HEADING_AXES,
+    MAX_TIME_OFFSET_S,
     EstimatorConfig,
     EstimatorConfigError,
     HeadingEstimation,
     ImuConfig,
+    OdometryConfig,
     estimated_entry,
     repeated_names,
 )
@@ -168,7 +170,24 @@ OUTPUT_PARAMETERS = (
                   "angular-velocity covariance", read_only=True, value_range=(1e-9, 100.0)),
 )
 
-NODE_PARAMETERS = ROBOT_PARAMETERS + TOPIC_PARAMETERS + OUTPUT_PARAMETERS + ESTIMATION_PARAMETERS
+_OFFSET_RANGE = (-MAX_TIME_OFFSET_S, MAX_TIME_OFFSET_S)
+
+INPUT_PARAMETERS = (
+    ParameterSpec("odometry_topic", STRING, "", "nav_msgs/Odometry of a planar or floating base (wheel or legged "
+                  "odometry, robot_localization): its translation, and with odometry_yaw a planar base's heading; "
+                  "header frame = the base's parent frame, child frame = the base link (with frame_prefix); empty: "
+                  "none", read_only=True),
+    ParameterSpec("odometry_instance", STRING, "", "model instance whose base the odometry drives (empty: the only "
+                  "one with a planar or floating base)", read_only=True),
+    ParameterSpec("odometry_yaw", BOOL, False, "also take a planar base's heading from the odometry (off: the "
+                  "IMUs estimate it)", read_only=True),
+    ParameterSpec("odometry_time_offset", DOUBLE, 0.0, "seconds subtracted from every odometry stamp (its delay)",
+                  read_only=True, value_range=_OFFSET_RANGE),
+    ParameterSpec("joint_states_time_offset", DOUBLE, 0.0, "seconds subtracted from every joint-state stamp (the "
+                  "encoders' delay)", read_only=True, value_range=_OFFSET_RANGE),
+)
+
+NODE_PARAMETERS = ROBOT_PARAMETERS + TOPIC_PARAMETERS + INPUT_PARAMETERS + OUTPUT_PARAMETERS + ESTIMATION_PARAMETERS
 
 
 def imu_parameter_specs(imu_name: str) -> tuple:
@@ -188,6 +207,9 @@ def imu_parameter_specs(imu_name: str) -> tuple:
                       read_only=True),
         ParameterSpec(prefix + "weight", DOUBLE, 1.0, "orientation weight (0: velocities and diagnostics only)",
                       value_range=(0.0, 1e6)),
+        ParameterSpec(prefix + "time_offset", DOUBLE, 0.0, "seconds subtracted from every sample's stamp (e.g. "
+                      "0.008 for an IMU stamped on arrival after an 8 ms link delay)", read_only=True,
+                      value_range=_OFFSET_RANGE),
         ParameterSpec(prefix + "orientation", STRING, "auto", "orientation from the message (sensor), from a VQF on "
                       "gyro + accelerometer (filter), or the filter for messages marking orientation absent (auto)",
                       read_only=True, choices=ORIENTATION_MODES),
@@ -339,7 +361,8 @@ def imu_configs_from_parameters(values: dict) -> tuple:
         try:
             configs.append(ImuConfig(
                 name=name, body=get["body"], topic=get["topic"], mounting=mounting, weight=get["weight"],
-                model_instance=get["model_instance"] or None, orientation=get["orientation"], position=get["position"],
+                model_instance=get["model_instance"] or None, time_offset_s=get["time_offset"],
+                orientation=get["orientation"], position=get["position"],
                 filter={"sample_time_s": get["filter_sample_time"], "max_gap_s": get["filter_max_gap"],
                         "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"],
                         "field_timeout_s": get["filter_field_timeout"]},
@@ -377,7 +400,20 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
             f"estimated.*: unknown model instances {unknown}; the robot's instances are {list(instance_names)}"
         )
     world = np.asarray(get("world_alignment"), dtype=float)
+    inputs = {spec.name: values.get(spec.name, spec.default) for spec in INPUT_PARAMETERS}
+    for spec in INPUT_PARAMETERS:
+        reason = validate_value(spec, inputs[spec.name])
+        if reason:
+            raise ParameterValueError(reason)
+    orphans = [spec.name for spec in INPUT_PARAMETERS[1:4] if inputs[spec.name] != spec.default]
+    if orphans and not inputs["odometry_topic"]:
+        raise ParameterValueError(f"{', '.join(orphans)}: set for an odometry input, but odometry_topic is empty "
+                                  "(no odometry is read)")
     try:
+        odometry = OdometryConfig(
+            model_instance=inputs["odometry_instance"] or None, topic=inputs["odometry_topic"],
+            use_yaw=inputs["odometry_yaw"], time_offset_s=inputs["odometry_time_offset"],
+        ) if inputs["odometry_topic"] else None
         return EstimatorConfig(
             imus=imu_configs_from_parameters(values) if imus is None else imus,
             estimated_joints=estimated,
@@ -393,6 +429,8 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
             use_joint_limits=get("use_joint_limits"),
             sync_joint_states=get("sync_joint_states"),
             sync_tolerance_s=get("sync_tolerance"),
+            joint_state_time_offset_s=inputs["joint_states_time_offset"],
+            odometry=odometry,
             heading_estimation=HeadingEstimation(
                 enabled=get("heading_estimation.enabled"),
                 drift_deg_per_min=get("heading_estimation.drift_deg_per_min"),

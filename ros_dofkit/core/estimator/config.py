@@ -130,6 +130,48 @@ def _check_name(value, what: str) -> str:
     return value.strip()
 
 
+#: Largest |time offset| (s) an input may be given: a delay beyond a second is a wrong clock, not a link delay.
+MAX_TIME_OFFSET_S = 1.0
+
+
+def check_time_offset(value, what: str) -> float:
+    """A per-input time offset (s): a finite number in [-MAX_TIME_OFFSET_S, MAX_TIME_OFFSET_S]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise EstimatorConfigError(f"{what}: expected a number of seconds, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and abs(value) <= MAX_TIME_OFFSET_S):
+        raise EstimatorConfigError(f"{what}: expected a finite offset in [-{MAX_TIME_OFFSET_S:g}, "
+                                   f"{MAX_TIME_OFFSET_S:g}] s, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class OdometryConfig:
+    """The robot's own odometry (``nav_msgs/Odometry``) as the pose source of one planar or floating base.
+
+    Attributes:
+        model_instance: the model instance whose base joint (planar or floating, attached to the world) takes the
+            odometry; None: the robot's only such instance.
+        topic: ROS topic of the Odometry stream (unused by the core, kept for the node).
+        use_yaw: also take the base's heading from the odometry (a planar base: its rotation coordinate, then no
+            longer estimated). Off: the translation only; the rotation the IMUs observe stays estimated.
+        time_offset_s: seconds subtracted from every message's stamp (as :attr:`ImuConfig.time_offset_s`).
+    """
+
+    model_instance: str | None = None
+    topic: str = "odometry"
+    use_yaw: bool = False
+    time_offset_s: float = 0.0
+
+    def __post_init__(self):
+        if self.model_instance is not None:
+            object.__setattr__(self, "model_instance", _check_name(self.model_instance, "odometry model_instance"))
+        object.__setattr__(self, "topic", _check_name(self.topic, "odometry topic"))
+        if not isinstance(self.use_yaw, bool):
+            raise EstimatorConfigError(f"odometry use_yaw: expected a bool, got {self.use_yaw!r}")
+        object.__setattr__(self, "time_offset_s", check_time_offset(self.time_offset_s, "odometry time_offset_s"))
+
+
 @dataclass(frozen=True)
 class ImuConfig:
     """One orientation sensor: Simbody's osensor plus where its messages come from.
@@ -142,6 +184,9 @@ class ImuConfig:
             pose with :meth:`Estimator.calibrate`.
         weight: Simbody osensor weight (>= 0; 0 keeps the sensor for velocities and diagnostics only).
         model_instance: model instance that owns ``body`` when several instances use the same link names.
+        time_offset_s: seconds subtracted from every sample's stamp (stamp' = stamp - offset): the sensor's
+            delay between measuring and stamping, e.g. ~0.008 for an IMU stamped on arrival over its link
+            (see :func:`check_time_offset`).
         orientation: where R_GS comes from: ``"sensor"`` (the message's orientation), ``"filter"`` (a VQF on the
             message's gyro + accelerometer, ``core.estimator.orientation_filter``), ``"auto"`` (the filter for
             messages that mark their orientation absent and carry gyro + accelerometer, the sensor otherwise).
@@ -159,6 +204,7 @@ class ImuConfig:
     mounting: object = field(default_factory=lambda: np.eye(3))
     weight: float = 1.0
     model_instance: str | None = None
+    time_offset_s: float = 0.0
     orientation: str = "auto"
     filter: FilterSettings = field(default_factory=FilterSettings)
     magnetic_field_topic: str = ""
@@ -192,6 +238,8 @@ class ImuConfig:
             object.__setattr__(
                 self, "model_instance", _check_name(self.model_instance, f"IMU {self.name!r} model_instance")
             )
+        object.__setattr__(self, "time_offset_s", check_time_offset(self.time_offset_s,
+                                                                    f"IMU {self.name!r} time_offset_s"))
         if self.orientation not in ORIENTATION_MODES:
             raise EstimatorConfigError(f"IMU {self.name!r} orientation: expected one of {ORIENTATION_MODES}, "
                                        f"got {self.orientation!r}")
@@ -315,6 +363,8 @@ class EstimatorConfig:
     use_joint_limits: bool = True
     sync_joint_states: bool = False
     sync_tolerance_s: float = 0.0
+    joint_state_time_offset_s: float = 0.0
+    odometry: OdometryConfig | None = None
     heading_estimation: HeadingEstimation = field(default_factory=HeadingEstimation)
 
     def __post_init__(self):
@@ -378,6 +428,11 @@ class EstimatorConfig:
         )
         if not isinstance(self.sync_joint_states, bool):
             raise EstimatorConfigError(f"sync_joint_states: expected a bool, got {self.sync_joint_states!r}")
+        object.__setattr__(self, "joint_state_time_offset_s",
+                           check_time_offset(self.joint_state_time_offset_s, "joint_state_time_offset_s"))
+        if self.odometry is not None and not isinstance(self.odometry, OdometryConfig):
+            raise EstimatorConfigError(f"odometry: expected an OdometryConfig or None, got "
+                                       f"{type(self.odometry).__name__}")
         heading = self.heading_estimation
         if not isinstance(heading, HeadingEstimation):
             raise EstimatorConfigError(

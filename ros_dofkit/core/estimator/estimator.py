@@ -27,6 +27,7 @@ from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
 from ros_dofkit.core.estimator.heading import HeadingFilter, fill_accelerations
 from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
+from ros_dofkit.core.estimator.odometry_input import validate_odometry
 from ros_dofkit.core.estimator.offline import (
     EstimatorResult,
     OfflineInputs,
@@ -37,6 +38,7 @@ from ros_dofkit.core.estimator.offline import (
     validate_window,
 )
 from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
+from ros_dofkit.core.spatial import describe_quaternion_problem
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
 TRACK_CHUNK = 512
@@ -128,6 +130,7 @@ class Estimator:
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
         self._sample = np.empty(1, dtype=rules.SAMPLE)  # one message's sample
+        self._odometry_values = np.empty(3)
         self._build_solver()
         self._raw_imus = None
         self._heading = self._heading_filter(config)
@@ -144,7 +147,8 @@ class Estimator:
 
     def reset(self) -> None:
         """Forget every input: the next input starts from the initial state (counters and statistics at zero)."""
-        self._state = rules.new_state(len(self._names), self._settings, self._setup.q_default[self._setup.art_q])
+        self._state = rules.new_state(len(self._names), self._settings, self._setup.q_default[self._setup.art_q],
+                                      problem.time_offsets_ns(self._config)[:len(self._names)])
         # raw IMUs' orientation filters, before the rules (headings aligned by calibration kept, as mountings are)
         self._raw_imus = RawImuFilters(self._config.imus, self._raw_imus)
         self._unknown_sensors = Counter()
@@ -219,18 +223,30 @@ class Estimator:
         """{IMU name: {counter: count}} of the raw IMUs' orientation filters (``orientation_filter.COUNTERS``)."""
         return self._raw_imus.counts()
 
+    @property
+    def odometry_base(self):
+        """The base an odometry input drives (``odometry_input.OdometryBase``), or None."""
+        return self._setup.odometry
+
+    @property
+    def odometry_stamp(self) -> float:
+        """The last accepted odometry stamp (after its time offset; NaN: none since the last reset)."""
+        return float(self._state.odometry[0]["last_stamp"])
+
     def reject_counts(self) -> dict:
         """{reason: count} of dropped inputs (all reasons, zeros included)."""
-        totals = self._state.counts.sum(axis=0)
+        totals = self._state.counts.sum(axis=0) + self._state.odometry[0]["counts"]
         counts = {reason.value: int(totals[i]) for i, reason in enumerate(rules.REASONS)}
         counts[RejectReason.UNKNOWN_SENSOR.value] += sum(self._unknown_sensors.values())
         return counts
 
     def reject_counts_by_source(self) -> dict:
-        """{(source, reason): count} for the non-zero pairs (sources: IMU names, joint_states, clock)."""
+        """{(source, reason): count} for the non-zero pairs (sources: IMU names, joint_states, odometry, clock)."""
         sources = [*self._names, "joint_states", "clock"]
         counts = {(sources[s], rules.REASONS[r].value): int(self._state.counts[s, r])
                   for s, r in zip(*np.nonzero(self._state.counts), strict=True)}
+        odometry = self._state.odometry[0]["counts"]
+        counts.update({("odometry", rules.REASONS[r].value): int(odometry[r]) for r in np.flatnonzero(odometry)})
         for name, count in self._unknown_sensors.items():
             counts[(name, RejectReason.UNKNOWN_SENSOR.value)] = count
         return counts
@@ -300,12 +316,13 @@ class Estimator:
         result = rules.offer_imu(self._state, self._settings, i, now_value, code, self._sample, 0, -1, run_cycles,
                                  self._message)
         self._after_offer()
-        if result < 0 and math.isfinite(sample["R_GS"][0, 0]):
-            self._windows[name].append((stamp, sample["R_GS"].copy()))
+        if result < 0 and math.isfinite(sample["R_GS"][0, 0]):  # at the stamp the rules judged (offset applied)
+            self._windows[name].append((float(sample["stamp"]), sample["R_GS"].copy()))
         if result == code and code >= 0:  # rejected by validation: parse_imu explains why
             return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
                              angular_velocity_present)[0]
-        return self._status(result, stamp, now_value, RejectReason.ORIENTATION_ABSENT,
+        return self._status(result, stamp - self._config.imus[i].time_offset_s, now_value,
+                            RejectReason.ORIENTATION_ABSENT,
                             "orientation marked absent (covariance[0] == -1); gyro kept")
 
     def _offer_joint_state(self, names, positions, velocities, stamp, now, run_cycles: bool) -> InputStatus:
@@ -325,9 +342,51 @@ class Estimator:
         self._after_offer()
         if result == code:
             return status
-        return self._status(result, stamp, now_value, RejectReason.UNKNOWN_NAME, status.detail)
+        return self._status(result, stamp - self._config.joint_state_time_offset_s, now_value,
+                            RejectReason.UNKNOWN_NAME, status.detail)
+
+    def process_odometry(self, stamp: float, position, quaternion_wxyz, frames_match: bool = True,
+                         now: float | None = None):
+        """Offer one pose of the driven base from the robot's odometry (``config.odometry``): ``position`` (3,) and
+        ``quaternion_wxyz`` (4,) of the base link in the frame the base hangs from; ``frames_match`` False when the
+        message's frames are not those (the caller checks them: ``unknown_frame``). Validated and checked as every
+        input (``odometry_input.validate_odometry``, then the rules' stamp checks); kept for the cycles that match
+        it (``rules``: the newest sample not after a cycle's stamp within ``stale_timeout_s``). Returns
+        ``(status, results)``; odometry runs no cycle, so ``results`` is empty. Raises
+        :class:`EstimatorStateError` when no odometry is configured."""
+        base = self._setup.odometry
+        if base is None:
+            raise EstimatorStateError("process_odometry: this estimator has no odometry configured "
+                                      "(EstimatorConfig.odometry)")
+        now_value = math.nan if now is None else float(now)
+        stamp = math.nan if stamp is None else float(stamp)
+        self._message.size[0] = 0
+        position = np.asarray(position, dtype=float).reshape(-1)
+        quaternion = np.asarray(quaternion_wxyz, dtype=float).reshape(-1)
+        if position.size != 3 or quaternion.size != 4:
+            rules.observe_clock(self._state, self._settings, now_value)
+            self._after_offer()
+            self._state.odometry[0]["counts"][rules.REASONS.index(RejectReason.MISMATCHED_ARRAYS)] += 1
+            return rejected(RejectReason.MISMATCHED_ARRAYS, f"odometry needs a position of 3 and a quaternion of 4 "
+                                                            f"entries, got {position.size} and {quaternion.size}"), ()
+        code = validate_odometry(position, quaternion, bool(frames_match), base.target, self._odometry_values)
+        result = rules.offer_odometry(self._state, self._settings, stamp, _stamp_ns(stamp), now_value, code,
+                                      self._odometry_values)
+        self._after_offer()
+        if result == code and code >= 0:
+            reason = rules.REASONS[code]
+            if reason is RejectReason.NON_FINITE:
+                detail = f"odometry pose has non-finite entries: position {position.tolist()}"
+            elif reason is RejectReason.UNKNOWN_FRAME:
+                detail = "odometry header or child frame is not the driven base's"
+            else:
+                detail = describe_quaternion_problem(quaternion, float(np.linalg.norm(quaternion)))
+            return rejected(reason, detail), ()
+        return self._status(result, stamp - self._config.odometry.time_offset_s, now_value,
+                            RejectReason.UNKNOWN_NAME, ""), ()
 
     def _status(self, result: int, stamp: float, now: float, partial: RejectReason, detail: str) -> InputStatus:
+        """The InputStatus of a rules' result code; ``stamp`` the input's after its time offset (the one judged)."""
         if result == rules.ACCEPTED:
             return ACCEPTED
         if result < 0:
@@ -415,7 +474,9 @@ class Estimator:
         it completes; the state carries from one window to the next, so the cycles do not depend on the windows.
         The run's ``rejected`` and ``input`` refer to these inputs; its cycle numbers, counters and statistics
         count from the last :meth:`reset`. ``progress(fraction)`` is called between the solver's chunks."""
-        window = validate_window(self._raw_imus.apply(inputs), self._setup.name_to_art, len(self._names))
+        odometry = self._setup.odometry
+        window = validate_window(self._raw_imus.apply(inputs), self._setup.name_to_art, len(self._names),
+                                 None if odometry is None else odometry.target)
         m = len(window.kind)
         cycles = rules.new_cycles(rules.cycle_capacity(m, len(self._names)), len(self._names),
                                   len(self._setup.art_names))
@@ -445,7 +506,8 @@ class Estimator:
         if self._heading is not None:  # issue 19.2: gyro biases from the orientation streams (module heading)
             w_S = self._heading.unbiased_gyros(cycle["stamp"], cycle["reset"], R_GS, w_S, ~stale)
             self._heading.begin_run(cycles.sample["stamp"][:C], w_S, cycles.sample["f_S"][:C])
-        solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"], progress)
+        solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"],
+                            cycles.odometry[:C]["values"], progress)
         Q = solve["q"]
         v_prior = self._velocity_priors(Q, cycle["stamp"], cycle["stamp_prev"], encoder["v"])
         V = np.empty_like(v_prior)
@@ -467,7 +529,7 @@ class Estimator:
             stamp=cycle["stamp"].copy(), stamp_ns=cycle["stamp_ns"].copy(), input=cycle["input"].copy(), q=Q,
             v=V, velocity_from_gyro=from_gyro, X_WB=X_WB, goal=solve["goal"], solved=solve["solved"],
             failure=solve["failure"], sensor_errors_deg=errors, observed=observed, stale=stale.copy(),
-            uncalibrated=~stale & ~self._calibrated, missing=~self._setup.estimated & ~encoder["have"],
+            uncalibrated=~stale & ~self._calibrated, missing=self._missing(encoder["have"]),
             tracking_reset=solve["tracking_reset"], initialized=solve["initialized"],
             solve_time_s=solve["solve_time"], sensor_names=self._names,
             position_names=tuple(self._plant.position_names()), velocity_names=tuple(self._plant.velocity_names()),
@@ -493,7 +555,14 @@ class Estimator:
             R_WO[rows, j] = R_GS[rows, i] if identity else self._R_WG @ R_GS[rows, i]
         return R_WO
 
-    def _solve(self, stamp, reset, observed, R_GS, enc_q, progress) -> dict:
+    def _missing(self, have_encoder) -> np.ndarray:
+        """(C, n_art) the measured coordinates no encoder has reported (those the odometry sets are not missing)."""
+        missing = ~self._setup.estimated & ~have_encoder
+        if self._setup.odometry is not None:
+            missing[:, self._setup.odometry.art_index] = False
+        return missing
+
+    def _solve(self, stamp, reset, observed, R_GS, enc_q, odometry, progress) -> dict:
         """q per cycle: assemble on the first observed cycle after a (re)start, then warm-started tracking in
         chunks (``Assembler.track_sequence``, which also hands out the tracked cycles' body poses); a cycle
         nothing observes, or whose solve fails, keeps the previous free coordinates."""
@@ -517,14 +586,14 @@ class Estimator:
             if heading is not None:
                 heading.correct(R_WO[c], self._solver_columns)
             if not any_observed[c] or self._needs_assemble:
-                self._solve_one(c, stamp[c], R_WO[c] if any_observed[c] else None, enc_q[c], out)
+                self._solve_one(c, stamp[c], R_WO[c] if any_observed[c] else None, enc_q[c], odometry[c], out)
                 self._heading_update(c, stamp, R_WO, out)
                 c += 1
                 continue
             end = c + 1
             while heading is None and end < C and not reset[end] and end - c < TRACK_CHUNK:
                 end += 1
-            self._track_chunk(c, end, stamp, R_WO, any_observed, enc_q, out)
+            self._track_chunk(c, end, stamp, R_WO, any_observed, enc_q, odometry, out)
             self._heading_update(c, stamp, R_WO, out)
             c = end
             if progress is not None:
@@ -552,14 +621,21 @@ class Estimator:
                        "gyro_bias": biases[name]}
                 for name, (offset, std, observable) in self._heading.offsets().items()}
 
-    def _locked(self, q, encoder_q):
+    def _locked(self, q, encoder_q, odometry):
+        """q with the measured coordinates at their encoder values and the base coordinates the odometry sets at
+        the cycle's matched values (``odometry`` (3,), NaN: none matched, they hold)."""
         measured = ~self._setup.estimated
         q[self._setup.art_q[measured]] = encoder_q[measured]
+        base = self._setup.odometry
+        if base is not None:
+            values = odometry[:base.target.count]
+            matched = np.isfinite(values)
+            q[base.q_index[matched]] = values[matched]
         return q
 
-    def _solve_one(self, c, stamp, R_WO, encoder_q, out, track=False) -> None:
+    def _solve_one(self, c, stamp, R_WO, encoder_q, odometry, out, track=False) -> None:
         """Cycle c alone: nothing observed (q held), or assemble (or track) from the current q."""
-        q = self._locked(self._q_current.copy(), encoder_q)
+        q = self._locked(self._q_current.copy(), encoder_q, odometry)
         if R_WO is None:
             out["failure"][c] = _NOTHING_OBSERVED
         else:
@@ -581,24 +657,31 @@ class Estimator:
         self._q_current = q
         out["initialized"][c] = self._is_initialized
 
-    def _track_chunk(self, c, end, stamp, R_WO, any_observed, enc_q, out) -> None:
+    def _track_chunk(self, c, end, stamp, R_WO, any_observed, enc_q, odometry, out) -> None:
         """Cycles [c, end) (no reset inside) tracked in one compiled call; redone cycle by cycle when a frame
         fails (the failed frame keeps its previous coordinates, as alone)."""
         frames = c + np.flatnonzero(any_observed[c:end])
         locked = np.full((len(frames), len(self._setup.q_default)), np.nan)
         measured = ~self._setup.estimated
         locked[:, self._setup.art_q[measured]] = enc_q[frames][:, measured]
+        base = self._setup.odometry
+        if base is not None:  # a cycle no odometry matched holds the previous value, as _solve_one does
+            values = np.vstack([self._q_current[base.q_index], odometry[frames][:, :base.target.count]])
+            latest = np.where(np.isfinite(values), np.arange(len(values))[:, None], 0)
+            np.maximum.accumulate(latest, axis=0, out=latest)
+            locked[:, base.q_index] = values[latest, np.arange(base.target.count)][1:]
         contiguous = len(frames) == end - c
         poses = out["X_WB"][c:end] if contiguous else np.empty((len(frames),) + out["X_WB"].shape[1:])
         started = time.perf_counter()
-        self._assembler.set_positions(self._locked(self._q_current.copy(), enc_q[c]))
+        self._assembler.set_positions(self._locked(self._q_current.copy(), enc_q[c], odometry[c]))
         try:
             Q, info = self._assembler.track_sequence(stamp[frames], R_WO[frames], positions=locked, return_info=True,
                                                      body_poses=poses)
         except RuntimeError:
             for k in range(c, end):
                 out["tracking_reset"][k] = False
-                self._solve_one(k, stamp[k], R_WO[k] if any_observed[k] else None, enc_q[k], out, track=True)
+                self._solve_one(k, stamp[k], R_WO[k] if any_observed[k] else None, enc_q[k], odometry[k], out,
+                                track=True)
             return
         elapsed = time.perf_counter() - started
         if not contiguous:
@@ -614,7 +697,7 @@ class Estimator:
             if any_observed[k]:
                 held = out["q"][k]
             else:
-                out["q"][k] = self._locked(held.copy(), enc_q[k])
+                out["q"][k] = self._locked(held.copy(), enc_q[k], odometry[k])
                 out["failure"][k] = _NOTHING_OBSERVED
                 held = out["q"][k]
             out["initialized"][k] = True
@@ -666,6 +749,7 @@ class Estimator:
             )
         self._config = config
         self._settings = self._setup.rules_settings(config)
+        self._state.imu["offset_ns"] = problem.time_offsets_ns(config)[:len(self._names)]
         if not np.array_equal(config.R_WG, old.R_WG):
             self._R_WG = np.array(config.R_WG)
         if config.calibration_window != old.calibration_window:

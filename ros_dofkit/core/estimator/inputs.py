@@ -18,8 +18,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
-from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE, quat_to_matrix
+from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE, describe_quaternion_problem, quat_to_matrix
 
 
 class RejectReason(enum.StrEnum):
@@ -40,6 +41,32 @@ class RejectReason(enum.StrEnum):
     CLOCK_JUMP_BACK = "clock_jump_back"
     INVALID_STAMP = "invalid_stamp"  # a header stamp that is no time (ROS nanosec outside [0, 1e9))
     REPEATED_STAMP = "repeated_stamp"  # the source's last stamp again: the repeat is dropped (one datum per stamp)
+    UNKNOWN_FRAME = "unknown_frame"  # an odometry header or child frame that is not the configured base's
+
+
+#: Index of each reason in ``tuple(RejectReason)``: the codes the compiled rules return and count under.
+REASON_CODE = {reason: i for i, reason in enumerate(RejectReason)}
+#: :func:`quaternion_check`'s answer for a valid quaternion (reason codes are >= 0).
+QUATERNION_OK = -1
+_NON_FINITE_CODE = REASON_CODE[RejectReason.NON_FINITE]
+_ZERO_QUATERNION_CODE = REASON_CODE[RejectReason.ZERO_QUATERNION]
+_NON_UNIT_QUATERNION_CODE = REASON_CODE[RejectReason.NON_UNIT_QUATERNION]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def quaternion_check(w, x, y, z):
+    """``(code, norm)``: the one quaternion rule of every input (``spatial.quat_validity``'s, compiled for the
+    cycle rules): a non-finite entry -> ``non_finite``, norm 0 -> ``zero_quaternion``, a norm farther than
+    ``QUAT_NORM_TOLERANCE`` from 1 -> ``non_unit_quaternion`` (as :data:`REASON_CODE`), else
+    :data:`QUATERNION_OK`. ``norm`` = sqrt(((w² + x²) + y²) + z²), the value a valid quaternion is divided by."""
+    if not (math.isfinite(w) and math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        return _NON_FINITE_CODE, math.nan
+    norm = math.sqrt(((w * w + x * x) + y * y) + z * z)
+    if norm == 0.0:
+        return _ZERO_QUATERNION_CODE, norm
+    if abs(norm - 1.0) > QUAT_NORM_TOLERANCE:
+        return _NON_UNIT_QUATERNION_CODE, norm
+    return QUATERNION_OK, norm
 
 
 @dataclass(frozen=True)
@@ -193,16 +220,9 @@ def parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present=True
             return rejected(
                 RejectReason.MISMATCHED_ARRAYS, f"quaternion needs 4 entries (w, x, y, z), got {quaternion.size}"
             ), None
-        if not np.all(np.isfinite(quaternion)):
-            return rejected(RejectReason.NON_FINITE, f"quaternion has non-finite entries {quaternion.tolist()}"), None
-        norm = float(np.linalg.norm(quaternion))
-        if norm == 0.0:
-            return rejected(RejectReason.ZERO_QUATERNION, "quaternion is all zeros (no rotation)"), None
-        if abs(norm - 1.0) > QUAT_NORM_TOLERANCE:
-            return rejected(
-                RejectReason.NON_UNIT_QUATERNION,
-                f"quaternion norm {norm:.6g} is not within {QUAT_NORM_TOLERANCE:g} of 1",
-            ), None
+        code, norm = quaternion_check(*quaternion)
+        if code != QUATERNION_OK:
+            return rejected(list(RejectReason)[code], describe_quaternion_problem(quaternion, norm)), None
         R_GS = quat_to_matrix(quaternion / norm)
     if angular_velocity_present and angular_velocity is not None:
         w_S = np.asarray(angular_velocity, dtype=float).reshape(-1)

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 # The compiled kinematics (forward kinematics + angular Jacobians in microseconds): the same numbers the
 # estimator's solve used, at a cost a 500 Hz cycle affords.
@@ -110,20 +111,109 @@ def least_squares_covariance(jacobians, weights, noise_variances, free) -> np.nd
     sigma = np.zeros((free.size, free.size))
     if n == 0:
         return sigma
-    # Plain 2-D products: a cycle's matrices are tiny, and einsum/tensordot cost more in call overhead than in work.
-    A = J.reshape(3 * k, n)
-    A_T = A.T
-    H = (A_T * np.repeat(w, 3)) @ A
-    M = (A_T * np.repeat(w * w * s2, 3)) @ A
-    eigenvalues, V = np.linalg.eigh(H)
-    observed = eigenvalues > RANK_TOLERANCE * max(float(eigenvalues[-1]), 1e-300)
-    V_seen = V[:, observed]
-    H_plus = (V_seen / eigenvalues[observed]) @ V_seen.T
-    V_null = V[:, ~observed]
-    sigma_free = H_plus @ M @ H_plus + UNOBSERVED_VARIANCE * (V_null @ V_null.T)
+    sigma_free = np.empty((n, n))
+    _sandwich(np.ascontiguousarray(J.reshape(3 * k, n)), np.repeat(w, 3), np.repeat(w * w * s2, 3),
+              UNOBSERVED_VARIANCE, RANK_TOLERANCE, sigma_free)
     index = np.flatnonzero(free)
     sigma[index[:, None], index] = sigma_free
     return sigma
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _normal_matrices(A, w, m, H, M):
+    """H = Aᵀ diag(w) A and M = Aᵀ diag(m) A (A (r, n); w, m (r,))."""
+    r, n = A.shape
+    for i in range(n):
+        for j in range(i, n):
+            h = 0.0
+            g = 0.0
+            for k in range(r):
+                product = A[k, i] * A[k, j]
+                h += w[k] * product
+                g += m[k] * product
+            H[i, j] = h
+            H[j, i] = h
+            M[i, j] = g
+            M[j, i] = g
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _pseudo_inverse(H, rank_tolerance, H_plus, null):
+    """H⁺ over the eigenvectors of the symmetric H whose eigenvalue exceeds ``rank_tolerance`` times the largest,
+    and ``null`` = V₀ V₀ᵀ the projector onto the others."""
+    n = H.shape[0]
+    eigenvalues, V = np.linalg.eigh(H)
+    largest = max(eigenvalues[n - 1], 1e-300)
+    H_plus[:, :] = 0.0
+    null[:, :] = 0.0
+    for e in range(n):
+        seen = eigenvalues[e] > rank_tolerance * largest
+        scale = 1.0 / eigenvalues[e] if seen else 1.0
+        target = H_plus if seen else null
+        for i in range(n):
+            for j in range(n):
+                target[i, j] += V[i, e] * V[j, e] * scale
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _sandwich(A, w, m, unobserved, rank_tolerance, out):
+    """out (n, n) = H⁺ M H⁺ + ``unobserved`` V₀ V₀ᵀ with H = Aᵀ diag(w) A, M = Aᵀ diag(m) A (the module
+    docstring's formula, compiled: one cycle's covariance costs microseconds)."""
+    n = A.shape[1]
+    H, M, H_plus, null = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
+    _normal_matrices(A, w, m, H, M)
+    _pseudo_inverse(H, rank_tolerance, H_plus, null)
+    out[:, :] = H_plus @ M @ H_plus + unobserved * null
+
+
+@njit(cache=True, error_model="numpy")
+def _cycle_covariances(tree, q, bodies, weights, orientation_variance, velocity_variance, free, unobserved,
+                       rank_tolerance, sigma_orientation, sigma_velocity):
+    """Both covariances of one cycle at ``q`` (:meth:`SolveCovarianceModel.covariances`): the sensors on ``bodies``
+    with orientation ``weights``; the gyro solve unweighted. ``free`` (n,) the free velocity indices; the outputs
+    (nv, nv) are zero outside them."""
+    nb = tree.parent.shape[0]
+    nv = sigma_orientation.shape[0]
+    X_WB, R_WF, p_WM = np.empty((nb, 4, 4)), np.empty((nb, 3, 3)), np.empty((nb, 3))
+    kinematics.forward_kinematics(tree, q, X_WB, R_WF, p_WM)
+    k, n = bodies.shape[0], free.shape[0]
+    A = np.empty((3 * k, n))
+    J = np.empty((6, nv))
+    origin = np.zeros(3)
+    w = np.empty(3 * k)
+    m = np.empty(3 * k)
+    for i in range(k):
+        kinematics.point_jacobian(tree, R_WF, p_WM, bodies[i], origin, False, J)
+        for a in range(3):
+            for j in range(n):
+                A[3 * i + a, j] = J[a, free[j]]
+            w[3 * i + a] = weights[i]
+            m[3 * i + a] = weights[i] * weights[i] * orientation_variance
+    sigma_orientation[:, :] = 0.0
+    sigma_velocity[:, :] = 0.0
+    if n == 0:
+        return
+    equal = True
+    for i in range(k):
+        equal = equal and weights[i] == weights[0]
+    orientation, velocity = np.empty((n, n)), np.empty((n, n))
+    if equal and k > 0 and weights[0] > 0.0:
+        # Equal weights c: H_o = c H_v, so one eigendecomposition serves both solves (the common case; each costs
+        # tens of microseconds): Σ_o = H_o⁺ M_o H_o⁺ + U N and Σ_v = s_v² H_v⁺ + U N = s_v² c H_o⁺ + U N.
+        H, M, H_plus, null = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
+        _normal_matrices(A, w, m, H, M)
+        _pseudo_inverse(H, rank_tolerance, H_plus, null)
+        orientation[:, :] = H_plus @ M @ H_plus + unobserved * null
+        velocity[:, :] = (velocity_variance * weights[0]) * H_plus + unobserved * null
+    else:
+        _sandwich(A, w, m, unobserved, rank_tolerance, orientation)
+        w[:] = 1.0
+        m[:] = velocity_variance
+        _sandwich(A, w, m, unobserved, rank_tolerance, velocity)
+    for i in range(n):
+        for j in range(n):
+            sigma_orientation[free[i], free[j]] = orientation[i, j]
+            sigma_velocity[free[i], free[j]] = velocity[i, j]
 
 
 def unconstrained_coordinates(jacobians, free, names, tolerance: float = 1e-6) -> tuple:
@@ -159,6 +249,71 @@ def floating_base_covariance(v_start: int, R_WF, R_WB, sigma_orientation, sigma_
     return OdometryCovariance(pose=pose, twist=twist)
 
 
+def planar_base_covariance(v_start: int, R_WF, R_WB, sigma_orientation, sigma_velocity, free) -> OdometryCovariance:
+    """Odometry covariances of the planar joint whose velocities (ẋ, ẏ, θ̇) start at ``v_start``: the heading θ and
+    its rate have the solves' variances where the IMUs estimate them (``free`` (nv,) bool), else
+    :data:`UNOBSERVED_VARIANCE`, like every other component: x, y (measured or held) and their rates, and z, roll,
+    pitch, which the joint holds (robot_localization's ``two_d_mode`` ignores them). Rotated as in
+    :func:`floating_base_covariance` (rotation in the header frame, rates in the child frame)."""
+    R_WF = np.asarray(R_WF, dtype=float)
+    R_BF = np.asarray(R_WB, dtype=float).T @ R_WF
+    k = v_start + 2
+    heading = float(np.asarray(sigma_orientation)[k, k]) if free[k] else UNOBSERVED_VARIANCE
+    rate = float(np.asarray(sigma_velocity)[k, k]) if free[k] else UNOBSERVED_VARIANCE
+    pose = UNOBSERVED_VARIANCE * np.eye(6)
+    twist = UNOBSERVED_VARIANCE * np.eye(6)
+    pose[3:, 3:] = R_WF @ np.diag([UNOBSERVED_VARIANCE, UNOBSERVED_VARIANCE, heading]) @ R_WF.T
+    twist[3:, 3:] = R_BF @ np.diag([UNOBSERVED_VARIANCE, UNOBSERVED_VARIANCE, rate]) @ R_BF.T
+    return OdometryCovariance(pose=pose, twist=twist)
+
+
+@dataclass(frozen=True, eq=False)
+class BaseOdometry:
+    """The Odometry output of one planar or floating base joint attached to the world (:func:`base_odometries`):
+    pose X_WB of its child body ``body`` in the frame the base hangs from, twist in B (REP-105), covariances from
+    the solve. ``R_WF`` the joint's parent frame in the world; ``v_start`` its first velocity."""
+
+    joint: object
+    body: int
+    planar: bool
+    v_start: int
+    R_WF: np.ndarray
+
+    def joint_velocities(self, v) -> np.ndarray:
+        """(..., 6) = [w_FM_F, v_FM_F] from plant velocities ``v`` (..., nv): a planar joint's (ẋ, ẏ, θ̇) is
+        [0, 0, θ̇, ẋ, ẏ, 0]."""
+        v = np.asarray(v, dtype=float)
+        if not self.planar:
+            return v[..., self.v_start:self.v_start + 6]
+        out = np.zeros(v.shape[:-1] + (6,))
+        out[..., 2] = v[..., self.v_start + 2]
+        out[..., 3:5] = v[..., self.v_start:self.v_start + 2]
+        return out
+
+    def twist(self, R_WB, v) -> ChildTwist:
+        """:func:`child_frame_twist` of the base at ``R_WB`` (..., 3, 3) with plant velocities ``v`` (..., nv)."""
+        return child_frame_twist(R_WB, self.R_WF, self.joint_velocities(v))
+
+    def covariance(self, R_WB, covariances: SolveCovariances) -> OdometryCovariance:
+        """The message's covariances at ``R_WB`` from a cycle's solve covariances."""
+        if self.planar:
+            return planar_base_covariance(self.v_start, self.R_WF, R_WB, covariances.orientation,
+                                          covariances.velocity, covariances.free)
+        return floating_base_covariance(self.v_start, self.R_WF, R_WB, covariances.orientation, covariances.velocity)
+
+
+def base_odometries(plant) -> tuple:
+    """A :class:`BaseOdometry` per planar or floating joint whose parent is the world body, in joint order."""
+    bases = []
+    for index in range(plant.num_joints()):
+        joint = plant.get_joint(index)
+        if joint.type_name in ("planar", "quaternion_floating") and joint.parent_body.index == 0:
+            bases.append(BaseOdometry(joint=joint, body=joint.child_body.index, planar=joint.type_name == "planar",
+                                      v_start=joint.velocity_start,
+                                      R_WF=np.asarray(joint.frame_on_parent.X_BF, dtype=float)[:3, :3].copy()))
+    return tuple(bases)
+
+
 def free_velocities(estimator) -> np.ndarray:
     """(nv,) bool: the velocities an :class:`~ros_dofkit.core.estimator.estimator.Estimator` solves for (its
     estimated articulated coordinates, and the rotation of every floating base, which is always estimated)."""
@@ -167,10 +322,12 @@ def free_velocities(estimator) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SolveCovariances:
-    """``orientation`` and ``velocity`` (nv, nv): :func:`least_squares_covariance` of one cycle's two solves."""
+    """``orientation`` and ``velocity`` (nv, nv): :func:`least_squares_covariance` of one cycle's two solves;
+    ``free`` (nv,) bool the velocities they solved for (the others are 0 here, not known)."""
 
     orientation: np.ndarray
     velocity: np.ndarray
+    free: np.ndarray
 
 
 class SolveCovarianceModel:
@@ -190,6 +347,10 @@ class SolveCovarianceModel:
         self._estimator = estimator
         self._tree = estimator.plant.tree.kernel_arguments()
         self.free = free_velocities(estimator)
+        self._free_index = np.flatnonzero(self.free).astype(np.int64)
+        self._names = estimator.config.imu_names
+        self._bodies = np.array([estimator.imu_body(name).index for name in self._names], dtype=np.int64)
+        self._weights = np.array([imu.weight for imu in estimator.config.imus], dtype=float)
         self._orientation_variance = float(orientation_variance)
         self._angular_velocity_variance = float(angular_velocity_variance)
 
@@ -208,16 +369,18 @@ class SolveCovarianceModel:
 
     def covariances(self, result) -> SolveCovariances:
         """The covariances of ``result``'s cycle (an EstimatorResult)."""
-        sensors = tuple(result.observed_sensors)
-        J = self.jacobians(result.q, sensors)
-        weights = {imu.name: imu.weight for imu in self._estimator.config.imus}
-        k = len(sensors)
-        return SolveCovariances(
-            orientation=least_squares_covariance(J, [weights[name] for name in sensors],
-                                                 np.full(k, self._orientation_variance), self.free),
-            velocity=least_squares_covariance(J, np.ones(k), np.full(k, self._angular_velocity_variance),
-                                              self.free),
-        )
+        observed = set(result.observed_sensors)
+        return self.at(result.q, np.array([name in observed for name in self._names], dtype=bool))
+
+    def at(self, q, observed) -> SolveCovariances:
+        """The covariances of a cycle solved at ``q`` (nq,) with the IMUs ``observed`` (n_imu,) bool in
+        configuration order (an OfflineRun's row), compiled (:func:`_cycle_covariances`)."""
+        nv = self.free.size
+        orientation, velocity = np.empty((nv, nv)), np.empty((nv, nv))
+        _cycle_covariances(self._tree, np.ascontiguousarray(q, dtype=float), self._bodies[observed],
+                           self._weights[observed], self._orientation_variance, self._angular_velocity_variance,
+                           self._free_index, UNOBSERVED_VARIANCE, RANK_TOLERANCE, orientation, velocity)
+        return SolveCovariances(orientation=orientation, velocity=velocity, free=self.free)
 
 
 def unconstrained_estimated_coordinates(estimator, offset: float = 0.3) -> tuple:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
 
 from ros_dofkit.core.assembly.kernels import _cholesky_solve
-from ros_dofkit.core.estimator import rules
+from ros_dofkit.core.estimator import odometry_input, rules
 from ros_dofkit.core.estimator.heading import fill_accelerations
 from ros_dofkit.core.estimator.inputs import RejectReason
 from ros_dofkit.core.multibody import compiled as kinematics
@@ -36,13 +36,16 @@ class OfflineInputError(ValueError):
 class OfflineInputs:
     """Every input of a recording, in the order they are offered (stamp order).
 
-    ``kind`` (M,) 0 = IMU sample, 1 = joint-state message; ``row`` (M,) its row in the IMU arrays or the index in
-    the joint-state lists. IMU arrays (one row per sample): ``imu_sensor`` (index into ``config.imus``),
-    ``imu_stamp`` (s), ``imu_quaternion_wxyz`` (NaN rows allowed), ``imu_angular_velocity``,
-    ``imu_orientation_present``, ``imu_angular_velocity_present`` (the arguments of ``process_imu``).
+    ``kind`` (M,) 0 = IMU sample, 1 = joint-state message, 2 = odometry message; ``row`` (M,) its row in the IMU
+    arrays, the index in the joint-state lists or its row in the odometry arrays. IMU arrays (one row per sample):
+    ``imu_sensor`` (index into ``config.imus``), ``imu_stamp`` (s), ``imu_quaternion_wxyz`` (NaN rows allowed),
+    ``imu_angular_velocity``, ``imu_orientation_present``, ``imu_angular_velocity_present`` (the arguments of
+    ``process_imu``).
     Joint states: ``js_stamp`` (s), ``js_names`` (tuples), ``js_positions``, ``js_velocities`` (arrays; empty or
     None = no velocities). ``stamp_ns`` (M,) optional integer stamps the outputs carry (default round(s * 1e9)).
-    ``now`` (M,) optional receive clock of each input (s; NaN or None: none, as offline).
+    ``now`` (M,) optional receive clock of each input (s; NaN or None: none, as offline). Odometry (optional):
+    ``odom_stamp`` (s), ``odom_position`` (n, 3), ``odom_quaternion_wxyz`` (n, 4) of the base link and
+    ``odom_frames_match`` (n,) bool (the arguments of ``process_odometry``).
     ``imu_linear_acceleration`` (n_imu, 3) and ``imu_linear_acceleration_present`` (n_imu,), optional: the
     accelerometer of each IMU sample, which raw IMUs' orientation filters need (``orientation_filter``).
     ``field_sensor`` (n_f,), ``field_stamp`` (n_f,) s, ``field_vector`` (n_f, 3) tesla in S, ``field_position``
@@ -66,6 +69,10 @@ class OfflineInputs:
     now: np.ndarray | None = None
     imu_linear_acceleration: np.ndarray | None = None  # (n_imu, 3) m/s^2, for raw IMUs (orientation_filter)
     imu_linear_acceleration_present: np.ndarray | None = None  # (n_imu,) bool; None: all present
+    odom_stamp: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    odom_position: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    odom_quaternion_wxyz: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    odom_frames_match: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     field_sensor: np.ndarray | None = None  # (n_f,) magnetometer samples (orientation_filter), tesla in S
     field_stamp: np.ndarray | None = None
     field_vector: np.ndarray | None = None
@@ -87,6 +94,12 @@ class OfflineInputs:
         n_js = len(self.js_stamp)
         if not (len(self.js_names) == len(self.js_positions) == len(self.js_velocities) == n_js):
             raise OfflineInputError("js_stamp, js_names, js_positions and js_velocities must have equal lengths")
+        n_odom = len(self.odom_stamp)
+        if np.shape(self.odom_position) != (n_odom, 3) or np.shape(self.odom_quaternion_wxyz) != (n_odom, 4) or \
+                len(self.odom_frames_match) != n_odom:
+            raise OfflineInputError(f"expected odom_position ({n_odom}, 3), odom_quaternion_wxyz ({n_odom}, 4) and "
+                                    f"{n_odom} odom_frames_match, got {np.shape(self.odom_position)}, "
+                                    f"{np.shape(self.odom_quaternion_wxyz)} and {len(self.odom_frames_match)}")
         fields = (self.field_sensor, self.field_stamp, self.field_vector, self.field_position)
         if any(f is not None for f in fields):
             n_f = len(self.field_sensor) if self.field_sensor is not None else -1
@@ -99,14 +112,15 @@ class OfflineInputs:
     def input_stamps(self) -> np.ndarray:
         """(M,) stamp in seconds of every input."""
         stamps = np.empty(len(self.kind))
-        imu = self.kind == 0
-        stamps[imu] = np.asarray(self.imu_stamp, dtype=float)[self.row[imu]]
-        stamps[~imu] = np.asarray(self.js_stamp, dtype=float)[self.row[~imu]]
+        for kind, source in ((0, self.imu_stamp), (1, self.js_stamp), (2, self.odom_stamp)):
+            rows = self.kind == kind
+            stamps[rows] = np.asarray(source, dtype=float)[self.row[rows]]
         return stamps
 
 
-def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int) -> rules.WindowInputs:
-    """The window's inputs validated, as the compiled rules take them (see ``rules.WindowInputs``)."""
+def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odometry=None) -> rules.WindowInputs:
+    """The window's inputs validated, as the compiled rules take them (see ``rules.WindowInputs``); ``odometry``
+    the ``odometry_input.OdometryTarget`` of the driven base (None: odometry rows are refused)."""
     imu_sensor = np.asarray(inputs.imu_sensor, dtype=np.int64)
     if imu_sensor.size and (imu_sensor.min() < 0 or imu_sensor.max() >= n_imu):
         raise OfflineInputError(f"imu_sensor must index the {n_imu} configured IMUs, got values in "
@@ -129,12 +143,23 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int) -> r
     samples["stamp"] = np.asarray(inputs.imu_stamp, dtype=float)
     samples["stamp_ns"] = -1
     samples["stamp_ns"][row[kind == 0]] = input_ns[kind == 0]
+    n_odom = len(inputs.odom_stamp)
+    if n_odom and odometry is None:
+        raise OfflineInputError(f"{n_odom} odometry inputs, but the estimator has no odometry configured")
+    odom_code = np.empty(n_odom, dtype=np.int64)
+    odom_values = np.empty((n_odom, 3))
+    if n_odom:
+        odometry_input.validate_odometries(
+            np.ascontiguousarray(inputs.odom_position, dtype=float),
+            np.ascontiguousarray(inputs.odom_quaternion_wxyz, dtype=float),
+            np.asarray(inputs.odom_frames_match, dtype=np.bool_), odometry, odom_code, odom_values)
     m = len(kind)
     now = np.full(m, np.nan) if inputs.now is None else np.asarray(inputs.now, dtype=float)
     return rules.WindowInputs(
         kind=kind, row=row, now=now, stamp_ns=input_ns, imu_sensor=imu_sensor, imu_code=imu_code, imu_sample=samples,
         js_stamp=np.asarray(inputs.js_stamp, dtype=float), js_code=js_code, js_offsets=js_offsets, js_index=js_index,
-        js_position=js_position,         js_velocity=js_velocity)
+        js_position=js_position, js_velocity=js_velocity, odom_stamp=np.asarray(inputs.odom_stamp, dtype=float),
+        odom_code=odom_code, odom_values=odom_values)
 
 
 def _names_entry(names, name_to_index: dict) -> tuple:

@@ -11,6 +11,8 @@ offline cycles are therefore the same bits. The state is named: numpy record arr
 The rules (DESIGN.md's data flow; ``now`` NaN = no receive clock, as offline):
 
 * **Receive clock.** A ``now`` earlier than the last one (a looping bag under sim time) resets tracking.
+* **Time offsets.** Each source's stamp (integer nanoseconds) is first moved back by its configured offset
+  (``stamp' = stamp - offset``: a sensor's delay between measuring and stamping); every rule below sees stamp'.
 * **Acceptance.** An input rejected by validation is counted under its reason. Offline (no ``now``), a stamp more
   than ``stamp_jump_reset_s`` before its source's last one resets tracking first (a looping recording). Then: a
   stamp that is no time (:data:`INVALID_STAMP`, e.g. ROS nanosec >= 1e9) -> ``invalid_stamp``; non-finite ->
@@ -32,6 +34,10 @@ The rules (DESIGN.md's data flow; ``now`` NaN = no receive clock, as offline):
   IMU falls silent, the oldest queued instant runs once it has waited ``stale_timeout_s``.
 * **sync_joint_states**: the joint-state stream is waited for too while it arrives; in free-running mode a joint
   state that would replace an unused one first runs that cycle.
+* **Odometry** (a base's pose from ``nav_msgs/Odometry``, :func:`offer_odometry`): accepted like the other inputs,
+  kept in a short memory, and matched to each cycle: the newest sample stamped at or before the cycle's stamp and
+  within ``stale_timeout_s`` of it (``odometry_input.match``), else none (the base holds; the cycle marks the
+  odometry stale). It never runs a cycle and never stamps one.
 * **Manual mode** (``run_cycles`` False: ``Estimator.add_imu`` / ``step``): no cycle runs by itself; a new sample
   replaces an unused one (counted in ``overwritten_samples``) and makes the next :func:`ready` true.
 """
@@ -44,8 +50,10 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ros_dofkit.core.estimator.inputs import INVALID_STAMP, RejectReason
-from ros_dofkit.core.spatial import QUAT_NORM_TOLERANCE
+# numba keys its cache of these kernels on this file's text alone: the helpers inlined from odometry_input and
+# inputs are compiled into them, so a change there is seen only once this file changes too (or the cache is cleared).
+from ros_dofkit.core.estimator import odometry_input
+from ros_dofkit.core.estimator.inputs import INVALID_STAMP, QUATERNION_OK, RejectReason, quaternion_check
 
 REASONS = tuple(RejectReason)
 _INDEX = {reason: i for i, reason in enumerate(REASONS)}
@@ -96,6 +104,7 @@ SAMPLE = np.dtype([
 IMU = np.dtype([
     ("last_stamp", np.float64),  # newest accepted stamp (NaN: none since the last reset)
     ("head", np.int64), ("count", np.int64),  # the queue's oldest unused slot, and how many are unused
+    ("offset_ns", np.int64),  # the IMU's time offset, subtracted from its stamps (kept across resets)
 ], align=True)
 
 #: Per articulated coordinate: the merged encoder value (a joint-state message sets the coordinates it names).
@@ -116,33 +125,41 @@ CYCLE = np.dtype([
 
 RulesSettings = namedtuple("RulesSettings", [
     "stale_timeout", "jump_reset", "future_tolerance", "sync_tolerance", "sync_joint_states", "measured_count",
+    "js_offset_ns", "odometry_offset_ns",
 ])
 RulesSettings.__doc__ = """The configuration the rules read (seconds; ``measured_count`` the number of measured
-coordinates). Scalars only: numba reference-counts every array of a tuple at each compiled call or inlined helper
+coordinates; the joint states' and the odometry's time offsets in integer nanoseconds, an IMU's is in its
+:data:`IMU` record). Scalars only: numba reference-counts every array of a tuple at each compiled call or inlined helper
 that receives it, and the settings go everywhere."""
 
-RulesState = namedtuple("RulesState", ["clock", "imu", "used", "queue", "encoder", "counts"])
+RulesState = namedtuple("RulesState", ["clock", "imu", "used", "queue", "encoder", "counts", "odometry"])
 RulesState.__doc__ = """The rules' memory, record arrays: ``clock`` (1,) :data:`CLOCK`; ``imu`` (n_imu,)
 :data:`IMU`; ``used`` (n_imu,) :data:`SAMPLE` the sample of each IMU the next cycle holds if it takes none (NaN =
 absent); ``queue`` (n_imu, :data:`QUEUE_LENGTH`) :data:`SAMPLE` each IMU's ring of unused samples (oldest at its
 ``head``); ``encoder`` (n_art,) :data:`ENCODER`; ``counts`` (n_imu + 2, len(REASONS)) rejects by source (IMUs, then
-joint_states, then clock) and reason. Few arrays on purpose: a compiled function reference-counts each array it
+joint_states, then clock) and reason; ``odometry`` (1,) ``odometry_input.MEMORY`` (its rejects counted there).
+Few arrays on purpose: a compiled function reference-counts each array it
 reads out of the record, while fields of a record element cost nothing."""
 
-Cycles = namedtuple("Cycles", ["cycle", "sample", "stale", "encoder", "size"])
+Cycles = namedtuple("Cycles", ["cycle", "sample", "stale", "encoder", "odometry", "size"])
 Cycles.__doc__ = """Cycles the rules ran, first ``size[0]`` rows: ``cycle`` (C,) :data:`CYCLE`; ``sample`` (C, n_imu)
 :data:`SAMPLE` the sample of each IMU the cycle used (NaN = none); ``stale`` (C, n_imu) bool; ``encoder`` (C, n_art)
-:data:`ENCODER` the encoder values locked."""
+:data:`ENCODER` the encoder values locked; ``odometry`` (C,) ``odometry_input.MATCH`` the base coordinates the
+odometry gave the cycle (NaN: none matched, the base holds)."""
 
 
-def new_state(n_imu: int, settings: RulesSettings, encoder_default) -> RulesState:
-    """The memory before any input (nothing heard, encoders at ``encoder_default`` (n_art,), a reset pending)."""
+def new_state(n_imu: int, settings: RulesSettings, encoder_default, imu_offset_ns=None) -> RulesState:
+    """The memory before any input (nothing heard, encoders at ``encoder_default`` (n_art,), a reset pending);
+    ``imu_offset_ns`` (n_imu,) the IMUs' time offsets (default none)."""
     encoder = np.zeros(len(encoder_default), dtype=ENCODER)
     encoder["default"] = encoder_default
+    imu = np.zeros(n_imu, dtype=IMU)
+    if imu_offset_ns is not None:
+        imu["offset_ns"] = imu_offset_ns
     state = RulesState(
-        clock=np.zeros(1, dtype=CLOCK), imu=np.zeros(n_imu, dtype=IMU), used=np.zeros(n_imu, dtype=SAMPLE),
+        clock=np.zeros(1, dtype=CLOCK), imu=imu, used=np.zeros(n_imu, dtype=SAMPLE),
         queue=np.zeros((n_imu, QUEUE_LENGTH), dtype=SAMPLE), encoder=encoder,
-        counts=np.zeros((n_imu + 2, len(REASONS)), dtype=np.int64))
+        counts=np.zeros((n_imu + 2, len(REASONS)), dtype=np.int64), odometry=odometry_input.new_memory())
     reset(state, settings)
     state.clock["resets"][0] = 0
     return state
@@ -152,7 +169,7 @@ def new_cycles(capacity: int, n_imu: int, n_art: int) -> Cycles:
     """A buffer for ``capacity`` cycles (see :func:`cycle_capacity`)."""
     return Cycles(cycle=np.empty(capacity, dtype=CYCLE), sample=np.empty((capacity, n_imu), dtype=SAMPLE),
                   stale=np.empty((capacity, n_imu), dtype=np.bool_), encoder=np.empty((capacity, n_art), dtype=ENCODER),
-                  size=np.zeros(1, dtype=np.int64))
+                  odometry=np.empty(capacity, dtype=odometry_input.MATCH), size=np.zeros(1, dtype=np.int64))
 
 
 def cycle_capacity(num_inputs: int, n_imu: int) -> int:
@@ -173,7 +190,8 @@ def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular
     """``inputs.parse_imu``'s decision for one sample, compiled (the same bits live and offline): fills
     ``samples[row]``'s R_GS (the normalized quaternion's matrix) and w_S, NaN where absent, and returns its status
     code (the stamp fields are the caller's). A non-finite, zero or non-unit (beyond ``QUAT_NORM_TOLERANCE``)
-    quaternion or a non-finite gyro rejects the sample; one with neither field present is dropped as
+    quaternion (``inputs.quaternion_check``, shared with ``parse_imu`` and the odometry) or a non-finite gyro rejects
+    the sample; one with neither field present is dropped as
     ``orientation_absent``; one with a gyro only is kept, counted as such."""
     R_GS = samples[row].R_GS
     w_S = samples[row].w_S
@@ -185,13 +203,9 @@ def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular
     has_R = False
     if orientation_present:
         w, x, y, z = quaternion_wxyz[0], quaternion_wxyz[1], quaternion_wxyz[2], quaternion_wxyz[3]
-        if not (math.isfinite(w) and math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
-            return NON_FINITE
-        norm = math.sqrt(((w * w + x * x) + y * y) + z * z)
-        if norm == 0.0:
-            return ZERO_QUATERNION
-        if abs(norm - 1.0) > QUAT_NORM_TOLERANCE:
-            return NON_UNIT_QUATERNION
+        quaternion, norm = quaternion_check(w, x, y, z)  # the one quaternion rule of every input
+        if quaternion != QUATERNION_OK:
+            return quaternion
         w, x, y, z = w / norm, x / norm, y / norm, z / norm
         R_GS[0, 0], R_GS[0, 1], R_GS[0, 2] = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)
         R_GS[1, 0], R_GS[1, 1], R_GS[1, 2] = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)
@@ -252,6 +266,7 @@ def reset(state, settings):
     clock.first = np.nan
     clock.last_clock = np.nan
     clock.js_stamp = np.nan
+    odometry_input.forget(state.odometry[0])
     _start_waiting(clock, True)
     clock.resets += 1
 
@@ -358,6 +373,16 @@ def _note_stamp(clock, stamp, stamp_ns):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _shifted(stamp, stamp_ns, offset_ns):
+    """``(stamp', stamp_ns')`` = the stamp minus the source's time offset, in integer nanoseconds then seconds (the
+    same bits whichever path offers it); a stamp that is no finite time is left to the checks."""
+    if offset_ns == 0 or not math.isfinite(stamp):
+        return stamp, stamp_ns
+    shifted = stamp_ns - offset_ns
+    return shifted * 1e-9, shifted
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _record(counts, source, code, status):
     """Count the outcome: a rejection under its reason, a partial acceptance under what was dropped."""
     if status >= 0:
@@ -380,7 +405,9 @@ def offer_imu(state, settings, i, now, code, samples, row, input_index, run_cycl
     _note_clock(clock, now)
     if code >= 0:
         return _record(counts, i, code, code)
-    stamp = samples[row].stamp
+    sample = samples[row]
+    sample.stamp, sample.stamp_ns = _shifted(sample.stamp, sample.stamp_ns, imu[i].offset_ns)
+    stamp = sample.stamp
     last = imu[i].last_stamp
     status = _timing(settings, stamp, now, last, stamp == last)
     if status == _JUMPED_BACK:
@@ -416,6 +443,7 @@ def offer_joint_state(state, settings, stamp, stamp_ns, now, code, index, positi
     _note_clock(clock, now)
     if code >= 0:
         return _record(counts, source, code, code)
+    stamp, stamp_ns = _shifted(stamp, stamp_ns, settings.js_offset_ns)
     last = -np.inf
     repeated = index.shape[0] > 0
     for j in index:
@@ -444,6 +472,32 @@ def offer_joint_state(state, settings, stamp, stamp_ns, now, code, index, positi
     if run_cycles:
         run_due_cycles(state, settings, input_index, out)
     return _record(counts, source, code, ACCEPTED)
+
+
+@njit(cache=True, error_model="numpy")
+def offer_odometry(state, settings, stamp, stamp_ns, now, code, values):
+    """Offer one validated odometry pose (``code``: ``odometry_input.validate_odometry``'s status; ``values`` its
+    base coordinates): the stamp checks of every input (module docstring, Acceptance, after the source's time
+    offset), then kept for :func:`take_cycle`'s match. It runs no cycle (the IMUs and encoders do) and does not
+    move the newest input stamp (a cycle is never stamped by odometry). Returns its status code."""
+    clock = state.clock[0]
+    if _runs_back(clock, now):
+        _jump_back(state, settings)
+    _note_clock(clock, now)
+    memory = state.odometry[0]
+    if code >= 0:
+        memory.counts[code] += 1
+        return code
+    stamp, stamp_ns = _shifted(stamp, stamp_ns, settings.odometry_offset_ns)
+    last = memory.last_stamp
+    status = _timing(settings, stamp, now, last, stamp == last)
+    if status == _JUMPED_BACK:
+        _jump_back(state, settings)
+    elif status >= 0:
+        memory.counts[status] += 1
+        return status
+    odometry_input.remember(memory, stamp, values)
+    return ACCEPTED
 
 
 # ---------------------------------------------------------------------------------------------- readiness
@@ -590,6 +644,7 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     locked = out.encoder
     for j in range(encoder.shape[0]):
         locked[c, j] = encoder[j]
+    odometry_input.match(state.odometry[0], stamp, settings.stale_timeout, out.odometry[c])
     out.size[0] = c + 1
     _start_waiting(clock, False)
     clock.stamp_prev = stamp
@@ -607,11 +662,13 @@ def run_due_cycles(state, settings, input_index, out):
 WindowInputs = namedtuple("WindowInputs", [
     "kind", "row", "now", "stamp_ns", "imu_sensor", "imu_code", "imu_sample",
     "js_stamp", "js_code", "js_offsets", "js_index", "js_position", "js_velocity",
+    "odom_stamp", "odom_code", "odom_values",
 ])
 WindowInputs.__doc__ = """A window of validated inputs in offering order: ``kind`` (M,) 0 = IMU sample, 1 = joint
-state; ``row`` its row in the IMU arrays or joint-state index; ``now`` (M,) receive clock (NaN: none); ``stamp_ns``
-(M,); per IMU sample its sensor, validation code and :data:`SAMPLE` (stamps filled, NaN = absent); per joint state
-its stamp, code and its coordinates' CSR slice (``js_offsets``) of indices, positions and velocities."""
+state, 2 = odometry; ``row`` its row in the IMU arrays, joint-state index or odometry arrays; ``now`` (M,) receive
+clock (NaN: none); ``stamp_ns`` (M,); per IMU sample its sensor, validation code and :data:`SAMPLE` (stamps filled,
+NaN = absent); per joint state its stamp, code and its coordinates' CSR slice (``js_offsets``) of indices,
+positions and velocities; per odometry message its stamp, validation code and base coordinates (3,)."""
 
 
 @njit(cache=True, error_model="numpy")
@@ -623,10 +680,14 @@ def schedule(state, settings, inputs, out, status):
     imu_sensor, imu_code, imu_sample = inputs.imu_sensor, inputs.imu_code, inputs.imu_sample
     js_stamp, js_code, js_offsets = inputs.js_stamp, inputs.js_code, inputs.js_offsets
     js_index, js_position, js_velocity = inputs.js_index, inputs.js_position, inputs.js_velocity
+    odom_stamp, odom_code, odom_values = inputs.odom_stamp, inputs.odom_code, inputs.odom_values
     for e in range(kind.shape[0]):
         r = row[e]
         if kind[e] == 0:
             status[e] = offer_imu(state, settings, imu_sensor[r], now[e], imu_code[r], imu_sample, r, e, True, out)
+        elif kind[e] == 2:
+            status[e] = offer_odometry(state, settings, odom_stamp[r], stamp_ns[e], now[e], odom_code[r],
+                                       odom_values[r])
         else:
             a, b = js_offsets[r], js_offsets[r + 1]
             status[e] = offer_joint_state(state, settings, js_stamp[r], stamp_ns[e], now[e], js_code[r],

@@ -8,7 +8,8 @@ IMUs' bodies and weights, and the settings the compiled cycle rules read.
 
 Dofs: every joint with v == q-dot is seen through the plant's articulated view (SPEC 9.2); per model instance a
 DofMask over those coordinates says which are estimated, the rest are measured. A floating base (quaternion
-joint) is estimated in rotation and held in translation: orientation sensors cannot observe position.
+joint) is estimated in rotation and held in translation (orientation sensors cannot observe position) unless
+an odometry input sets it (``odometry_input``; a planar base's x, y and optionally heading too).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ros_dofkit.core.estimator.config import (
     UnknownNameError,
     describe_unknown,
 )
+from ros_dofkit.core.estimator.odometry_input import OdometryBase, odometry_base
 from ros_dofkit.core.estimator.rules import RulesSettings
 
 
@@ -43,6 +45,8 @@ class EstimatorSetup:
         imu_bodies: the plant body of each configured IMU (config order); ``body_index`` their indices.
         weights: (n_imu,) the IMUs' weights in the solve.
         q_default: (nq,) the plant's default positions.
+        odometry: the base an odometry input drives (``odometry_input.OdometryBase``; its articulated coordinates
+            are measured, never estimated), or None.
     """
 
     plant: object
@@ -62,6 +66,7 @@ class EstimatorSetup:
     body_index: np.ndarray
     weights: np.ndarray
     q_default: np.ndarray
+    odometry: OdometryBase | None = None
 
     @property
     def imu_names(self) -> tuple:
@@ -71,10 +76,12 @@ class EstimatorSetup:
         """The settings the cycle rules read, from ``config`` (default: the setup's; tuning may change at run
         time, see ``Estimator.update_settings``)."""
         config = self.config if config is None else config
+        offsets = time_offsets_ns(config)
         return RulesSettings(
             stale_timeout=float(config.stale_timeout_s), jump_reset=float(config.stamp_jump_reset_s),
             future_tolerance=float(config.future_tolerance_s), sync_tolerance=float(config.sync_tolerance_s),
-            sync_joint_states=bool(config.sync_joint_states), measured_count=int((~self.estimated).sum()))
+            sync_joint_states=bool(config.sync_joint_states), measured_count=int((~self.estimated).sum()),
+            js_offset_ns=int(offsets[-2]), odometry_offset_ns=int(offsets[-1]))
 
 
 def build(plant, config: EstimatorConfig) -> EstimatorSetup:
@@ -92,6 +99,9 @@ def build(plant, config: EstimatorConfig) -> EstimatorSetup:
     instance_names = tuple(plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances()))
     instance_masks = {name: DofMask.make_from_model(view, name) for name in instance_names}
     estimated = _estimated_coordinates(plant, config, view, art_names, instance_masks)
+    odometry = odometry_base(plant, config, art_q)
+    if odometry is not None:
+        estimated[odometry.art_index] = False  # the odometry measures them
     free_q = np.zeros(plant.num_positions(), dtype=bool)
     free_q[art_q[estimated]] = True
     free_v = np.zeros(plant.num_velocities(), dtype=bool)
@@ -108,7 +118,14 @@ def build(plant, config: EstimatorConfig) -> EstimatorSetup:
         floating_joints=floating_joints, imu_bodies=bodies,
         body_index=np.array([body.index for body in bodies], dtype=np.int64),
         weights=np.array([imu.weight for imu in config.imus], dtype=float),
-        q_default=np.asarray(plant.default_positions(), dtype=float).copy())
+        q_default=np.asarray(plant.default_positions(), dtype=float).copy(), odometry=odometry)
+
+
+def time_offsets_ns(config: EstimatorConfig) -> np.ndarray:
+    """(n_imu + 2,) int64: the time offset (ns) of each IMU, of the joint states and of the odometry."""
+    seconds = [imu.time_offset_s for imu in config.imus] + [
+        config.joint_state_time_offset_s, 0.0 if config.odometry is None else config.odometry.time_offset_s]
+    return np.round(np.asarray(seconds, dtype=float) * 1e9).astype(np.int64)
 
 
 def _estimated_coordinates(plant, config, view, art_names, instance_masks) -> np.ndarray:

@@ -1,0 +1,322 @@
+"""core/estimator/odometry_input.py: an Odometry pose -> the base joint's coordinates, against the plant's own
+forward kinematics (a pose computed from known coordinates gives those coordinates back), and every refusal."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ros_dofkit.core.errors import EstimatorConfigError, UnknownNameError
+from ros_dofkit.core.estimator.config import EstimatorConfig, ImuConfig, OdometryConfig
+from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.inputs import REASON_CODE, RejectReason
+from ros_dofkit.core.estimator.odometry_input import (
+    MATCH,
+    MEMORY_LENGTH,
+    ODOMETRY_OK,
+    forget,
+    match,
+    new_memory,
+    odometry_base,
+    remember,
+    validate_odometries,
+    validate_odometry,
+)
+from ros_dofkit.core.estimator.offline import OfflineInputs
+from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
+from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
+from ros_dofkit.core.spatial import matrix_to_quat, rotvec_to_matrix
+from ros_dofkit.replay.pipeline import ImuInput, simulation_inputs
+
+
+def mobile_manipulator():
+    return build_plant([ModelSpec("mobile_base.urdf", "base", "planar"),
+                        ModelSpec("arm7.urdf", "arm", "fixed", "arm_mount")])
+
+
+def quadruped():
+    return build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+
+
+def config(**odometry):
+    return EstimatorConfig(imus=(), odometry=OdometryConfig(**odometry))
+
+
+def art_q(plant):
+    return np.asarray(plant.articulated_view().q_indices)
+
+
+def pose_of_base(plant, base, q):
+    """(p_WB, quaternion_wxyz) of the base link at plant coordinates q, by the plant's forward kinematics."""
+    X_WB = plant.calc_body_poses(q)[base.body]
+    return X_WB[:3, 3].copy(), matrix_to_quat(X_WB[:3, :3])
+
+
+@pytest.mark.parametrize("use_yaw", [False, True])
+def test_planar_base_coordinates_round_trip_through_the_plants_forward_kinematics(use_yaw):
+    plant = mobile_manipulator()
+    base = odometry_base(plant, config(use_yaw=use_yaw), art_q(plant))
+    assert base.instance == "base" and base.joint.type_name == "planar"
+    assert list(base.q_index) == list(range(base.joint.position_start, base.joint.position_start + 2 + use_yaw))
+    names = [plant.articulated_view().position_names()[i] for i in base.art_index]
+    assert names == ["base_link_x", "base_link_y"] + (["base_link_qz"] if use_yaw else [])
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        q = np.asarray(plant.default_positions(), dtype=float).copy()
+        start = base.joint.position_start
+        q[start:start + 3] = rng.uniform(-3, 3, size=3)
+        p, quaternion = pose_of_base(plant, base, q)
+        values = np.empty(3)
+        assert validate_odometry(p, quaternion, True, base.target, values) == ODOMETRY_OK
+        np.testing.assert_allclose(values[:base.target.count], q[base.q_index], atol=1e-12)
+
+
+def test_floating_base_translation_round_trips_and_the_heading_is_refused():
+    plant = quadruped()
+    base = odometry_base(plant, config(), art_q(plant))
+    start = base.joint.position_start
+    assert list(base.q_index) == [start + 4, start + 5, start + 6] and base.art_index.size == 0
+    q = np.asarray(plant.default_positions(), dtype=float).copy()
+    q[start:start + 4] = matrix_to_quat(rotvec_to_matrix([0.2, -0.4, 1.1]))
+    q[start + 4:start + 7] = [1.5, -2.0, 0.45]
+    p, quaternion = pose_of_base(plant, base, q)
+    values = np.empty(3)
+    assert validate_odometry(p, quaternion, True, base.target, values) == ODOMETRY_OK
+    np.testing.assert_allclose(values, [1.5, -2.0, 0.45], atol=1e-12)
+    with pytest.raises(EstimatorConfigError, match="floating base"):
+        odometry_base(plant, config(use_yaw=True), art_q(plant))
+
+
+def test_bad_messages_are_refused_with_their_reason_and_no_values():
+    plant = mobile_manipulator()
+    base = odometry_base(plant, config(use_yaw=True), art_q(plant))
+    unit = np.array([1.0, 0.0, 0.0, 0.0])
+    cases = [
+        (np.zeros(3), unit, False, RejectReason.UNKNOWN_FRAME),
+        (np.array([0.0, math.nan, 0.0]), unit, True, RejectReason.NON_FINITE),
+        (np.array([math.inf, 0.0, 0.0]), unit, True, RejectReason.NON_FINITE),
+        (np.zeros(3), np.array([1.0, math.nan, 0.0, 0.0]), True, RejectReason.NON_FINITE),
+        (np.zeros(3), np.zeros(4), True, RejectReason.ZERO_QUATERNION),
+        (np.zeros(3), np.array([1.1, 0.0, 0.0, 0.0]), True, RejectReason.NON_UNIT_QUATERNION),
+    ]
+    positions = np.stack([c[0] for c in cases])
+    quaternions = np.stack([c[1] for c in cases])
+    frames = np.array([c[2] for c in cases])
+    code = np.empty(len(cases), dtype=np.int64)
+    values = np.empty((len(cases), 3))
+    validate_odometries(positions, quaternions, frames, base.target, code, values)
+    assert [int(c) for c in code] == [REASON_CODE[c[3]] for c in cases]
+    assert np.isnan(values).all()
+
+
+def test_the_base_is_found_or_named():
+    plant = mobile_manipulator()
+    assert odometry_base(plant, EstimatorConfig(imus=()), art_q(plant)) is None
+    with pytest.raises(UnknownNameError, match="'base'"):
+        odometry_base(plant, config(model_instance="arm"), art_q(plant))
+    two = build_plant([ModelSpec("mobile_base.urdf", "left", "planar"), ModelSpec("mobile_base.urdf", "right",
+                                                                                  "planar")])
+    with pytest.raises(EstimatorConfigError, match="odometry_instance"):
+        odometry_base(two, config(), art_q(two))
+    assert odometry_base(two, config(model_instance="right"), art_q(two)).instance == "right"
+    with pytest.raises(EstimatorConfigError, match="time_offset_s"):
+        OdometryConfig(time_offset_s=2.0)
+    with pytest.raises(EstimatorConfigError, match="time_offset_s"):
+        ImuConfig("a", "b", time_offset_s=math.nan)
+
+
+def test_a_cycle_uses_the_newest_sample_not_after_its_stamp_within_the_timeout():
+    memory = new_memory()
+    out = np.zeros(1, dtype=MATCH)
+
+    def taken(stamp, timeout):
+        match(memory[0], stamp, timeout, out[0])
+        return None if out["stale"][0] else out["values"][0].tolist()
+
+    assert taken(1.0, 0.1) is None and np.isnan(out["values"]).all()  # nothing heard
+    for k in range(40):  # 40 samples at 100 Hz from t = 1.0: the ring keeps the newest MEMORY_LENGTH
+        remember(memory[0], 1.0 + 0.01 * k, np.array([k, 2.0 * k, 3.0 * k]))
+    assert memory["count"][0] == MEMORY_LENGTH and memory["last_stamp"][0] == 1.0 + 0.01 * 39
+    assert taken(1.305, 0.1) == [30.0, 60.0, 90.0]  # 1.30 <= 1.305 < 1.31
+    assert taken(1.31, 0.1)[0] == 31.0  # equal stamps match
+    assert taken(1.31 - 1e-7, 0.1)[0] == 31.0  # within SAME_INSTANT_S: the same instant
+    assert taken(5.0, 10.0)[0] == 39.0  # ahead of every sample: the newest
+    assert taken(1.6, 0.1) is None and np.isnan(out["values"]).all()  # the newest is older than the timeout
+    assert taken(1.01, 0.1) is None  # before every kept sample (the older ones left the ring)
+    forget(memory[0])
+    assert memory["count"][0] == 0 and np.isnan(memory["last_stamp"][0]) and taken(1.3, 1.0) is None
+
+
+# ---------------------------------------------------------------------------------------------- through the rules
+ODOMETRY_DT = 0.02  # 50 Hz odometry beside 100 Hz IMUs
+
+
+def simulated(plant, imus, measured, seconds=1.0):
+    trajectory = SineTrajectory(plant, seed=4, max_amplitude=0.3, max_translation=0.4)
+    return SensorSimulator(plant, imus, measured, trajectory, imu_rate_hz=100.0, encoder_rate_hz=100.0,
+                           seed=4).run(seconds, start_s=1.0)
+
+
+def messages_with_odometry(plant, base, run, imu_offsets, with_clock):
+    """(arrival, kind, name, stamp, payload) of the run's IMU samples (stamped late by their IMU's offset, as a
+    sensor stamped on arrival), encoders, 50 Hz odometry of the true base pose, and bad odometry messages (a
+    future one only with a clock: offline, nothing tells it from a jump ahead); in arrival order (each 3 ms after
+    its stamp)."""
+    messages = []
+    for item in simulation_inputs(run):
+        if isinstance(item, ImuInput):
+            stamp = item.stamp + imu_offsets.get(item.name, 0.0)
+            messages.append((stamp + 0.003, 0, item.name, stamp, (item.quaternion_wxyz, item.angular_velocity)))
+        else:
+            messages.append((item.stamp + 0.003, 1, "joint_states", item.stamp,
+                             (item.names, item.positions, item.velocities)))
+    times = np.asarray(run.times)
+    for k in range(0, len(times), 2):
+        X_WB = plant.calc_body_poses(run.q[k])[base.body]
+        messages.append((times[k] + 0.003, 2, "odometry", times[k], (X_WB[:3, 3], matrix_to_quat(X_WB[:3, :3]),
+                                                                      True)))
+    k = len(times) // 2
+    t = times[k] + 0.001
+    good = messages[-1][4]
+    messages += [
+        (t + 0.003, 2, "odometry", t, (np.array([math.nan, 0.0, 0.0]), good[1], True)),  # non_finite
+        (t + 0.003, 2, "odometry", t, (good[0], good[1], False)),  # unknown_frame
+        (t + 0.003, 2, "odometry", t, (good[0], np.zeros(4), True)),  # zero_quaternion
+        (t + 0.004, 2, "odometry", t - 0.5, good),  # stale (behind the clock), or out of order without a clock
+        (times[k] + 0.0031, 2, "odometry", times[k], good),  # repeated_stamp (k is even: an odometry instant)
+    ] + ([(t + 0.005, 2, "odometry", t + 0.9, good)] if with_clock else [])  # future_stamp
+    messages.sort(key=lambda m: m[0])
+    return messages
+
+
+def stream(estimator, messages, with_clock):
+    results = []
+    for arrival, kind, name, stamp, payload in messages:
+        now = arrival if with_clock else None
+        if kind == 0:
+            out = estimator.process_imu(name, stamp, *payload, now=now)[1]
+        elif kind == 1:
+            out = estimator.process_joint_state(payload[0], payload[1], payload[2], stamp=stamp, now=now)[1]
+        else:
+            out = estimator.process_odometry(stamp, payload[0], payload[1], frames_match=payload[2], now=now)[1]
+        results += out
+    return results
+
+
+def as_window(messages, imu_names, with_clock):
+    kind = np.array([m[1] for m in messages], dtype=np.int64)
+    rows = [[m for m in messages if m[1] == k] for k in range(3)]
+    row = np.empty(len(messages), dtype=np.int64)
+    for k in range(3):
+        row[kind == k] = np.arange(len(rows[k]))
+    imu, js, odom = rows
+    return OfflineInputs(
+        kind=kind, row=row, imu_sensor=np.array([imu_names.index(m[2]) for m in imu], dtype=np.int64),
+        imu_stamp=np.array([m[3] for m in imu]), imu_quaternion_wxyz=np.array([m[4][0] for m in imu]),
+        imu_angular_velocity=np.array([m[4][1] for m in imu]), imu_orientation_present=np.ones(len(imu), bool),
+        imu_angular_velocity_present=np.ones(len(imu), bool), js_stamp=np.array([m[3] for m in js]),
+        js_names=[tuple(m[4][0]) for m in js], js_positions=[m[4][1] for m in js],
+        js_velocities=[m[4][2] for m in js], stamp_ns=np.array([round(m[3] * 1e9) for m in messages]),
+        now=np.array([m[0] if with_clock else np.nan for m in messages]),
+        odom_stamp=np.array([m[3] for m in odom]), odom_position=np.array([m[4][0] for m in odom]),
+        odom_quaternion_wxyz=np.array([m[4][1] for m in odom]), odom_frames_match=np.array([m[4][2] for m in odom]))
+
+
+@pytest.mark.parametrize("with_clock", [True, False])
+def test_planar_base_follows_the_odometry_streaming_equals_batch_bit_for_bit(with_clock):
+    """The mobile manipulator's base x, y from 50 Hz odometry (and its heading with use_yaw), the base IMU stamped
+    8 ms late and corrected by its time offset: every cycle's base coordinates are the true ones at the newest
+    odometry stamp not after the cycle's, the estimated joints track the truth, bad odometry is dropped and
+    counted by reason, and the streaming and batch entry points give the same bits."""
+    plant = mobile_manipulator()
+    for use_yaw in (False, True):
+        imus = (ImuConfig("base", "base_imu_link", time_offset_s=0.008), ImuConfig("forearm", "arm_link5"),
+                ImuConfig("hand", "arm_link7"))
+        config = EstimatorConfig(imus=imus, estimated_joints={"base": "none" if use_yaw else ("base_link_qz",),
+                                                              "arm": ("arm_joint4", "arm_joint5", "arm_joint6",
+                                                                      "arm_joint7")},
+                                 odometry=OdometryConfig(use_yaw=use_yaw), sync_tolerance_s=1e-4, accuracy=1e-9)
+        estimator = Estimator(plant, config)
+        base = estimator.odometry_base
+        names = list(plant.articulated_view().position_names())
+        # Encoders on every coordinate neither estimated nor set by the odometry (the wheels, arm joints 1-3).
+        measured = [n for i, n in enumerate(names) if not estimator.estimated_mask[i] and i not in base.art_index]
+        run = simulated(plant, [SimulatedImu(i.name, i.body) for i in imus], measured)
+        messages = messages_with_odometry(plant, base, run, {"base": 0.008}, with_clock)
+        streaming = stream(estimator, messages, with_clock)
+        batch = list(Estimator(plant, config).run(as_window(messages, list(config.imu_names), with_clock)).results())
+        assert len(batch) == len(streaming) > 90
+        for expected, got in zip(streaming, batch, strict=True):
+            assert got.stamp == expected.stamp
+            np.testing.assert_array_equal(got.q, expected.q)
+            np.testing.assert_array_equal(got.v, expected.v)
+        counts = estimator.reject_counts_by_source()
+        expected_counts = {("odometry", reason): 1 for reason in ("non_finite", "unknown_frame", "zero_quaternion",
+                                                                  "repeated_stamp")}
+        expected_counts.update({("odometry", "stale_stamp"): 1, ("odometry", "future_stamp"): 1} if with_clock
+                               else {("odometry", "out_of_order"): 1})
+        assert {key: n for key, n in counts.items() if key[0] == "odometry"} == expected_counts
+        times = np.asarray(run.times)
+        odometry_times = times[::2]
+        for result in streaming[10:]:
+            k = int(np.argmin(np.abs(times - result.stamp)))
+            assert abs(times[k] - result.stamp) < 1e-9  # the base IMU's corrected stamps are the true instants
+            j = np.flatnonzero(odometry_times <= result.stamp + 1e-12)[-1] * 2
+            np.testing.assert_allclose(result.q[base.q_index], run.q[j, base.q_index], atol=1e-9)
+            if j == k:  # odometry of this very instant: every coordinate is the truth (else the heading is 10 ms old)
+                np.testing.assert_allclose(result.q, run.q[k], atol=1e-6)
+
+
+def test_floating_base_translation_from_odometry_rotation_from_the_imu_with_time_offsets():
+    """The quadruped: the trunk translation from odometry, its rotation from the trunk IMU; the encoders and the
+    odometry stamped 5 ms and 12 ms late and corrected by their offsets. Every cycle's trunk position is the true
+    one at the newest odometry instant not after it, every other coordinate is the truth; streaming equals batch
+    bit for bit."""
+    plant = quadruped()
+    legs = list(plant.articulated_view().position_names())
+    config = EstimatorConfig(imus=(ImuConfig("trunk", "trunk_imu_link"),), estimated_joints={"quadruped": "none"},
+                             odometry=OdometryConfig(time_offset_s=0.012), joint_state_time_offset_s=0.005,
+                             sync_tolerance_s=1e-4, sync_joint_states=True, accuracy=1e-9)
+    estimator = Estimator(plant, config)
+    base = estimator.odometry_base
+    run = simulated(plant, [SimulatedImu("trunk", "trunk_imu_link")], legs)
+    messages = []
+    for m in messages_with_odometry(plant, base, run, {}, True):
+        if m[1] == 1:
+            m = (m[0] + 0.005, 1, m[2], m[3] + 0.005, m[4])
+        elif m[1] == 2:  # stamped late, delivered before the instant's IMU sample (so that the cycle can use it)
+            m = (m[0] - 0.002, 2, m[2], m[3] + 0.012, m[4])
+        messages.append(m)
+    messages.sort(key=lambda m: m[0])
+    streaming = stream(estimator, messages, True)
+    batch = list(Estimator(plant, config).run(as_window(messages, ["trunk"], True)).results())
+    assert len(batch) == len(streaming) > 90
+    times = np.asarray(run.times)
+    for expected, got in zip(streaming, batch, strict=True):
+        assert got.stamp == expected.stamp
+        np.testing.assert_array_equal(got.q, expected.q)
+        np.testing.assert_array_equal(got.v, expected.v)
+    for result in streaming[10:]:
+        k = int(np.argmin(np.abs(times - result.stamp)))
+        assert abs(times[k] - result.stamp) < 1e-9
+        j = np.flatnonzero(times[::2] <= result.stamp + 1e-12)[-1] * 2
+        np.testing.assert_allclose(result.q[base.q_index], run.q[j, base.q_index], atol=1e-9)
+        others = np.setdiff1d(np.arange(plant.num_positions()), base.q_index)
+        np.testing.assert_allclose(result.q[others], run.q[k, others], atol=1e-6)
+
+
+def test_a_time_offset_moves_the_stamp_every_rule_sees():
+    """stamp' = stamp - offset, in integer nanoseconds: the cycle carries stamp', and the future check (against the
+    receive clock) judges stamp', as does the status detail."""
+    plant = build_plant([ModelSpec("arm7.urdf", "arm")])
+    config = EstimatorConfig(imus=(ImuConfig("hand", "arm_link7", time_offset_s=0.008),), future_tolerance_s=0.05)
+    estimator = Estimator(plant, config)
+    unit, rate = [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+    status, results = estimator.process_imu("hand", 1.008, unit, rate, now=1.0)
+    assert status.ok and [r.stamp for r in results] == [1.0]
+    status, _ = estimator.process_imu("hand", 1.059, unit, rate, now=1.0)  # 1.051 > 1.0 + 0.05
+    assert status.reason is RejectReason.FUTURE_STAMP and "stamp 1.051000 s" in status.detail
+    status, results = estimator.process_imu("hand", 1.057, unit, rate, now=1.0)  # 1.049: accepted
+    assert status.ok and [r.stamp for r in results] == [1_049_000_000 * 1e-9]  # from integer nanoseconds

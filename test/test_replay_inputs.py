@@ -1,0 +1,88 @@
+"""replay/inputs.py (and the batched reader's use of it): a bag's nav_msgs/Odometry drives the base as on the live
+node; the batched and the streaming replay give the same output bytes; bad odometry (NaN, another frame) is dropped
+and counted; a wrong message type on the odometry topic is refused before anything is written."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
+from ros_dofkit.replay.bag_replay import replay_bag
+from ros_dofkit.replay.messages import MessageFactory
+from ros_dofkit.replay.record import simulation_records
+from ros_dofkit.replay.setup import ReplaySetup
+from ros_dofkit.ros.bag_io import BagError, BagWriter, read_bag
+from ros_dofkit.ros.parameters import load_parameter_file
+
+CONFIG = Path(__file__).resolve().parents[1] / "config"
+
+
+def mobile_setup(**extra):
+    values = load_parameter_file(CONFIG / "mobile_manipulator.yaml")
+    return ReplaySetup.from_parameters({**values, "odometry_topic": "odom", "world_frame": "odom", **extra})
+
+
+def bag_with_odometry(tmp_path, setup, bad=True):
+    """A simulated second of the mobile manipulator with 50 Hz odometry of the true base (and, with ``bad``, one
+    NaN and one wrong-frame message); returns (bag, run, {stamp_ns: base x, y})."""
+    plant = setup.plant
+    estimated = set(setup.config.estimated_joints["base"]) | set(setup.config.estimated_joints["arm"])
+    measured = [n for n in plant.articulated_view().position_names()
+                if n not in estimated and n not in ("base_link_x", "base_link_y")]
+    imus = [SimulatedImu(imu.name, imu.body) for imu in setup.config.imus]
+    run = SensorSimulator(plant, imus, measured, SineTrajectory(plant, seed=5, max_amplitude=0.3, max_translation=0.5),
+                          imu_rate_hz=100.0, encoder_rate_hz=100.0, seed=5).run(1.0, start_s=1.0)
+    factory = MessageFactory()
+    records = list(simulation_records(run, factory, {imu.name: f"/{imu.topic}" for imu in setup.config.imus}))
+    base = plant.get_body_by_name("base_link").index
+    poses = {}
+    for k in range(0, len(run.times), 2):
+        stamp_ns = int(round(run.times[k] * 1e9))
+        X_WB = plant.calc_body_poses(run.q[k])[base]
+        poses[stamp_ns] = X_WB[:2, 3].copy()
+        records.append(("/odom", stamp_ns, factory.odometry(stamp_ns, "odom", "base_link", X_WB, np.zeros(3),
+                                                           np.zeros(3))))
+    if bad:
+        t = int(round(run.times[31] * 1e9))
+        X = np.eye(4)
+        X[1, 3] = math.nan
+        records.append(("/odom", t, factory.odometry(t, "odom", "base_link", X, np.zeros(3), np.zeros(3))))
+        records.append(("/odom", t + 1, factory.odometry(t + 1, "map", "base_link", np.eye(4), np.zeros(3),
+                                                         np.zeros(3))))
+    records.sort(key=lambda record: (record[1], record[0] != "/odom"))  # an instant's odometry before its IMUs
+    bag = tmp_path / "mobile"
+    with BagWriter(bag, typestore=factory.typestore) as writer:
+        writer.write_all(records)
+    return bag, run, poses
+
+
+def test_a_bags_odometry_drives_the_base_the_same_on_both_replay_paths(tmp_path):
+    setup = mobile_setup()
+    assert setup.odometry_topic == "/odom" and setup.odometry_frames == ("odom", "base_link")
+    bag, _, poses = bag_with_odometry(tmp_path, setup)
+    batch = replay_bag(bag, setup, tmp_path / "batch", batch=True)
+    stream = replay_bag(bag, setup, tmp_path / "stream", batch=False)
+    topic = "/estimated/base/joint_states"
+    batch_messages = list(read_bag(tmp_path / "batch", topics=[topic]))
+    stream_messages = list(read_bag(tmp_path / "stream", topics=[topic]))
+    assert len(batch_messages) == len(stream_messages) > 90
+    stamps = np.array(sorted(poses))
+    for a, b in zip(batch_messages, stream_messages, strict=True):
+        assert a.stamp_ns == b.stamp_ns
+        np.testing.assert_array_equal(a.message.position, b.message.position)
+        np.testing.assert_array_equal(a.message.velocity, b.message.velocity)
+        newest = stamps[stamps <= a.stamp_ns][-1]  # the newest odometry not after the cycle
+        np.testing.assert_allclose(a.message.position[:2], poses[newest], atol=1e-12)
+    assert batch.statistics.rejected == stream.statistics.rejected >= 2  # the NaN and the wrong-frame odometry
+
+
+def test_the_odometry_topic_must_carry_odometry(tmp_path):
+    setup = mobile_setup(odometry_topic="imu/hand/data")
+    bag, _, _ = bag_with_odometry(tmp_path, mobile_setup(), bad=False)
+    with pytest.raises(BagError, match="nav_msgs/msg/Odometry"):
+        replay_bag(bag, setup, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
