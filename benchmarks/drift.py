@@ -117,7 +117,8 @@ def lower_body_scenario(noise: SensorNoise, seed: int) -> Scenario:
                                                                                          strict=True))
     trajectory = SineTrajectory(plant, seed=seed, max_amplitude=0.5, max_translation=0.05)
     simulator = SensorSimulator(plant, imus, trajectory=trajectory, noise=noise, seed=seed)
-    config = EstimatorConfig(imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS) for imu in imus),
+    config = EstimatorConfig(imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS, position=imu.p_BS)
+                                        for imu in imus),
                              estimated_joints={"lower_body": "all"}, use_joint_limits=True)
     return Scenario("lower_body", plant, simulator, config)
 

@@ -1,7 +1,8 @@
 """Heading offsets and gyro biases on the chain (ros_dofkit.core.estimator.heading, issue 19.2): the residual
 Jacobians against finite differences, the observability rule on analytic chains, the filter recovering known
 offsets on a 2-link hinge chain and on the demo arm's simulated drift, the gyro bias estimate, the configuration's
-validation, and the streaming entry point giving the offline one's bits."""
+validation, the streaming entry point giving the offline one's bits, and the joint-centre acceleration constraint
+(the angle measurement, the joint pairs, offsets behind ball joints recovered from exact simulated readings)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.heading import (
     HeadingFilter,
     HeadingModel,
+    acceleration_information,
     new_work,
     schur_information,
     stack_residuals,
 )
 from ros_dofkit.core.multibody.plant import MultibodyPlant
-from ros_dofkit.core.simulation import SensorNoise
-from ros_dofkit.core.spatial import matrix_to_quat, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
+from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SimulatedImu, SineTrajectory
+from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
 from ros_dofkit.ros.estimator_messages import NodeStatistics, diagnostics_message
 from ros_dofkit.ros.parameters import NODE_PARAMETERS, ParameterValueError, estimator_config_from_parameters
 
@@ -251,10 +253,17 @@ def test_gyro_bias_is_estimated_from_the_orientation_stream_and_removed_from_vel
 # ---------------------------------------------------------------------------------------------- configuration
 @pytest.mark.parametrize(("field", "value"), [("enabled", 1), ("drift_deg_per_min", 0.0),
                                               ("orientation_noise_deg", -1.0), ("initial_deg", math.nan),
-                                              ("gyro_bias_time_constant_s", "30"), ("reference_imu", "")])
+                                              ("gyro_bias_time_constant_s", "30"), ("reference_imu", ""),
+                                              ("acceleration_noise", -0.1)])
 def test_bad_heading_settings_are_refused_naming_the_setting(field, value):
     with pytest.raises(EstimatorConfigError, match=f"heading_estimation.{field}"):
         HeadingEstimation(**{field: value})
+
+
+@pytest.mark.parametrize("position", [(0.1, 0.2), (0.0, math.inf, 0.0), "up", None])
+def test_a_bad_imu_position_is_refused_naming_the_imu(position):
+    with pytest.raises(EstimatorConfigError, match=r"IMU 'ia' position: expected 3 finite numbers"):
+        ImuConfig("ia", "a", position=position)
 
 
 def test_an_unknown_reference_imu_lists_the_imus():
@@ -333,8 +342,15 @@ def test_node_parameters_declare_and_validate_the_heading_settings():
         estimator_config_from_parameters({**values, "heading_estimation.reference_imu": "ic"}, ["two"])
     described = {spec.name for spec in NODE_PARAMETERS}
     assert {f"heading_estimation.{name}" for name in ("enabled", "drift_deg_per_min", "orientation_noise_deg",
-                                                      "initial_deg", "reference_imu", "gyro_bias_time_constant_s")
+                                                      "initial_deg", "reference_imu", "gyro_bias_time_constant_s",
+                                                      "acceleration_noise")
             } <= described
+    positioned = estimator_config_from_parameters({**values, "imus.ia.position": [0.1, 0.0, -0.2],
+                                                   "heading_estimation.acceleration_noise": 0.5}, ["two"])
+    np.testing.assert_array_equal(positioned.imus[0].position, [0.1, 0.0, -0.2])
+    assert positioned.heading_estimation.acceleration_noise == 0.5
+    with pytest.raises(ParameterValueError, match="imus.ia.position"):
+        estimator_config_from_parameters({**values, "imus.ia.position": [0.1, 0.0]}, ["two"])
 
 
 def two_branch_urdf() -> str:
@@ -393,3 +409,114 @@ def test_heading_estimation_is_turned_on_and_off_at_run_time():
                                                                                       abs=math.radians(0.1))
     estimator.update_settings(off)
     assert estimator.heading_estimates() == {}
+
+
+# ------------------------------------------------------------------------------- joint-centre acceleration
+def ball_joint_plant(centres=("0 0 -0.3",)):
+    """Fixed base -> prismatic x -> link p -> per centre (in p) three hinges through it -> link c, c1, ..."""
+    limit = '<limit lower="-3" upper="3" effort="1" velocity="1"/>'
+    joints = [("base", "p", "prismatic", "1 0 0", "0 0 0")]
+    for k, centre in enumerate(centres):
+        tag = "" if k == 0 else str(k)
+        joints += [("p", f"cx{tag}", "revolute", "1 0 0", centre),
+                   (f"cx{tag}", f"cy{tag}", "revolute", "0 1 0", "0 0 0"),
+                   (f"cy{tag}", f"c{tag}", "revolute", "0 0 1", "0 0 0")]
+    text = '<link name="base"/>' + "".join(f'<link name="{child}"/>' for _, child, *_ in joints) + "".join(
+        f'<joint name="{child}_j" type="{kind}"><parent link="{parent}"/><child link="{child}"/>'
+        f'<origin xyz="{origin}"/><axis xyz="{axis}"/>{limit}</joint>' for parent, child, kind, axis, origin in joints)
+    plant = MultibodyPlant()
+    plant.add_urdf(f'<robot name="ball">{text}</robot>', model_name="ball", base_joint="fixed")
+    plant.finalize()
+    return plant
+
+
+BALL_IMUS = (SimulatedImu("ip", "p", rotation_x(0.3), np.array([0.05, 0.02, -0.1])),
+             SimulatedImu("ic", "c", rotation_y(-0.5), np.array([0.03, 0.0, -0.25])))
+
+
+def ball_joint_window(offsets, seconds: float, imus=BALL_IMUS, centres=("0 0 -0.3",)):
+    """Exact simulated readings of IMUs on the ball-joint chain (lever arms included), IMU k + 1's world turned by
+    ``offsets[k]``."""
+    plant = ball_joint_plant(centres)
+    trajectory = SineTrajectory(plant, seed=1, max_amplitude=0.5, max_translation=0.1, frequency_range=(0.6, 1.0))
+    run = SensorSimulator(plant, imus, trajectory=trajectory, noise=SensorNoise(), seed=1).run(seconds)
+    window = simulation_window(run, [imu.name for imu in imus])
+    for k, offset in enumerate(offsets):
+        turned = window.imu_sensor == k + 1
+        R = [rotation_z(offset) @ quat_to_matrix(row) for row in window.imu_quaternion_wxyz[turned]]
+        window.imu_quaternion_wxyz[turned] = np.array([matrix_to_quat(matrix) for matrix in R])
+    return plant, window
+
+
+def ball_config(noise: float, imus=BALL_IMUS) -> EstimatorConfig:  # exact readings: noise stands for model errors
+    return EstimatorConfig(
+        imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS, position=imu.p_BS) for imu in imus),
+        heading_estimation=HeadingEstimation(enabled=True, reference_imu="ip", initial_deg=20.0,
+                                             drift_deg_per_min=0.1, orientation_noise_deg=0.5,
+                                             acceleration_noise=noise))
+
+
+def test_horizontal_joint_centre_acceleration_measures_the_heading_difference():
+    rng = np.random.default_rng(5)
+    u_parent = np.array([1.5, -0.7, 9.0])
+    for theta in rng.uniform(-3.0, 3.0, 5):
+        delta, weight = acceleration_information(rotation_z(theta) @ u_parent, u_parent, 0.01)
+        assert delta == pytest.approx(theta, abs=1e-12)
+        # |v|^2 = cos(theta / 2)^2 |u_h|^2 with |u_h|^2 = 2.74, each side's variance 0.01
+        assert weight == pytest.approx(math.cos(0.5 * theta) ** 2 * 2.74 / 0.02)
+    # no horizontal acceleration: no information
+    assert acceleration_information(np.array([0.0, 0.0, 9.8]), np.array([0.0, 0.0, 9.7]), 0.01) == (0.0, 0.0)
+
+
+def test_joint_pairs_find_the_ball_joint_and_no_hinge():
+    plant = ball_joint_plant()
+    heading = Estimator(plant, ball_config(0.3))._heading
+    assert [heading.pairs.child.tolist(), heading.pairs.parent.tolist()] == [[1], [0]]
+    hinge = Estimator(two_link_plant("0 1 0", axis2="1 0 0"), EstimatorConfig(
+        imus=TWO_IMUS, heading_estimation=HeadingEstimation(enabled=True, reference_imu="ia")))._heading
+    assert hinge.pairs.child.shape == (0,)
+
+
+def test_joint_centre_acceleration_recovers_the_heading_offset_behind_a_ball_joint():
+    offset = math.radians(12.0)
+    plant, window = ball_joint_window([offset], 6.0)
+    estimates = {}
+    for noise in (0.0, 0.1):
+        estimator = Estimator(plant, ball_config(noise))
+        estimator.run(window)
+        estimates[noise] = estimator.heading_estimates()["ic"]
+    # orientations alone: the ball joint absorbs ic's heading (no information, the estimate stays at its start)
+    assert estimates[0.0]["heading_offset_rad"] == 0.0
+    assert estimates[0.0]["heading_std_rad"] > math.radians(19.0)
+    assert estimates[0.1]["heading_offset_rad"] == pytest.approx(offset, abs=math.radians(0.3))
+    assert estimates[0.1]["heading_std_rad"] < math.radians(0.5)
+
+
+def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration():
+    plant, window = ball_joint_window([math.radians(12.0)], 1.5)
+    config = ball_config(0.3)
+    batch_estimator = Estimator(plant, config)
+    batch = batch_estimator.run(window)
+    streaming_estimator = Estimator(plant, config)
+    streamed = []
+    for k in range(len(window.kind)):
+        r = window.row[k]
+        streamed += streaming_estimator.process_imu(
+            config.imu_names[window.imu_sensor[r]], window.imu_stamp[r], window.imu_quaternion_wxyz[r],
+            window.imu_angular_velocity[r], linear_acceleration=window.imu_linear_acceleration[r])[1]
+    np.testing.assert_array_equal(np.array([result.q for result in streamed]), batch.q)
+    batch_offset = batch_estimator.heading_estimates()["ic"]["heading_offset_rad"]
+    assert streaming_estimator.heading_estimates()["ic"]["heading_offset_rad"] == batch_offset != 0.0
+
+
+def test_one_parent_imu_serves_two_ball_joints_with_their_own_lever_arms():
+    # like a pelvis IMU and two hips: each joint end's lever arm points to its own centre
+    imus = (*BALL_IMUS, SimulatedImu("ic1", "c1", rotation_x(-0.4), np.array([0.0, 0.04, -0.2])))
+    offsets = [math.radians(12.0), math.radians(-7.0)]
+    plant, window = ball_joint_window(offsets, 6.0, imus, centres=("0 0.15 -0.3", "0 -0.15 -0.3"))
+    estimator = Estimator(plant, ball_config(0.1, imus))
+    assert estimator._heading.pairs.parent.tolist() == [0, 0]
+    estimator.run(window)
+    estimates = estimator.heading_estimates()
+    for name, offset in zip(("ic", "ic1"), offsets, strict=True):
+        assert estimates[name]["heading_offset_rad"] == pytest.approx(offset, abs=math.radians(0.3))

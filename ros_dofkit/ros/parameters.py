@@ -144,6 +144,9 @@ ESTIMATION_PARAMETERS = (
                   "chosen by the observability rule)"),
     ParameterSpec("heading_estimation.gyro_bias_time_constant_s", DOUBLE, 30.0, "time constant of the gyro bias "
                   "estimate (s; 0: off)", value_range=(0.0, 3600.0)),
+    ParameterSpec("heading_estimation.acceleration_noise", DOUBLE, 0.3, "noise of a joint centre's horizontal "
+                  "acceleration seen from one IMU (m/s^2; 0: no joint-centre acceleration constraint)",
+                  value_range=(0.0, 100.0)),
     ParameterSpec("diagnostics_period", DOUBLE, 1.0, "seconds between /diagnostics messages",
                   value_range=(0.01, 60.0)),
     ParameterSpec("log_throttle", DOUBLE, 5.0, "minimum seconds between repeated warnings of one kind",
@@ -197,6 +200,9 @@ def imu_parameter_specs(imu_name: str) -> tuple:
                       read_only=True),
         ParameterSpec(prefix + "mounting", DOUBLE_ARRAY, [1.0, 0.0, 0.0, 0.0], "R_BS as quaternion (w, x, y, z) or "
                       "row-major 3x3", read_only=True, sizes=(4, 9), value_range=(-1.0, 1.0)),
+        ParameterSpec(prefix + "position", DOUBLE_ARRAY, [0.0, 0.0, 0.0], "p_BS: the sensor's origin on the link (m; "
+                      "the accelerometer's lever arm for heading_estimation)", read_only=True, sizes=(3,),
+                      value_range=(-100.0, 100.0)),
         ParameterSpec(prefix + "calibrate", BOOL, False, "compute R_BS with the calibrate service instead",
                       read_only=True),
         ParameterSpec(prefix + "weight", DOUBLE, 1.0, "orientation weight (0: velocities and diagnostics only)",
@@ -356,7 +362,7 @@ def imu_configs_from_parameters(values: dict) -> tuple:
             configs.append(ImuConfig(
                 name=name, body=get["body"], topic=get["topic"], mounting=mounting, weight=get["weight"],
                 model_instance=get["model_instance"] or None, time_offset_s=get["time_offset"],
-                orientation=get["orientation"],
+                orientation=get["orientation"], position=get["position"],
                 filter={"sample_time_s": get["filter_sample_time"], "max_gap_s": get["filter_max_gap"],
                         "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"],
                         "field_timeout_s": get["filter_field_timeout"]},
@@ -431,7 +437,8 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
                 orientation_noise_deg=get("heading_estimation.orientation_noise_deg"),
                 initial_deg=get("heading_estimation.initial_deg"),
                 reference_imu=get("heading_estimation.reference_imu") or None,
-                gyro_bias_time_constant_s=get("heading_estimation.gyro_bias_time_constant_s")),
+                gyro_bias_time_constant_s=get("heading_estimation.gyro_bias_time_constant_s"),
+                acceleration_noise=get("heading_estimation.acceleration_noise")),
         )
     except EstimatorConfigError as error:
         raise ParameterValueError(str(error)) from error

@@ -194,6 +194,8 @@ class ImuConfig:
         magnetic_field_topic: ROS topic of its ``sensor_msgs/MagneticField`` stream (tesla, sensor frame), fed to
             its filter (``Estimator.process_magnetic_field``); empty: none. Only for a filtered IMU (unused by the
             core, kept for the node and replay).
+        position: ``p_BS``, the sensor's origin in B (m, 3 numbers): the lever arm of its accelerometer, which the
+            heading estimation's joint-centre acceleration constraint uses (``core.estimator.heading``).
     """
 
     name: str
@@ -206,9 +208,18 @@ class ImuConfig:
     orientation: str = "auto"
     filter: FilterSettings = field(default_factory=FilterSettings)
     magnetic_field_topic: str = ""
+    position: object = field(default_factory=lambda: np.zeros(3))
 
     def __post_init__(self):
         object.__setattr__(self, "name", _check_name(self.name, "ImuConfig.name"))
+        try:
+            position = np.array(self.position, dtype=float)
+        except (TypeError, ValueError):
+            position = None
+        if position is None or position.shape != (3,) or not np.isfinite(position).all():
+            raise EstimatorConfigError(f"IMU {self.name!r} position: expected 3 finite numbers (m), got "
+                                       f"{self.position!r}")
+        object.__setattr__(self, "position", position)
         object.__setattr__(self, "body", _check_name(self.body, f"IMU {self.name!r} body"))
         if not isinstance(self.topic, str):
             raise EstimatorConfigError(f"IMU {self.name!r} topic: expected a string, got {self.topic!r}")
@@ -272,6 +283,9 @@ class HeadingEstimation:
             encoders; the first IMU that restores observability otherwise, e.g. on a floating base).
         gyro_bias_time_constant_s: time constant (s) of the low-pass gyro bias estimate (gyro minus the angular
             velocity of the IMU's own orientation stream); 0 turns the gyro bias estimate off.
+        acceleration_noise: standard deviation (m/s^2, per horizontal axis) of a joint centre's acceleration as one
+            IMU computes it (accelerometer noise, tilt error times g, lever-arm and angular-acceleration errors):
+            the weight of the joint-centre acceleration constraint of 2/3-dof joints; 0 turns it off.
     """
 
     enabled: bool = False
@@ -280,12 +294,14 @@ class HeadingEstimation:
     initial_deg: float = 1.0
     reference_imu: str | None = None
     gyro_bias_time_constant_s: float = 30.0
+    acceleration_noise: float = 0.3
 
     def __post_init__(self):
         if not isinstance(self.enabled, bool):
             raise EstimatorConfigError(f"heading_estimation.enabled: expected a bool, got {self.enabled!r}")
         for name, allow_zero in (("drift_deg_per_min", False), ("orientation_noise_deg", False),
-                                 ("initial_deg", True), ("gyro_bias_time_constant_s", True)):
+                                 ("initial_deg", True), ("gyro_bias_time_constant_s", True),
+                                 ("acceleration_noise", True)):
             value = _check_finite_nonnegative(getattr(self, name), f"heading_estimation.{name}", allow_zero)
             object.__setattr__(self, name, value)
         if self.reference_imu is not None:

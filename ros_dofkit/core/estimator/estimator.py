@@ -25,7 +25,7 @@ from ros_dofkit.core.assembly import average_rotations, calibrate_imus
 from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
-from ros_dofkit.core.estimator.heading import HeadingFilter
+from ros_dofkit.core.estimator.heading import HeadingFilter, fill_accelerations
 from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
 from ros_dofkit.core.estimator.odometry_input import validate_odometry
 from ros_dofkit.core.estimator.offline import (
@@ -312,6 +312,7 @@ class Estimator:
         sample = self._sample[0]
         sample["stamp"], sample["stamp_ns"] = stamp, _stamp_ns(stamp)
         code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, self._sample, 0)
+        fill_accelerations(sample["f_S"][None], accel, accel_present)  # issue 19.2: the joint-centre constraint
         result = rules.offer_imu(self._state, self._settings, i, now_value, code, self._sample, 0, -1, run_cycles,
                                  self._message)
         self._after_offer()
@@ -504,6 +505,7 @@ class Estimator:
         use_gyro = ~stale & has_w & self._calibrated
         if self._heading is not None:  # issue 19.2: gyro biases from the orientation streams (module heading)
             w_S = self._heading.unbiased_gyros(cycle["stamp"], cycle["reset"], R_GS, w_S, ~stale)
+            self._heading.begin_run(cycles.sample["stamp"][:C], w_S, cycles.sample["f_S"][:C])
         solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"],
                             cycles.odometry[:C]["values"], progress)
         Q = solve["q"]
@@ -601,12 +603,13 @@ class Estimator:
     def _heading_update(self, c, stamp, R_WO, out) -> None:
         """Issue 19.2 hook: the heading filter's step after cycle c's solve (one-cycle runs when it is on)."""
         if self._heading is not None and out["solved"][c]:
-            self._heading.update(out["q"][c], stamp[c], R_WO[c], self._solver_columns, self._R_BS_array)
+            self._heading.update(out["q"][c], stamp[c], R_WO[c], self._solver_columns, self._R_BS_array, c)
 
     def _heading_filter(self, config) -> HeadingFilter | None:
         """Issue 19.2 hook: the heading filter of ``config.heading_estimation`` (None when off)."""
         settings = config.heading_estimation
-        return HeadingFilter(self._setup, settings, config.stale_timeout_s) if settings.enabled else None
+        return HeadingFilter(self._setup, settings, config.stale_timeout_s,
+                             [imu.position for imu in config.imus]) if settings.enabled else None
 
     def heading_estimates(self) -> dict:
         """{IMU name: {"heading_offset_rad", "heading_std_rad", "observable", "gyro_bias" (3,) rad/s}} of the

@@ -2,7 +2,8 @@
 
 You are in the ROS-free estimator core; this module imports NumPy, numba, the compiled kinematics of
 ``core.multibody.compiled`` and four small dense kernels of ``core.assembly.kernels`` (rotation log, inverse
-right Jacobian of SO(3), normal equations, Cholesky solve). The estimator calls it once per cycle around its
+right Jacobian of SO(3), normal equations, Cholesky solve), the joint type codes of ``core.multibody.tree`` and
+``core.spatial.rotation_z``. The estimator calls it once per cycle around its
 solve (a marked hook in ``estimator.py``); the streaming and the offline path run the same cycles in the same
 order, so both give the same bits.
 
@@ -63,8 +64,31 @@ full rank (no reference needed); a floating base, or a vertical first joint that
 heading (rank m - 1), and the first IMU whose removal restores full rank becomes the reference. What remains
 rank deficient is reported as unobservable and gets no information (above): e.g. the common heading of a leg
 behind a 3-dof hip (the hip absorbs it; the hinges below only fix the leg's segments relative to each other).
-Not modelled yet: the equal joint-centre acceleration seen from both sides of a 2/3-dof joint (accelerometers,
-gyros, lever arms), which would observe that direction; the estimator's inputs carry no accelerations so far.
+Motion observes that direction (next paragraph); ``observable`` still reports the orientation-only rule.
+
+Joint-centre acceleration (2/3-dof joints). :func:`joint_pairs` pairs IMU c with IMU p on the nearest ancestor body
+carrying an IMU when the joints between them are >= 2 hinges (welds allowed) through one point J (a ball or
+universal joint built from hinges, e.g. the hip). Both IMUs see J's acceleration: for IMU i (specific force f_S,
+gyro w_S, angular acceleration a_S, all in S_i; lever arm r_i = R_WS,i(q)^T (p_WJ(q) - p_WS,i(q)) from the URDF and
+``ImuConfig.position`` p_BS at the solved q),
+
+    u_i = Rz(-dhat_i) R_WO,i (f_S + w_S x (w_S x r_i) + a_S x r_i) = Rz(d_i - dhat_i) (a_WJ - g_W) + noise,
+
+(the accelerometer reaches the cycles as ``rules.SAMPLE.f_S``), so with v the mean of the horizontal parts of
+u_c and u_p, the remaining offsets dd = d - dhat satisfy, to first order, u_c,h - u_p,h = (dd_c - dd_p) z x v.
+The measurement Delta = 2 atan(((z x v) . (u_c,h - u_p,h)) / (2 |v|^2)) (the exact angle between u_p,h and u_c,h
+when they differ by a turn) observes dd_c - dd_p with variance 2 s_a^2 / |v|^2 (noise model: each side's
+horizontal components carry independent white noise of variance s_a^2 = ``acceleration_noise``^2, covering
+accelerometer noise, tilt error times g, lever-arm and angular-acceleration errors). It enters the same information
+update, after the projection above (it observes what orientations cannot): S += (sigma^2 |v|^2 / (2 s_a^2)) h h^T,
+g -= (sigma^2 |v|^2 / (2 s_a^2)) Delta h, h = e_c - e_p (an entry only for an estimated offset). No horizontal
+acceleration, no information: no threshold. a_S is the central difference of the gyro around a sample, so the
+measurement of a sample enters at the IMU's next sample (one sample late; each IMU's previous lever arm, f + w x
+(w x r) and corrected R_WO are held, u turned by the heading change since); both IMUs' held samples must share
+a stamp. A backward difference (alpha half a sample late) biased the heading by 2 deg on the exact ball-joint case
+of the tests. Measured (``benchmarks/drift.py --minutes 10 --models lower_body``, 3 deg/min): hip adduction /
+rotation worst-minute RMS 3.06 deg (4.3 from orientations alone), raw IMUs' hips 6.4 deg (30); the simulated motion
+is slow (horizontal hip-centre accelerations of a few 0.1 m/s^2), so the information stays weak.
 
 Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
 samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
@@ -88,6 +112,8 @@ from ros_dofkit.core.assembly.kernels import (
     _rotation_vector,
 )
 from ros_dofkit.core.multibody import compiled as kinematics
+from ros_dofkit.core.multibody.tree import JOINT_REVOLUTE, JOINT_WELD
+from ros_dofkit.core.spatial import rotation_z
 
 #: Largest standard deviation (rad) of a heading offset: the random walk stops growing a variance beyond it.
 MAX_HEADING_STD = 0.5 * math.pi
@@ -277,6 +303,75 @@ def correct_observations(R_WO, solver_columns, column, delta):
             R_WO[j, 1, k] = -s * x + c * y
 
 
+JointPairs = namedtuple("JointPairs", ["child", "parent", "centre_body"])
+JointPairs.__doc__ = """The joint-centre acceleration constraints: per pair, the IMU indices on the child side
+(``child``) and on the parent side (``parent``) of a 2/3-dof joint, and the body whose joint origin p_WM is the joint
+centre J (``centre_body``); int64 arrays of one length."""
+
+
+def joint_pairs(tree, body, scale, Q) -> JointPairs:
+    """Pairs (IMU i, IMU k) where IMU k rides the nearest ancestor body of i's body that carries an IMU (weight > 0),
+    and the joints between them are at least two revolute joints (welds allowed) whose origins coincide at every
+    configuration of Q: a 2- or 3-dof joint built from hinges, centred at their common origin."""
+    parent, joint_type = tree.parent, tree.joint_type
+    carrier = {}
+    for i in range(len(body)):
+        if scale[i] > 0.0:
+            carrier.setdefault(int(body[i]), i)
+    X_WB, R_WF, p_WM = (np.empty((parent.shape[0], 4, 4)), np.empty((parent.shape[0], 3, 3)),
+                        np.empty((parent.shape[0], 3)))
+    origins = []
+    for q in Q:
+        kinematics.forward_kinematics(tree, q, X_WB, R_WF, p_WM)
+        origins.append(p_WM.copy())
+    child, above, centre = [], [], []
+    for b, i in carrier.items():
+        path, a = [], b
+        while a > 0 and (a == b or a not in carrier):
+            path.append(a)
+            a = int(parent[a])
+        if a <= 0 and a not in carrier:
+            continue
+        hinges = [c for c in path if joint_type[c] == JOINT_REVOLUTE]
+        if len(hinges) < 2 or any(joint_type[c] not in (JOINT_REVOLUTE, JOINT_WELD) for c in path):
+            continue
+        if all(np.allclose(p[hinges], p[hinges[0]], atol=1e-9) for p in origins):
+            child.append(i)
+            above.append(carrier[a])
+            centre.append(hinges[0])
+    return JointPairs(np.array(child, np.int64), np.array(above, np.int64), np.array(centre, np.int64))
+
+
+def fill_accelerations(f_S, accel, present) -> None:
+    """``f_S`` (n, 3) <- the accelerometer readings ``accel`` ((3,) or (n, 3), m/s^2; None: none) where
+    ``present`` ((n,) or a bool; None: all) and finite; NaN elsewhere (the samples' "absent" value)."""
+    f_S[:] = np.nan
+    if accel is None:
+        return
+    values = np.asarray(accel, dtype=float)
+    if values.size != f_S.size:
+        return
+    values = values.reshape(f_S.shape)
+    keep = np.isfinite(values).all(axis=1)
+    if present is not None:
+        keep &= np.broadcast_to(np.asarray(present, dtype=bool), keep.shape)
+    f_S[keep] = values[keep]
+
+
+def acceleration_information(u_child, u_parent, noise2):
+    """(Delta, weight) of one joint from the horizontal projections of its centre's acceleration seen by both sides
+    (module docstring): Delta = 2 atan(((z x v) . (u_child - u_parent)) / (2 |v|^2)), v their mean, is the angle
+    from u_parent to u_child (exactly, when the two differ by a turn only), a measurement of the remaining offset
+    difference d_child - d_parent with information weight |v|^2 / (2 noise2) (each side's horizontal components
+    have variance noise2): no information where the horizontal acceleration vanishes, no threshold."""
+    v0, v1 = 0.5 * (u_child[0] + u_parent[0]), 0.5 * (u_child[1] + u_parent[1])
+    v2 = v0 * v0 + v1 * v1
+    if not v2 > 0.0:
+        return 0.0, 0.0
+    perpendicular = -v1 * (u_child[0] - u_parent[0]) + v0 * (u_child[1] - u_parent[1])
+    return 2.0 * math.atan(0.5 * perpendicular / v2), v2 / (2.0 * noise2)
+
+
 @njit(cache=True, error_model="numpy")
 def gyro_biases(stamp, reset, R_GS, w_S, use, last_t, last_R, last_w, bias, tau, max_gap, bias_out):
     """Per cycle c (in order) and IMU i with a sample (``use``), the low-pass bias update of the module docstring
@@ -413,7 +508,7 @@ class HeadingFilter:
     :meth:`calibrated` after a calibration (the new mountings absorb the headings).
     """
 
-    def __init__(self, setup, settings, stale_timeout_s: float):
+    def __init__(self, setup, settings, stale_timeout_s: float, positions=None):
         plant = setup.plant
         self.names = setup.imu_names
         self._tree = plant.tree.kernel_arguments()
@@ -440,6 +535,20 @@ class HeadingFilter:
         self._tau = float(settings.gyro_bias_time_constant_s)
         self._max_gap = float(stale_timeout_s)
         n = len(self.names)
+        # joint-centre acceleration constraints (module docstring), their noise and the gyro differentiation state
+        self._noise2 = float(settings.acceleration_noise) ** 2
+        self.pairs = joint_pairs(self._tree, body, scale, random_configurations(plant, OBSERVABILITY_SAMPLES)) \
+            if self._noise2 > 0.0 and m else JointPairs(*(np.zeros(0, np.int64),) * 3)
+        self._p_BS = np.zeros((n, 3)) if positions is None else np.asarray(positions, dtype=float).reshape(n, 3)
+        self._inertial = None
+        # joint ends: pair k's child side k, its parent side P + k (an IMU may sit on several, e.g. the pelvis)
+        self._end_imu = np.concatenate([self.pairs.child, self.pairs.parent])
+        self._end_centre = np.concatenate([self.pairs.centre_body, self.pairs.centre_body])
+        self._paired = np.unique(self._end_imu)
+        self._before_t, self._before_w = np.empty(n), np.empty((n, 3))  # per IMU: the sample before the held one
+        self._held_t, self._held_w = np.empty(n), np.empty((n, 3))
+        self._held_R, self._held_d = np.empty((n, 3, 3)), np.empty(n)
+        self._held_r, self._held_a = np.empty((len(self._end_imu), 3)), np.empty((len(self._end_imu), 3))  # per end
         self.delta = np.zeros(m)
         self.P = np.zeros((m, m))
         self._stamp = np.full(1, np.nan)
@@ -456,6 +565,8 @@ class HeadingFilter:
         self.P[:, :] = 0.0
         np.fill_diagonal(self.P, self._initial2 if initial2 is None else initial2)
         self._stamp[0] = np.nan
+        self._before_t[:] = np.nan
+        self._held_t[:] = np.nan
 
     def clear(self) -> None:
         """Everything as built: offsets reset, gyro biases 0, no sample history (``Estimator.reset``)."""
@@ -473,9 +584,15 @@ class HeadingFilter:
         """R_WO (solver sensors, 3, 3) of one cycle <- Rz(-delta_i) R_WO, in place."""
         correct_observations(R_WO, solver_columns, self._model.column, self.delta)
 
-    def update(self, q, stamp: float, R_WO, solver_columns, R_BS) -> bool:
+    def begin_run(self, sample_stamp, w_S, f_S) -> None:
+        """The inertial samples of a run of cycles (C, n_imu): each cycle's sample stamps, unbiased gyros and
+        accelerometers, which :meth:`update` reads by cycle index for the joint-centre acceleration constraint."""
+        self._inertial = (sample_stamp, w_S, f_S)
+
+    def update(self, q, stamp: float, R_WO, solver_columns, R_BS, cycle: int | None = None) -> bool:
         """One filter step after the cycle's solve at q (observations ``R_WO`` as corrected by :meth:`correct`,
-        mountings R_BS (n_imu, 3, 3)). Returns False when nothing was used."""
+        mountings R_BS (n_imu, 3, 3)); ``cycle``: the index into :meth:`begin_run`'s samples (None: orientations
+        only). Returns False when nothing was used."""
         if self.delta.shape[0] == 0:
             return False
         if not stack_residuals(self._tree, q, R_WO, solver_columns, self._model, R_BS, self._work):
@@ -485,6 +602,8 @@ class HeadingFilter:
             S, g, projector = self._work.S, self._work.g, self._projector
             S[:, :] = projector @ S @ projector
             g[:] = projector @ g
+        if cycle is not None and self._inertial is not None and self.pairs.child.shape[0]:
+            self._add_accelerations(cycle, R_WO, solver_columns, R_BS)
         previous = self._stamp[0]
         dt = stamp - previous if previous == previous and stamp > previous else 0.0
         if not information_update(self.delta, self.P, self._work.S, self._work.g, dt, self._rate2, self._sigma2,
@@ -492,6 +611,63 @@ class HeadingFilter:
             return False
         self._stamp[0] = stamp
         return True
+
+    def _inertial_step(self, cycle, R_WO, solver_columns, R_BS):
+        """Per IMU with a new sample at this cycle: for each joint end it sits on (pair k's child end k, parent end
+        P + k), u of its previous sample (module docstring) with alpha from the central difference of the gyros
+        around it, turned by the heading change since (finite: ``ready``); then the new sample's parts (lever arm,
+        f + w x (w x r), corrected R_WO) are held for the next. Returns (ready, u (2P, 3), the ends' held stamps)."""
+        sample_stamp, w_S, f_S = (values[cycle] for values in self._inertial)
+        X_WB, p_WM, body = self._work.X_WB, self._work.p_WM, self._model.body
+        row = np.full(len(self.names), -1, dtype=np.int64)
+        row[solver_columns] = np.arange(len(solver_columns))
+        ends = len(self._end_imu)
+        ready, u, stamps = np.zeros(ends, dtype=bool), np.full((ends, 3), np.nan), self._held_t[self._end_imu]
+        for i in self._paired:
+            t = sample_stamp[i]
+            if not (math.isfinite(t) and t != self._held_t[i]):
+                continue
+            span = t - self._before_t[i]
+            alpha = (w_S[i] - self._before_w[i]) / span if 0.0 < span <= 2.0 * self._max_gap else None
+            turn = rotation_z(self._held_d[i] - self._offset(i))
+            R_WB, b = X_WB[body[i], :3, :3], body[i]
+            R_WS = R_WB @ R_BS[i]
+            for e in np.flatnonzero(self._end_imu == i):
+                if alpha is not None:
+                    u[e] = turn @ (self._held_R[i] @ (self._held_a[e] + np.cross(alpha, self._held_r[e])))
+                    ready[e] = np.isfinite(u[e]).all()
+                r = R_WS.T @ (p_WM[self._end_centre[e]] - X_WB[b, :3, 3] - R_WB @ self._p_BS[i])
+                self._held_r[e] = r
+                self._held_a[e] = f_S[i] + np.cross(w_S[i], np.cross(w_S[i], r))
+            self._before_t[i], self._before_w[i] = self._held_t[i], self._held_w[i]
+            self._held_t[i], self._held_w[i] = t, w_S[i]
+            self._held_R[i] = R_WO[row[i]] if row[i] >= 0 else np.nan
+            self._held_d[i] = self._offset(i)
+        return ready, u, stamps
+
+    def _offset(self, i) -> float:
+        """IMU i's current heading estimate (0 for an offset held at 0)."""
+        col = self._model.column[i]
+        return 0.0 if col < 0 else float(self.delta[col])
+
+    def _add_accelerations(self, cycle, R_WO, solver_columns, R_BS) -> None:
+        """S and g (in the orientation residual's units: scaled by sigma^2) += each joint's acceleration
+        measurement of d_child - d_parent (module docstring) at both IMUs' previous samples when they share a stamp."""
+        ready, u, stamps = self._inertial_step(cycle, R_WO, solver_columns, R_BS)
+        column, P = self._model.column, len(self.pairs.child)
+        h = np.zeros(self.delta.shape[0])
+        for k, (child, parent) in enumerate(zip(self.pairs.child, self.pairs.parent, strict=True)):
+            if not (ready[k] and ready[P + k] and stamps[k] == stamps[P + k]):
+                continue
+            delta, weight = acceleration_information(u[k], u[P + k], self._noise2)
+            h[:] = 0.0
+            if column[child] >= 0:
+                h[column[child]] = 1.0
+            if column[parent] >= 0:
+                h[column[parent]] -= 1.0
+            weight *= self._sigma2
+            self._work.S[:, :] += weight * np.outer(h, h)
+            self._work.g[:] -= weight * delta * h
 
     def unbiased_gyros(self, stamp, reset, R_GS, w_S, use) -> np.ndarray:
         """w_S (C, n_imu, 3) minus the gyro bias estimates after each cycle (the cycles in order; ``reset`` (C,)

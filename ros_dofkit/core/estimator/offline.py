@@ -19,6 +19,7 @@ from numba import njit
 
 from ros_dofkit.core.assembly.kernels import _cholesky_solve
 from ros_dofkit.core.estimator import odometry_input, rules
+from ros_dofkit.core.estimator.heading import fill_accelerations
 from ros_dofkit.core.estimator.inputs import RejectReason
 from ros_dofkit.core.multibody import compiled as kinematics
 
@@ -131,6 +132,7 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odom
                         np.ascontiguousarray(inputs.imu_angular_velocity, dtype=float),
                         np.asarray(inputs.imu_orientation_present, dtype=np.bool_),
                         np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), imu_code, samples)
+    fill_accelerations(samples["f_S"], inputs.imu_linear_acceleration, inputs.imu_linear_acceleration_present)
     js_code, js_offsets, js_index, js_position, js_velocity = _validate_joint_states(inputs, name_to_index)
     if inputs.stamp_ns is None:
         input_ns = np.round(inputs.input_stamps() * 1e9).astype(np.int64)

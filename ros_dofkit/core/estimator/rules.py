@@ -97,6 +97,7 @@ SAMPLE = np.dtype([
     ("stamp", np.float64), ("stamp_ns", np.int64),  # the sample's stamp (s, and as given in ns; NaN / -1: none)
     ("R_GS", np.float64, (3, 3)),  # orientation of the sensor frame S in the IMU's world G (NaN: absent)
     ("w_S", np.float64, (3,)),  # angular velocity of S, in S, rad/s (NaN: absent)
+    ("f_S", np.float64, (3,)),  # specific force (accelerometer) in S, m/s^2 (NaN: absent; filled by the caller)
 ], align=True)
 
 #: Per IMU: the newest accepted stamp and the ring queue's bookkeeping.
@@ -196,6 +197,7 @@ def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular
     w_S = samples[row].w_S
     for a in range(3):
         w_S[a] = np.nan
+        samples[row].f_S[a] = np.nan
         for b in range(3):
             R_GS[a, b] = np.nan
     has_R = False
@@ -238,6 +240,7 @@ def _clear_sample(sample):
     sample.stamp_ns = -1
     for a in range(3):
         sample.w_S[a] = np.nan
+        sample.f_S[a] = np.nan
         for b in range(3):
             sample.R_GS[a, b] = np.nan
 
