@@ -225,3 +225,35 @@ def test_one_instant_one_cycle_whatever_the_arrival_order(arm_plant, order):
     batch = Estimator(arm_plant, config).run(as_inputs(received(arrived, False)))
     assert_same_results(list(batch.results()), streaming)
 
+
+def test_joint_state_validation_is_one_rule_streaming_and_batch(arm_plant):
+    """``inputs.parse_joint_state`` (streaming) and offline replay's per-layout validation decide with the same
+    rules: every bad message is dropped for the same reason in both, a partly unknown one is kept in both."""
+    q, v = arm_trajectory(0.0)
+    cases = [  # (names, positions, velocities, expected reason)
+        ((), (), None, RejectReason.EMPTY),
+        (ENCODERS, q[:1], None, RejectReason.MISMATCHED_ARRAYS),
+        (ENCODERS, q[:2], v[:1], RejectReason.MISMATCHED_ARRAYS),
+        (ENCODERS[:1] * 2, q[:2], None, RejectReason.DUPLICATE_NAME),
+        (ENCODERS, [q[0], np.nan], None, RejectReason.NON_FINITE),
+        (ENCODERS, q[:2], [v[0], np.inf], RejectReason.NON_FINITE),
+        (("elsewhere",), q[:1], None, RejectReason.UNKNOWN_NAME),
+        ((*ENCODERS, "elsewhere"), q[:3], (), RejectReason.UNKNOWN_NAME),  # kept; the unknown name counted
+        (ENCODERS, q[:2], v[:2], None),
+    ]
+    streaming = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    for k, (names, positions, velocities, reason) in enumerate(cases):
+        status = streaming.add_joint_state(names, positions, velocities, stamp=k * DT)
+        assert status.reason is reason and status.accepted == (k >= len(cases) - 2)
+    batch = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    n = len(cases)
+    batch.run(OfflineInputs(
+        kind=np.ones(n, dtype=np.int64), row=np.arange(n), imu_sensor=np.zeros(0, dtype=np.int64),
+        imu_stamp=np.zeros(0), imu_quaternion_wxyz=np.zeros((0, 4)), imu_angular_velocity=np.zeros((0, 3)),
+        imu_orientation_present=np.zeros(0, bool), imu_angular_velocity_present=np.zeros(0, bool),
+        js_stamp=np.arange(n) * DT, js_names=[tuple(c[0]) for c in cases], js_positions=[c[1] for c in cases],
+        js_velocities=[c[2] for c in cases], stamp_ns=np.round(np.arange(n) * DT * 1e9).astype(np.int64),
+        now=np.full(n, np.nan)))
+    assert batch.reject_counts_by_source() == streaming.reject_counts_by_source() == {
+        ("joint_states", "empty_message"): 1, ("joint_states", "mismatched_arrays"): 2,
+        ("joint_states", "duplicate_name"): 1, ("joint_states", "non_finite"): 2, ("joint_states", "unknown_name"): 2}
