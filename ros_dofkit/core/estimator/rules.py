@@ -26,9 +26,10 @@ The rules (DESIGN.md's data flow; ``now`` NaN = no receive clock, as offline):
   queued stamp (queued samples not after the last cycle's stamp belong to an instant that ran without them: they
   are dropped, counted in ``overwritten_samples``). IMU i's sample of t is its oldest queued one if that is
   earlier than t + p_i / 2 (any while p_i is unknown); a later one means i missed t. The cycle of t runs when it
-  is decided for every waited, non-stale IMU: it has a queued sample (of t or later), or its last stamp is after
+  is decided for every waited IMU: it has a queued sample (of t or later), or its last stamp is after
   t - p_i / 2 (its sample of t, if any, was used already), or an input stamped at or after t + 1.5 p_i arrived
-  (bounded wait, in input stamps: its sample of t is lost). The cycle takes the samples of t, runs at the newest
+  (bounded wait, in input stamps, counted in ``flushed_cycles``: its sample of t is lost; an unknown p_i is the
+  shortest known period of any IMU here). The cycle takes the samples of t, runs at the newest
   of their stamps, and a later sample stays queued for the next instant. So samples of one instant make one
   cycle whatever their arrival order while every delay is under about 1.5 periods, and a dropout only leaves
   its IMU out of that instant. Without queued IMU samples a cycle runs at the newest stamp when no IMU is waited.
