@@ -27,12 +27,14 @@ The rules (DESIGN.md's data flow; ``now`` NaN = no receive clock, as offline):
   are dropped, counted in ``overwritten_samples``). IMU i's sample of t is its oldest queued one if that is
   earlier than t + p_i / 2 (any while p_i is unknown); a later one means i missed t. The cycle of t runs when it
   is decided for every waited IMU: it has a queued sample (of t or later), or its last stamp is after
-  t - p_i / 2 (its sample of t, if any, was used already), or an input stamped at or after t + 1.5 p_i arrived
-  (bounded wait, in input stamps, counted in ``flushed_cycles``: its sample of t is lost; an unknown p_i is the
-  shortest known period of any IMU here). The cycle takes the samples of t, runs at the newest
-  of their stamps, and a later sample stays queued for the next instant. So samples of one instant make one
-  cycle whatever their arrival order while every delay is under about 1.5 periods, and a dropout only leaves
-  its IMU out of that instant. Without queued IMU samples a cycle runs at the newest stamp when no IMU is waited.
+  t - p_i / 2 (its sample of t, if any, was used already; an unknown p_i is the shortest known period of any
+  IMU here), or an input stamped at or after t + ``stale_timeout_s`` arrived (bounded wait, in input stamps,
+  counted in ``flushed_cycles``: i fell silent, or its messages are held up behind a burst of another topic
+  longer than that). The cycle takes the samples of t, runs at the newest of their stamps, and a later sample
+  stays queued for the next instant. So samples of one instant make one cycle whatever their arrival order
+  while every delay is under ``stale_timeout_s``; a dropout only leaves its IMU out of that instant (its next
+  sample decides), and an IMU that falls silent holds the cycles up once, for ``stale_timeout_s``. Without
+  queued IMU samples a cycle runs at the newest stamp when no IMU is waited.
 * **Synchronized** (``sync_tolerance_s`` > 0): a cycle runs for the oldest instant every waited IMU has a queued
   sample of (stamps within the tolerance); older samples are discarded (``overwritten_samples``); when a waited
   IMU falls silent, the oldest queued instant runs once it has waited ``stale_timeout_s``.
@@ -559,8 +561,8 @@ def _ready_free_running(clock, imu, used, queue, settings):
         period = memory.period if memory.period > 0.0 else shortest  # unknown yet: the shortest known
         if pending < memory.last_stamp + 0.5 * period:
             continue  # its sample of t was used by a cycle already (it has none of t)
-        if clock.newest >= pending + 1.5 * period:
-            expired = True  # bounded wait: inputs a period and a half later arrived, its sample of t is lost
+        if clock.newest >= pending + timeout:
+            expired = True  # bounded wait: silent, or held up too long; its sample of t is lost
             continue
         return False
     if expired:
