@@ -9,9 +9,9 @@ of different topics that are pending together in its own order. With the "one in
 are sample-and-hold (``sync_joint_states`` off): a cycle holds the newest joint state received, so where the
 instant's joint state arrives before the last IMU sample online and after it offline (or the reverse), the same
 stamp is solved with another encoder message. Stated bounds: at least 80 % of the offline cycle stamps also
-appear online (measured on a loaded machine: 85-91 % first pass, 93-98 % second; 74-80 % idle before 16.7); at
-least 80 % of those held the same encoder message (measured 91-99 %), and there the median difference over the
-estimated joints is below 1e-9 deg and the 95th percentile below 1e-3 deg (measured: 0 and <= 1.2e-7 deg); and
+appear online (measured on a loaded machine: 96-98 %; 74-80 % idle before 16.7); at least 80 % of those held
+the same encoder message (measured 87-92 %), and there the median difference over the estimated joints is below
+1e-9 deg and the 95th percentile below 1e-3 deg (measured: 0 and <= 1.3e-6 deg); and
 the whole online estimate's RMS error against the truth is within 20 % (+0.05 deg) of the offline one.
 """
 
