@@ -48,7 +48,8 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
         ("share/" + PACKAGE_NAME, ["package.xml"]),
         ("share/" + PACKAGE_NAME + "/launch", sorted(glob("launch/*.py"))),
-        ("share/" + PACKAGE_NAME + "/config", sorted(glob("config/*.yaml") + glob("config/*.rviz"))),
+        ("share/" + PACKAGE_NAME + "/config",
+         sorted(glob("config/*.yaml") + glob("config/*.rviz") + glob("config/*.xml"))),
     ],
     install_requires=["setuptools"],
     # colcon test runs pytest (not unittest) for packages whose test extra names pytest

@@ -51,6 +51,8 @@ from benchmarks import opensim_peer  # noqa: E402
 from benchmarks.scenarios import SCENARIOS, Scenario  # noqa: E402
 from benchmarks.single_core import pin_to_one_cpu  # noqa: E402
 
+#: Clocks every solver can be timed with (``--clock``).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 #: DESIGN.md budgets: our frames/s over the fastest OpenSim configuration's, at equal or better accuracy.
 BUDGETS = {"ros_dofkit track()": 30.0, "ros_dofkit track_sequence()": 60.0}
 ACCURACY = 1e-4
@@ -106,35 +108,36 @@ def make_assembler(scenario: Scenario, accuracy: float = ACCURACY):
     return assembler, osensors
 
 
-def run_dofkit_track(scenario: Scenario, accuracy: float = ACCURACY) -> SolverResult:
+def run_dofkit_track(scenario: Scenario, accuracy: float = ACCURACY, clock=time.perf_counter) -> SolverResult:
     """assemble() at t0, then per frame: move_all_observations, track(t), get_positions (the node's cycle)."""
     assembler, osensors = make_assembler(scenario, accuracy)
     q = np.empty_like(scenario.q_true)
-    start = time.perf_counter()
+    start = clock()
     assembler.assemble()
     q[0] = assembler.get_positions()
-    assemble_seconds = time.perf_counter() - start
+    assemble_seconds = clock() - start
     times, R_GO = scenario.times, scenario.R_GO
-    start = time.perf_counter()
+    start = clock()
     for k in range(1, times.size):
         osensors.move_all_observations(R_GO[k])
         assembler.track(times[k])
         q[k] = assembler.get_positions()
-    track_seconds = time.perf_counter() - start
+    track_seconds = clock() - start
     return SolverResult("ros_dofkit track()", q, assemble_seconds, track_seconds)
 
 
-def run_dofkit_track_sequence(scenario: Scenario, accuracy: float = ACCURACY) -> SolverResult:
+def run_dofkit_track_sequence(scenario: Scenario, accuracy: float = ACCURACY,
+                              clock=time.perf_counter) -> SolverResult:
     """assemble() at t0, then one track_sequence over frames 1..T-1 (offline replay)."""
     assembler, _ = make_assembler(scenario, accuracy)
     q = np.empty_like(scenario.q_true)
-    start = time.perf_counter()
+    start = clock()
     assembler.assemble()
     q[0] = assembler.get_positions()
-    assemble_seconds = time.perf_counter() - start
-    start = time.perf_counter()
+    assemble_seconds = clock() - start
+    start = clock()
     q[1:] = assembler.track_sequence(scenario.times[1:], scenario.R_GO[1:])
-    track_seconds = time.perf_counter() - start
+    track_seconds = clock() - start
     return SolverResult("ros_dofkit track_sequence()", q, assemble_seconds, track_seconds)
 
 
@@ -158,9 +161,10 @@ MODE_LABELS = {
 }
 
 
-def run_opensim(scenario: Scenario, peer, accuracy: float = ACCURACY, lock_mode: str = "assembler") -> SolverResult:
-    run = opensim_peer.OpenSimImuIk(peer, accuracy=accuracy, lock_mode=lock_mode).solve(scenario.times,
-                                                                                        scenario.R_GO)
+def run_opensim(scenario: Scenario, peer, accuracy: float = ACCURACY, lock_mode: str = "assembler",
+                clock=time.perf_counter) -> SolverResult:
+    run = opensim_peer.OpenSimImuIk(peer, accuracy=accuracy, lock_mode=lock_mode, clock=clock).solve(
+        scenario.times, scenario.R_GO)
     label = MODE_LABELS[lock_mode] + ("" if accuracy == ACCURACY else f" accuracy {accuracy:g}")
     return SolverResult(label, run.q, run.assemble_seconds, run.track_seconds)
 
@@ -312,23 +316,24 @@ def fastest_of(inner: int, runner, *args) -> SolverResult:
 
 
 def run_scenario(scenario: Scenario, with_opensim: bool, repeat: int, lock_modes=opensim_peer.LOCK_MODES,
-                 extra_opensim_accuracies=(), inner: int = 1) -> tuple[list[Round], list[Row]]:
+                 extra_opensim_accuracies=(), inner: int = 1, clock=time.perf_counter) -> tuple[list[Round], list[Row]]:
     """``repeat`` rounds (our two solvers and OpenSim in every lock mode, back to back, so that a change of the
     machine's load hits a round's solvers alike; each solver's time in a round the shortest of ``inner`` runs), and
-    OpenSim rows at the extra accuracies in the fastest lock mode of the first round (information only)."""
+    OpenSim rows at the extra accuracies in the fastest lock mode of the first round (information only). Every
+    solver is timed with ``clock``."""
     warm_up(scenario)
     peer = make_opensim_peer(scenario) if with_opensim else None
     rounds = []
     for _ in range(max(1, repeat)):
-        ours = [score(scenario, fastest_of(inner, runner, scenario))
+        ours = [score(scenario, fastest_of(inner, runner, scenario, ACCURACY, clock))
                 for runner in (run_dofkit_track, run_dofkit_track_sequence)]
-        opensim = [score(scenario, fastest_of(inner, run_opensim, scenario, peer, ACCURACY, mode))
+        opensim = [score(scenario, fastest_of(inner, run_opensim, scenario, peer, ACCURACY, mode, clock))
                    for mode in lock_modes] if peer else []
         rounds.append(Round(ours, opensim))
     extra_rows = []
     if peer is not None and extra_opensim_accuracies:
         fastest = lock_modes[[row.solver for row in rounds[0].opensim].index(rounds[0].peer.solver)]
-        extra_rows = [score(scenario, run_opensim(scenario, peer, accuracy, fastest))
+        extra_rows = [score(scenario, run_opensim(scenario, peer, accuracy, fastest, clock))
                       for accuracy in extra_opensim_accuracies]
     return rounds, extra_rows
 
@@ -345,6 +350,10 @@ def parse_arguments(argv):
     parser.add_argument("--inner", type=int, default=3,
                         help="runs of each solver within a round, back to back; the round keeps each one's shortest "
                              "(a few-millisecond timing is otherwise decided by one scheduler hiccup; default 3)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall: elapsed time (default; the budgets' figures, idle machine); cpu: this thread's "
+                             "CPU time (time.thread_time), the same for every solver, which leaves out the time the "
+                             "process waits for a CPU on a loaded machine")
     parser.add_argument("--no-opensim", action="store_true", help="skip OpenSim even when it is importable")
     parser.add_argument("--lock-modes", nargs="+", choices=opensim_peer.LOCK_MODES,
                         default=list(opensim_peer.LOCK_MODES),
@@ -373,7 +382,8 @@ def main(argv=None) -> int:
     else:
         print(f"OpenSim modes timed (accuracy 1e-4): {', '.join(MODE_LABELS[m] for m in arguments.lock_modes)}; "
               "the peer of a round is the fastest of them (benchmarks/README.md, 'The OpenSim peer')")
-    print(f"timing: frames/s over frames 1..T-1 after the assemble at t0; {arguments.repeat} rounds, each solver's "
+    print(f"timing: {arguments.clock} clock, frames/s over frames 1..T-1 after the assemble at t0; "
+          f"{arguments.repeat} rounds, each solver's "
           f"time in a round the shortest of {arguments.inner} back-to-back runs; the table shows medians, a budget "
           "the worst round")
     if with_opensim:
@@ -385,7 +395,7 @@ def main(argv=None) -> int:
             print()
             print(scenario.description() + (f", noise {arguments.noise_deg} deg" if arguments.noise_deg else ""))
             rounds, extra_rows = run_scenario(scenario, with_opensim, arguments.repeat, arguments.lock_modes,
-                                              arguments.opensim_accuracy, arguments.inner)
+                                              arguments.opensim_accuracy, arguments.inner, CLOCKS[arguments.clock])
             rows = median_rows(rounds, lambda r: r.ours) + median_rows(rounds, lambda r: r.opensim) + extra_rows
             print(format_table(scenario, rows))
             for k, one in enumerate(rounds if with_opensim else ()):

@@ -254,6 +254,7 @@ def run_publisher(load: NodeLoad, rate: float, duration: float, single_topic: st
 
 def run_floor(load: NodeLoad) -> int:
     """The estimator's I/O without the estimator (see the module docstring); runs until SIGINT."""
+    import numpy as np
     import rclpy
     from rclpy.executors import ExternalShutdownException
     from sensor_msgs.msg import Imu, JointState
@@ -275,8 +276,9 @@ def run_floor(load: NodeLoad) -> int:
     tf = node.create_publisher(TFMessage, "/tf", tf_qos())
     joint_state_encoder = JointStateEncoder(names)
     tf_encoder = TfMessageEncoder([tree.parent_frame_of(b) for b in moving], [links[b] for b in moving])
-    zeros = [0.0] * len(names)
-    translations, quaternions = [[0.0] * 3] * len(moving), [[0.0, 0.0, 0.0, 1.0]] * len(moving)
+    # Arrays, as the estimator hands its encoders (the encoders convert lists too, at a cost).
+    zeros = np.zeros(len(names))
+    translations, quaternions = np.zeros((len(moving), 3)), np.tile([0.0, 0.0, 0.0, 1.0], (len(moving), 1))
     pending = {}  # (sec, nanosec) -> messages of that set received so far
     per_set = len(load.imus)
 
@@ -346,6 +348,21 @@ def spin_in_background(node, context, period: float = 0.05):
         executor.shutdown()
 
     return halt
+
+
+def process_cpu_seconds(pid: int) -> tuple[float, float]:
+    """(all threads, main thread) user + system CPU time (s) process ``pid`` has used so far, from Linux's /proc; the
+    other threads are the middleware's (DDS receive and event threads). NaN when it cannot be read. Unlike
+    wall-clock latency, CPU time per message hardly depends on what else the machine runs."""
+
+    def ticks(path: str) -> float:
+        try:
+            fields = Path(path).read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15 of stat(5)
+
+    return ticks(f"/proc/{pid}/stat"), ticks(f"/proc/{pid}/task/{pid}/stat")
 
 
 def percentile(values, q):
@@ -435,11 +452,30 @@ def measure(kind: str, args, tmp: Path) -> dict:
         if single_topic:
             publisher_command += ["--single-topic", single_topic]
         publisher = subprocess.Popen(publisher_command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        # CPU time of the process under test over the measured window (from the warm-up's end after its first output
+        # to the end of the traffic), per output set.
+        cpu_window = {}
+
+        input_topics = [single_topic] if single_topic else [f"{NAMESPACE}/imu/{name}" for name in args.load.imus]
+
+        def cpu_start() -> None:
+            if first_output.wait(timeout=duration + args.warmup + 120):
+                time.sleep(args.warmup)
+                cpu_window["start"] = (process_cpu_seconds(process.pid), len(receipts))
+                # Other processes on this DDS domain (another benchmark run picked the same id) would add readers
+                # to the node's output or traffic to its inputs: counted here, printed when there are any.
+                cpu_window["foreign"] = (node.count_subscribers(output_topic) - 1,
+                                         sum(node.count_publishers(topic) for topic in input_topics)
+                                         - len(input_topics))
+
+        cpu_thread = threading.Thread(target=cpu_start, daemon=True)
+        cpu_thread.start()
         if args.profile and kind in ("estimator", "floor"):
             # From the warm-up's length after the first output (start-up left out) to the end of the traffic.
             profiler = start_profiler(process.pid, args.profile / f"{kind}_{args.round_number}.txt", args.warmup,
                                       duration, after=first_output)
         summary_line = publisher.communicate(timeout=duration + args.warmup + 180)[0].strip().splitlines()
+        cpu_end = (process_cpu_seconds(process.pid), len(receipts))
         if profiler is not None:
             profiler.join()
         time.sleep(0.5)  # the last outputs in flight
@@ -460,6 +496,11 @@ def measure(kind: str, args, tmp: Path) -> dict:
             count, last = complete.get(stamp, (0, 0))
             complete[stamp] = (count + 1, max(last, received))
     needed = 1 if kind != "relay" else len(args.load.imus)
+    cpu_us_per_set = main_us_per_set = float("nan")
+    if "start" in cpu_window and cpu_end[1] > cpu_window["start"][1]:
+        sets = (cpu_end[1] - cpu_window["start"][1]) / needed
+        cpu_us_per_set, main_us_per_set = ((end - start) / sets * 1e6
+                                           for end, start in zip(cpu_end[0], cpu_window["start"][0], strict=True))
     done = {stamp: last for stamp, (count, last) in complete.items() if count >= needed}
     latencies_ms = [(last - stamp) / 1e6 for stamp, last in done.items()]
     if kind != "relay":  # every receipt counts (a duplicate stamp would be an error worth seeing in max)
@@ -473,13 +514,19 @@ def measure(kind: str, args, tmp: Path) -> dict:
         "p50": percentile(latencies_ms, 50), "p99": percentile(latencies_ms, 99),
         "max": max(latencies_ms, default=float("nan")), "count": len(latencies_ms),
         "dropped": max(0, sets_in_window - len(done)), "sets": sets_in_window, "tf": tf_count[0],
-        "sent": summary["sent"],
+        "sent": summary["sent"], "cpu_us_per_set": cpu_us_per_set,
+        "main_thread_us_per_set": main_us_per_set, "foreign": cpu_window.get("foreign", (0, 0)),
     }
     if diagnostics:
         for status in diagnostics[-1].status:
             if status.name.endswith(": estimator"):
                 result["node_says"] = {v.key: v.value for v in status.values}
     return result
+
+
+def ratio(a: float, b: float) -> float:
+    """a / b, NaN when b is 0 (a CPU time below the clock tick of a very short round) or NaN."""
+    return a / b if b else float("nan")
 
 
 def worst(rounds, key):
@@ -516,7 +563,13 @@ def print_result(label: str, result: dict, rate: float, imus: int) -> None:
     print(f"  {label}: input {result['input_rate']:.1f} sets/s ({imus * result['input_rate']:.0f} Imu messages/s), "
           f"output {result['output_rate']:.1f}/s; latency p50 {result['p50']:.3f} ms  p99 {result['p99']:.3f} ms  "
           f"max {result['max']:.3f} ms ({result['count']} outputs); dropped {result['dropped']} of {result['sets']} "
-          f"sets; {result['tf']} tf messages")
+          f"sets; {result['tf']} tf messages; CPU {result['cpu_us_per_set']:.0f} us per set "
+          f"({result['cpu_us_per_set'] * rate / 1e4:.0f} % of a core; main thread "
+          f"{result['main_thread_us_per_set']:.0f} us, middleware threads "
+          f"{result['cpu_us_per_set'] - result['main_thread_us_per_set']:.0f} us)")
+    if any(result["foreign"]):
+        print(f"    warning: other processes on this DDS domain: {result['foreign'][0]} more subscriber(s) of the "
+              f"output, {result['foreign'][1]} more publisher(s) of the inputs; rerun with another ROS_DOMAIN_ID")
 
 
 def main(argv=None) -> int:
@@ -581,7 +634,8 @@ def main(argv=None) -> int:
             print_result(labels[kind], one[kind], args.rate, len(load.imus))
         for kind in kinds:
             print(f"  estimator / {kind}: p50 x{one['estimator']['p50'] / one[kind]['p50']:.2f}   "
-                  f"p99 x{one['estimator']['p99'] / one[kind]['p99']:.2f}")
+                  f"p99 x{one['estimator']['p99'] / one[kind]['p99']:.2f}   CPU per set "
+                  f"x{ratio(one['estimator']['cpu_us_per_set'], one[kind]['cpu_us_per_set']):.2f}")
         if "node_says" in one["estimator"]:
             values = one["estimator"]["node_says"]
             keys = ["cycles", "dropped_samples", "flushed_cycles", "rejected.total", "rejected.stale_stamp",

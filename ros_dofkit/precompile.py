@@ -46,6 +46,7 @@ KERNEL_MODULES = (
     "ros_dofkit.core.assembly.kernels",
     "ros_dofkit.core.estimator.rules",
     "ros_dofkit.core.estimator.offline",
+    "ros_dofkit.core.estimator.heading",  # issue 19.2 (compiled on first use: no shipped config enables it)
 )
 #: Seconds to compile what each program compiles at its first start with a cold cache, between what was measured
 #: on a quiet machine and on a loaded 2-core one (README, "First start": node 47-91 s, replay of a 2 s bag 103 s

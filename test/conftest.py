@@ -6,12 +6,15 @@ this file gives the session
 * its own ``ROS_DOMAIN_ID`` in 1..101, claimed with a lock file so that concurrent sessions on this machine
   (several developers, CI) never share a domain and never see each other's topics;
 * its own ``ROS_LOG_DIR`` (a temporary directory, removed when the session passes, kept and named when it fails);
-* a fast-discovery Fast DDS profile (``FASTDDS_DEFAULT_PROFILES_FILE``, test/fixtures/fastdds_fast_discovery.xml).
+* the package's fast-discovery Fast DDS profile (config/fastdds_fast_discovery.xml), named in both variables:
+  Fast DDS 2.x (the Jazzy wheels) reads only ``FASTRTPS_DEFAULT_PROFILES_FILE``, Fast DDS 3 only
+  ``FASTDDS_DEFAULT_PROFILES_FILE``.
 
 Processes started through the harness (test/ros_harness.py) inherit all three through ``os.environ``.
 Fixtures: ``ros_node`` (an rclpy node in the test process), ``ros_processes`` (starts package executables and
 always stops them), ``ros2_workspace`` (the environment for ``ros2 launch ros_dofkit`` and the ``ros2`` verbs:
-a colcon install of the checkout, see test/ros2_workspace.py).
+a colcon install of the checkout, see test/ros2_workspace.py), and from test/opensim_guard.py a guard that fails
+any test after which ``import opensim`` changed the environment (import it with ``importorskip_opensim``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from opensim_guard import opensim_leaves_environment_alone  # noqa: F401 (an autouse fixture)
+
 DOMAIN_IDS = range(1, 102)
 
 
@@ -50,7 +54,9 @@ SESSION_DOMAIN_ID, _DOMAIN_LOCK = _claim_domain_id()
 SESSION_LOG_DIR = Path(tempfile.mkdtemp(prefix="ros_dofkit_test_"))
 os.environ["ROS_DOMAIN_ID"] = str(SESSION_DOMAIN_ID)
 os.environ["ROS_LOG_DIR"] = str(SESSION_LOG_DIR / "ros_log")
-os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(FIXTURES / "fastdds_fast_discovery.xml")
+FAST_DISCOVERY_PROFILE = Path(__file__).resolve().parent.parent / "config" / "fastdds_fast_discovery.xml"
+os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(FAST_DISCOVERY_PROFILE)
+os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(FAST_DISCOVERY_PROFILE)
 # Only this machine's participants: tests never talk to (or disturb) other hosts on the network.
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.pop("ROS_LOCALHOST_ONLY", None)

@@ -10,6 +10,7 @@ import numpy as np
 from ros_dofkit.core.estimator.config import EstimatorConfig, ImuConfig
 from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SineTrajectory
+from ros_dofkit.core.spatial import quat_to_matrix
 from ros_dofkit.replay.demo_robot import DEMO_CENTRE, DEMO_ENCODER_JOINTS, DEMO_MAX_AMPLITUDE, build_demo_robot
 
 #: Seconds the arm holds its calibration pose before it starts moving, and the ramp into the motion.
@@ -76,9 +77,37 @@ def raw_messages(run):
     return messages
 
 
+#: The magnetometer's field in G (tesla): 50 µT, north along G's +y, pointing down (northern hemisphere), so that
+#: VQF's 9D earth frame (ENU) is G.
+FIELD_G_T = np.array([0.0, 20e-6, -40e-6])
+
+
+def with_magnetometers(messages, run, names, every: int = 4, noise_t: float = 0.5e-6, seed: int = 3):
+    """``messages`` with a magnetometer sample (kind 2, payload: field in S, tesla) of each IMU in ``names`` at
+    every ``every``-th of its samples (25 Hz beside 100 Hz gyros), offered just before that IMU sample and stamped
+    like it: the field of the simulator's true orientation, R_GS^T FIELD_G_T, plus white noise."""
+    rng = np.random.default_rng(seed)
+    truth = {name: run.imu(name) for name in names}
+    seen, out = dict.fromkeys(names, 0), []
+    for message in messages:
+        name = message[1]
+        if message[0] == 0 and name in seen:
+            readings, k = truth[name], seen[name]
+            seen[name] += 1
+            if k % every == 0:
+                R_GS = quat_to_matrix(readings.true_quaternion_wxyz[k])
+                out.append((2, name, message[2], R_GS.T @ FIELD_G_T + rng.normal(0.0, noise_t, 3)))
+        out.append(message)
+    return out
+
+
 def offline_inputs(messages, names) -> OfflineInputs:
-    """``messages`` as one window of the estimator's batch inputs (the same values the streaming calls get)."""
+    """``messages`` as one window of the estimator's batch inputs (the same values the streaming calls get);
+    magnetometer samples (kind 2) go to the ``field_*`` arrays, offered where they are in ``messages``."""
     index = {name: i for i, name in enumerate(names)}
+    offered = np.cumsum([m[0] != 2 for m in messages])  # inputs offered up to each message
+    fields = [(m, int(offered[k])) for k, m in enumerate(messages) if m[0] == 2]
+    messages = [m for m in messages if m[0] != 2]
     imu = [m for m in messages if m[0] == 0]
     js = [m for m in messages if m[0] == 1]
     kind = np.array([m[0] for m in messages], dtype=np.int64)
@@ -93,7 +122,11 @@ def offline_inputs(messages, names) -> OfflineInputs:
         imu_angular_velocity_present=np.ones(len(imu), bool),
         js_stamp=np.array([m[2] for m in js]), js_names=[tuple(m[3][0]) for m in js],
         js_positions=[np.array(m[3][1]) for m in js], js_velocities=[np.array(m[3][2]) for m in js],
-        imu_linear_acceleration=np.array([m[3][3] for m in imu]).reshape(-1, 3))
+        imu_linear_acceleration=np.array([m[3][3] for m in imu]).reshape(-1, 3),
+        **({} if not fields else dict(
+            field_sensor=np.array([index[m[1]] for m, _ in fields], dtype=np.int64),
+            field_stamp=np.array([m[2] for m, _ in fields]), field_vector=np.array([m[3] for m, _ in fields]),
+            field_position=np.array([p for _, p in fields], dtype=np.int64))))
 
 
 def joint_errors_deg(results, run, joints) -> np.ndarray:

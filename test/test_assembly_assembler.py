@@ -586,6 +586,43 @@ def test_statistics(panda):
     assert assembler.get_num_initializations() == 2
 
 
+CHANGES = {
+    "max_iterations": lambda assembler, osensors: assembler.set_max_iterations(1),
+    "accuracy": lambda assembler, osensors: assembler.set_accuracy(1e-9),
+    "tolerance": lambda assembler, osensors: assembler.set_error_tolerance(1.0),  # the start short-circuits
+    "weight": lambda assembler, osensors: osensors.change_osensor_weight(1, 30.0),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_settings_and_weights_changed_between_frames_take_effect(panda, change):
+    """The compiled per-frame state is built once and kept from frame to frame: a setting or a sensor weight
+    changed after it was built must be what the next solve uses, as on an Assembler set up with it from the start
+    (bit for bit), and must change the result."""
+    q_true = random_panda_q(np.random.default_rng(17))
+    tilt = spatial.rotvec_to_matrix([0.0, 0.0, 0.1])  # a goal > 0 at the solution: weights matter
+    results = []
+    for when in ("late", "early", "never"):
+        osensors, assembler = imu_setup(panda, PANDA_LINKS, np.random.default_rng(18))
+        assembler.lock_positions([7])
+        osensors.move_all_observations(observe(panda, osensors, q_true))
+        if when == "late":
+            assembler.set_positions(PANDA_MID)
+            assembler.track()  # builds the compiled state before the change
+        if when != "never":
+            CHANGES[change](assembler, osensors)
+        R_GO = observe(panda, osensors, q_true)
+        R_GO[0] = tilt @ R_GO[0]
+        osensors.move_all_observations(R_GO)
+        assembler.set_positions(PANDA_MID)
+        assembler.reset_stats()
+        goal = assembler.track()
+        results.append((assembler.get_positions(), goal, assembler.get_num_assembly_steps()))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    assert results[0][1:] == results[1][1:]
+    assert not np.array_equal(results[0][0], results[2][0])
+
+
 def test_assembler_requires_a_finalized_plant():
     plant = MultibodyPlant()
     with pytest.raises(RuntimeError, match="finalized"):

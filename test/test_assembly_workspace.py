@@ -1,6 +1,7 @@
 """The compiled solver's reused state gives what a fresh computation gives, bit for bit: incremental kinematics
 (only bodies whose coordinates moved are recomputed, bodies no sensor depends on are skipped) against full forward
-kinematics; track_sequence's workspaces, reused by every frame, against track()'s fresh ones; and the body poses
+kinematics; the workspaces of track_sequence and of track()'s compiled Tracker, reused by every frame, against
+fresh ones; and the body poses
 track_sequence hands out against forward kinematics at each solution."""
 
 from __future__ import annotations
@@ -122,11 +123,12 @@ def test_track_sequence_checks_body_poses(model):
 
 @pytest.mark.parametrize("hard_markers", [False, True])
 def test_reused_workspaces_give_the_fresh_solve_bit_for_bit(model, hard_markers):
-    """track_sequence (one set of workspaces for every frame, incremental kinematics) against track() per frame
-    (fresh workspaces, full kinematics): the same iterates, so equal q, goals and statistics."""
+    """track_sequence (one set of workspaces for every frame, incremental kinematics), track() per frame (the
+    Assembler's compiled Tracker, reused from frame to frame) and track() after uninitialize() at every frame (a
+    fresh Tracker: fresh workspaces, full kinematics): the same iterates, so equal q, goals and statistics."""
     name, plant, links = model
     results = []
-    for sequence in (True, False):
+    for mode in ("sequence", "track", "fresh"):
         rng = np.random.default_rng(34)
         osensors, assembler = imu_setup(plant, links, rng, weights=rng.uniform(0.5, 2.0, len(links)))
         markers = Markers()
@@ -145,7 +147,7 @@ def test_reused_workspaces_give_the_fresh_solve_bit_for_bit(model, hard_markers)
         p_GO = (X[:, :3, :3] @ np.array([0.0, 0.0, 0.05]) + X[:, :3, 3])[:, None]
         assembler.set_positions(Q_true[0])
         assembler.reset_stats()
-        if sequence:
+        if mode == "sequence":
             Q, info = assembler.track_sequence(np.arange(T) * 0.01, {osensors: R_GO, markers: p_GO}, return_info=True)
             goals = info["goal"]
         else:
@@ -153,11 +155,14 @@ def test_reused_workspaces_give_the_fresh_solve_bit_for_bit(model, hard_markers)
             for t in range(T):
                 osensors.move_all_observations(R_GO[t])
                 markers.move_all_observations(p_GO[t])
+                if mode == "fresh":
+                    assembler.uninitialize()
                 goals[t] = assembler.track(t * 0.01)
                 Q[t] = assembler.get_positions()
         stats = (assembler.get_num_goal_evals(), assembler.get_num_goal_gradient_evals(),
                  assembler.get_num_assembly_steps())
         results.append((Q, goals, stats))
-    np.testing.assert_array_equal(results[0][0], results[1][0])
-    np.testing.assert_array_equal(results[0][1], results[1][1])
-    assert results[0][2] == results[1][2]
+    for other in results[1:]:
+        np.testing.assert_array_equal(results[0][0], other[0])
+        np.testing.assert_array_equal(results[0][1], other[1])
+        assert results[0][2] == other[2]

@@ -7,6 +7,7 @@ asserted.
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +191,24 @@ def test_command_runs_end_to_end_without_opensim(capsys):
     assert status == 0
     assert "could not be measured" in out and "ros_dofkit track_sequence()" in out and "NOT MEASURED" in out
     assert ik.main(["--frames", "1", "--no-opensim"]) == 2
+
+
+def test_the_cpu_clock_times_every_solver_and_is_named(panda, capsys):
+    scenario = panda.truncated(5)
+    used = []
+
+    def clock():
+        used.append(1)
+        return time.thread_time()
+
+    result = ik.run_dofkit_track_sequence(scenario, ik.ACCURACY, clock)
+    assert len(used) == 4 and result.frames_per_second > 0  # the assemble and the tracking, start and end
+    affinity = os.sched_getaffinity(0)
+    try:
+        status = ik.main(["--scenarios", "panda", "--frames", "5", "--repeat", "1", "--no-opensim", "--clock", "cpu"])
+    finally:
+        os.sched_setaffinity(0, affinity)
+    assert status == 0 and "timing: cpu clock" in capsys.readouterr().out
 
 
 def test_missing_opensim_is_reported_not_fatal(monkeypatch, capsys):

@@ -92,7 +92,8 @@ def test_install_layout_is_ament_python(install_prefix):
     share = install_prefix / "share" / "ros_dofkit"
     assert (share / "package.xml").read_bytes() == (ROOT / "package.xml").read_bytes()
     assert (install_prefix / "share" / "ament_index" / "resource_index" / "packages" / "ros_dofkit").is_file()
-    for pattern, destination in (("launch/*.py", share / "launch"), ("config/*.yaml", share / "config")):
+    for pattern, destination in (("launch/*.py", share / "launch"), ("config/*.yaml", share / "config"),
+                                 ("config/*.xml", share / "config")):
         for source in ROOT.glob(pattern):
             assert (destination / source.name).read_bytes() == source.read_bytes(), source
     (site_packages,) = install_prefix.glob("lib/python3*/site-packages")

@@ -173,3 +173,9 @@ def test_raw_imu_settings_are_validated_with_what_was_expected():
         ImuConfig("hand", "arm_link7", filter={"rate": 100.0})
     with pytest.raises(EstimatorConfigError, match="expected FilterSettings or a mapping of its fields, got float"):
         ImuConfig("hand", "arm_link7", filter=0.01)
+    assert ImuConfig("hand", "arm_link7", magnetic_field_topic="mag").magnetic_field_topic == "mag"
+    with pytest.raises(EstimatorConfigError, match="IMU 'hand' magnetic_field_topic: expected a topic name .* for an "
+                                                   "IMU whose orientation is 'filter' or 'auto'"):
+        ImuConfig("hand", "arm_link7", orientation="sensor", magnetic_field_topic="mag")
+    with pytest.raises(EstimatorConfigError, match="IMU 'hand' filter: field_timeout_s: expected a finite number > 0"):
+        ImuConfig("hand", "arm_link7", filter={"field_timeout_s": float("inf")})

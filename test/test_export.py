@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from opensim_guard import importorskip_opensim
 from ros_dofkit import cli
 from ros_dofkit.ros.bag_io import BagWriter
 from test_opensim_files import parse_storage
@@ -133,9 +134,8 @@ def test_bad_inputs_stop_with_one_line_and_write_nothing(estimate, tmp_path, cap
 
 def test_opensim_reads_the_exported_motion(estimate, tmp_path, monkeypatch):
     """OpenSim's own readers (the bench extra) load the .mot: same labels, times and degrees."""
+    opensim = importorskip_opensim("OpenSim's readers cannot be run here")
     monkeypatch.chdir(tmp_path)  # OpenSim writes opensim.log into the working directory
-    opensim = pytest.importorskip("opensim", reason="opensim (the bench extra, requirements/bench.txt) is not "
-                                                    "installed: OpenSim's readers cannot be run here")
     bag, time, positions = estimate
     out = tmp_path / "walk.mot"
     assert export(bag, "--config", CONFIG, "--out", out) == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from opensim_guard import importorskip_opensim
 from ros_dofkit import cli
 from ros_dofkit.commands import import_opensense
 from ros_dofkit.core.recordings import opensim_files as osf
@@ -117,8 +118,7 @@ def test_opensense_round_trip_reproduces_the_readme_knee_ranges(tmp_path, monkey
         knee = rows[:, labels.index(f"{side}_knee_flexion")]
         assert knee.min() == pytest.approx(low, abs=KNEE_RANGE_TOLERANCE_DEG), side
         assert knee.max() == pytest.approx(high, abs=KNEE_RANGE_TOLERANCE_DEG), side
-    opensim = pytest.importorskip("opensim", reason="opensim (the bench extra) is not installed: the .mot was "
-                                                    "checked against the format rules only")
+    opensim = importorskip_opensim("the .mot was checked against the format rules only")
     monkeypatch.chdir(tmp_path)  # OpenSim writes opensim.log into the working directory
     loaded = opensim.TimeSeriesTable(str(motion))
     np.testing.assert_allclose(loaded.getDependentColumn("left_knee_flexion").to_numpy(),

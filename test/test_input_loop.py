@@ -96,6 +96,22 @@ def test_inputs_timers_and_services_are_served(context):
     client_node.destroy_node()
 
 
+def test_a_timer_is_served_when_due_however_long_the_housekeeping_period(context):
+    # Housekeeping passes follow the node's timers: with a period far longer than the test, the 20 ms timer still
+    # ticks, and the loop passes about once per tick rather than polling.
+    node = rclpy.create_node("input_loop_timer", context=context)
+    subscription = node.create_subscription(Imu, "/input_loop_test/timer_x", lambda data: None, 10, raw=True)
+    ticks = []
+    node.create_timer(0.02, lambda: ticks.append(time.monotonic()))
+    loop = InputLoop(node, housekeeping_period=1000.0)
+    loop.add(subscription, lambda data: None)
+    started = time.monotonic()
+    loop.spin(until=lambda: len(ticks) >= 5 or time.monotonic() - started > 20.0)
+    assert len(ticks) >= 5
+    assert loop.housekeeping_passes <= 3 * len(ticks) + 2
+    node.destroy_node()
+
+
 def test_spin_returns_when_the_context_shuts_down(context):
     node = rclpy.create_node("input_loop_shutdown", context=context)
     subscription = node.create_subscription(Imu, "/input_loop_test/x", lambda data: None, 10, raw=True)

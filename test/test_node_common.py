@@ -1,10 +1,11 @@
-"""Shutdown of ros_dofkit's nodes (ros_dofkit.nodes.common.run_node) as real processes: a terminal's Ctrl-C.
+"""ros_dofkit.nodes.common: the shutdown of ros_dofkit's nodes (run_node) as real processes, and clock_seconds.
 
 In a terminal, Ctrl-C sends SIGINT to every process of the foreground group, and ``ros2 launch`` forwards one
 more to each node: a node gets two, the second possibly while it is cleaning up after the first. Both must end
 it with status 0 and no traceback. The first test makes the bad moment certain (a relay whose clean-up announces
 itself and takes a second; the second SIGINT comes inside it); the second sends two SIGINTs back to back to
-every node executable.
+every node executable. ``clock_seconds`` (the estimator's clock read per input message) is checked against the
+clock's own ``now()`` under wall and sim time.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import rclpy
+from rclpy.clock import Clock, ClockType
+from rclpy.parameter import Parameter
+from rclpy.time import Time
+
+from ros_dofkit.nodes.common import clock_seconds
 
 pytestmark = pytest.mark.ros
 
@@ -70,3 +77,21 @@ def test_two_sigints_back_to_back_end_every_node_cleanly(ros_processes, executab
     os.killpg(node.pid, signal.SIGINT)
     os.killpg(node.pid, signal.SIGINT)
     assert_clean_exit(node)
+
+
+def test_clock_seconds_reads_what_the_clock_reads_under_wall_and_sim_time():
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        wall = rclpy.create_node("clock_seconds_wall", context=context).get_clock()
+        for clock, reference in ((wall, wall), (wall, Clock(clock_type=ClockType.SYSTEM_TIME)),
+                                 (Clock(clock_type=ClockType.STEADY_TIME),) * 2):
+            before = reference.now().nanoseconds * 1e-9
+            assert before <= clock_seconds(clock) <= reference.now().nanoseconds * 1e-9
+        sim = rclpy.create_node("clock_seconds_sim", context=context,
+                                parameter_overrides=[Parameter("use_sim_time", value=True)]).get_clock()
+        assert sim.ros_time_is_active and clock_seconds(sim) is None  # no /clock message yet
+        sim.set_ros_time_override(Time(seconds=12, nanoseconds=500_000_000, clock_type=ClockType.ROS_TIME))
+        assert clock_seconds(sim) == 12.5
+    finally:
+        rclpy.try_shutdown(context=context)

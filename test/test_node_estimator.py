@@ -23,12 +23,12 @@ from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
-from sensor_msgs.msg import Imu, JointState
+from sensor_msgs.msg import Imu, JointState, MagneticField
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
-from raw_imu_scenarios import HOLD_S, HUB_NOISE, RAW_IMUS, raw_arm
+from raw_imu_scenarios import FIELD_G_T, HOLD_S, HUB_NOISE, RAW_IMUS, raw_arm
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_z, rotvec_to_matrix
 from ros_dofkit.replay.demo_robot import DEMO_ESTIMATED_JOINTS, demo_parameters, parameter_yaml
@@ -791,13 +791,20 @@ def test_tf_max_rate_limits_tf_by_input_time_not_the_other_outputs(ros_node, ros
     assert len(outputs) > 3 * len(tf)  # every estimate still goes out on the other topics
 
 
-def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path):
+@pytest.mark.parametrize("magnetometer", [False, True], ids=["calibrated", "magnetometer"])
+def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path, magnetometer):
     """Two of the demo arm's four IMUs publish gyro + accelerometer only (orientation_covariance[0] = -1), from the
     simulator (lever arm, gyro bias, noise; the sensors of one hub: equal stamps, the node in synchronized mode, so
     that DDS's order across topics does not mix instants). The arm holds its calibration pose for 2 s (the service
     aligns the raw IMUs' headings with the model), then moves: every estimated joint stays within 2 deg RMS and
     4 deg at most of the truth once the motion runs (in process a jittered stream gives 0.07-0.79 deg RMS,
-    test_estimator_orientation_filter)."""
+    test_estimator_orientation_filter).
+
+    With ``magnetometer``, no calibration: each raw IMU also publishes sensor_msgs/MagneticField at 25 Hz (tesla,
+    the field of the simulator's true orientation in a field whose north is the model world's +y, plus 0.5 µT
+    noise) on ``imus.<name>.magnetic_field_topic``, which puts its filter in the model's heading (in process, a
+    jittered stream: 0.07-0.91 deg RMS, test_estimator_orientation_filter::
+    test_magnetometers_give_the_raw_imus_the_model_heading_without_calibration)."""
     duration = 9.0
     robot, _, run, _ = raw_arm(duration, noise=HUB_NOISE)
     values = demo_parameters(imu_topic_prefix="/raw/imu")
@@ -806,12 +813,15 @@ def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path):
                    "sync_tolerance": 0.001})
     # Every sample delivered even when this loaded test process publishes in bursts (the default sensor QoS keeps
     # the last 5), and a filter restart only for a real silence: the test is about the raw path, not DDS losses.
-    for topic in [*(f"/raw/imu/{r.name}/data" for r in run.imus), "/raw/joint_states"]:
+    field_topics = {name: f"/raw/imu/{name}/mag" for name in RAW_IMUS} if magnetometer else {}
+    for topic in [*(f"/raw/imu/{r.name}/data" for r in run.imus), "/raw/joint_states", *field_topics.values()]:
         values[f"qos_overrides.{topic}.subscription.reliability"] = "reliable"
         values[f"qos_overrides.{topic}.subscription.depth"] = 1000
     for name in RAW_IMUS:
         values[f"imus.{name}.orientation"] = "auto"
         values[f"imus.{name}.filter_max_gap"] = 1.0
+        if magnetometer:
+            values[f"imus.{name}.magnetic_field_topic"] = field_topics[name]
     params = tmp_path / "raw.yaml"
     params.write_text(parameter_yaml(values))
     process = ros_processes.start(estimator_executable(tmp_path), "--ros-args", "--params-file", str(params))
@@ -820,7 +830,9 @@ def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path):
     diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
     publishers = {r.name: ros_node.create_publisher(Imu, f"/raw/imu/{r.name}/data", 1000) for r in run.imus}
     joints = ros_node.create_publisher(JointState, "/raw/joint_states", 1000)
-    for publisher in [*publishers.values(), joints]:
+    fields = {name: ros_node.create_publisher(MagneticField, topic, 1000) for name, topic in field_topics.items()}
+    rng = np.random.default_rng(8)
+    for publisher in [*publishers.values(), joints, *fields.values()]:
         ros_node.wait_for_subscriptions(publisher, timeout=STARTUP_TIMEOUT)
     client = ros_node.node.create_client(Trigger, "/estimator/calibrate")
     ros_node.spin_until(lambda: client.service_is_ready(), "the calibrate service", TIMEOUT)
@@ -835,6 +847,12 @@ def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path):
         while sent[0] < len(events) and events[sent[0]][0] <= elapsed:
             stamp, kind, name, k = events[sent[0]]
             ns = base_ns + round(stamp * 1e9)
+            if kind == "imu" and name in fields and k % 4 == 0:  # 25 Hz, just before the sample of its stamp
+                field = quat_to_matrix(run.imu(name).true_quaternion_wxyz[k]).T @ FIELD_G_T + rng.normal(0, 5e-7, 3)
+                mag = MagneticField()
+                mag.header.stamp.sec, mag.header.stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
+                mag.magnetic_field.x, mag.magnetic_field.y, mag.magnetic_field.z = (float(c) for c in field)
+                fields[name].publish(mag)
             if kind == "imu":
                 readings = run.imu(name)
                 msg = imu_msg(ns // 1_000_000_000, ns % 1_000_000_000, quat_to_matrix(readings.quaternion_wxyz[k]),
@@ -849,13 +867,14 @@ def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path):
                 joints.publish(msg)
             sent[0] += 1
 
-    calibrate_at = HOLD_S - 0.3
-    ros_node.spin_until(lambda: time.monotonic() - start > calibrate_at, "the held pose", 60, publish_due, 0.005)
-    future = client.call_async(Trigger.Request())
-    ros_node.spin_until(future.done, "the calibrate response", TIMEOUT, publish_due, 0.005)
-    response = future.result()
-    assert response.success, response.message
-    assert all(f"raw IMU {name} heading turned" in response.message for name in RAW_IMUS), response.message
+    if not magnetometer:
+        calibrate_at = HOLD_S - 0.3
+        ros_node.spin_until(lambda: time.monotonic() - start > calibrate_at, "the held pose", 60, publish_due, 0.005)
+        future = client.call_async(Trigger.Request())
+        ros_node.spin_until(future.done, "the calibrate response", TIMEOUT, publish_due, 0.005)
+        response = future.result()
+        assert response.success, response.message
+        assert all(f"raw IMU {name} heading turned" in response.message for name in RAW_IMUS), response.message
     ros_node.spin_until(lambda: sent[0] == len(events), "the whole simulated stream", 60, publish_due, 0.005)
     ros_node.spin_until(lambda: outputs.messages and stamp_seconds_of(outputs.messages[-1], base_ns) > duration - 0.2,
                         "the last outputs", TIMEOUT)
@@ -871,6 +890,8 @@ def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path):
     assert errors.max() < 4.0
     ros_node.spin_until(lambda: diagnostics.messages and diagnostics_value(
         diagnostics.messages[-1], "orientation_filter.hand.updates") not in (None, "0"), "filter counters", TIMEOUT)
+    if magnetometer:
+        assert diagnostics_value(diagnostics.messages[-1], "orientation_filter.hand.field_invalid") == "0"
     assert process.is_running()
 
 

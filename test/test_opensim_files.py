@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from opensim_guard import importorskip_opensim
 from ros_dofkit.core.multibody import MultibodyPlant
 from ros_dofkit.core.recordings import opensim_files as files
 from ros_dofkit.core.recordings.errors import RecordingError
@@ -219,7 +220,7 @@ def test_quaternion_rotation_composes_like_opensense():
 def test_orientation_tables_agree_with_opensim(tmp_path, monkeypatch):
     """OpenSim's own STOFileAdapterQuaternion writes a table our reader reads, and reads the table our writer
     writes (the bench extra; without it the layout is checked against the documented rules above only)."""
-    osim = pytest.importorskip("opensim", reason="opensim (the bench extra, requirements/bench.txt) is not installed")
+    osim = importorskip_opensim("the layout was checked against the documented rules only")
     monkeypatch.chdir(tmp_path)  # OpenSim writes opensim.log into the working directory
     rng = np.random.default_rng(2)
     time, labels = np.array([0.0, 0.01, 0.02]), ["pelvis_imu", "femur_r_imu"]

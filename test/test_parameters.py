@@ -210,9 +210,16 @@ def test_raw_imu_parameters_reach_the_imu_configuration():
     values = {"urdf_files": ["arm7.urdf"], "model_names": ["arm"], "imu_names": ["hand"],
               "imus.hand.body": "arm_link7", "imus.hand.orientation": "filter", "imus.hand.filter_sample_time": 0.005,
               "imus.hand.filter_max_gap": 0.5, "imus.hand.filter_max_acceleration": 80.0,
-              "imus.hand.filter_heading": 0.25}
+              "imus.hand.filter_heading": 0.25, "imus.hand.magnetic_field_topic": "imu/hand/mag",
+              "imus.hand.filter_field_timeout": 0.05}
     (imu,) = estimator_config_from_parameters(values, ["arm"]).imus
     assert imu.orientation == "filter"
+    assert (imu.magnetic_field_topic, imu.filter.field_timeout_s) == ("imu/hand/mag", 0.05)
+    with pytest.raises(ParameterValueError, match=r"imus.hand.filter_field_timeout: .*0"):
+        estimator_config_from_parameters({**values, "imus.hand.filter_field_timeout": 0.0}, ["arm"])
+    with pytest.raises(ParameterValueError, match="magnetic_field_topic: expected a topic name .* got 'imu/hand/mag' "
+                                                  "with orientation 'sensor'"):
+        estimator_config_from_parameters({**values, "imus.hand.orientation": "sensor"}, ["arm"])
     assert (imu.filter.sample_time_s, imu.filter.max_gap_s, imu.filter.max_acceleration, imu.filter.heading_offset) == (
         0.005, 0.5, 80.0, 0.25)
     with pytest.raises(ParameterValueError, match=r"imus.hand.orientation: expected one of \['sensor', 'filter', "

@@ -14,8 +14,10 @@ import math
 import numpy as np
 import pytest
 
+from ros_dofkit.core.estimator.config import HeadingEstimation
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.offline import OfflineRun
+from ros_dofkit.core.spatial import quat_to_matrix
 from ros_dofkit.replay.bag_replay import NoEstimateError, replay_bag
 from ros_dofkit.replay.batch import iter_offline_inputs, read_offline_inputs
 from ros_dofkit.replay.demo import DemoOptions, simulate_demo
@@ -257,7 +259,8 @@ def test_batch_and_streaming_replays_write_the_same_bag(edge_bag, tmp_path):
 
 
 @pytest.mark.parametrize("change", [{"sync_tolerance_s": 0.001}, {"sync_joint_states": True},
-                                    {"sync_tolerance_s": 0.001, "sync_joint_states": True}])
+                                    {"sync_tolerance_s": 0.001, "sync_joint_states": True},
+                                    {"heading_estimation": HeadingEstimation(enabled=True)}])  # issue 19.2
 def test_every_configuration_replays_in_batch_as_streaming(edge_bag, tmp_path, change):
     """Synchronized mode and sync_joint_states run through the batch too, with the streaming path's bytes."""
     path, setup = edge_bag
@@ -409,3 +412,58 @@ def test_raw_imus_replay_in_batch_as_streaming(tmp_path):
     counts = streaming.filter_counts()
     assert set(counts) == {"upper_arm", "hand"}
     assert sum(c["non_finite"] for c in counts.values()) == 1 and sum(c["resets"] for c in counts.values()) >= 1
+
+
+def test_magnetometers_replay_in_batch_as_streaming(tmp_path):
+    """The two raw IMUs of the demo bag also publish sensor_msgs/MagneticField at 25 Hz (tesla, the field of their
+    orientation in a field whose north is the world's +y), on ``imus.<name>.magnetic_field_topic``, interleaved by
+    stamp; one field is NaN and one repeats its predecessor's stamp: both replay paths (batch in windows that cut
+    the stream anywhere, and streaming) match the same fields and write the same bytes, which differ from the
+    replay that reads no magnetometer."""
+    robot = build_demo_robot()
+    factory = MessageFactory()
+    run = simulate_demo(robot, DemoOptions(duration_s=4.0, imu_rate_hz=100.0, noise="default"))
+    imu_topics = {imu.name: "/" + imu.topic for imu in robot.estimator_config.imus}
+    field_topics = {imu_topics[name]: f"/imu/{name}/mag" for name in ("upper_arm", "hand")}
+    types = factory.typestore.types
+    Vector3, MagneticField = types["geometry_msgs/msg/Vector3"], types["sensor_msgs/msg/MagneticField"]
+    field_W = np.array([0.0, 20e-6, -40e-6])
+    path, seen, last_field_stamp = tmp_path / "mag", dict.fromkeys(field_topics, 0), {}
+    with BagWriter(path, typestore=factory.typestore) as bag:
+        for topic, stamp_ns, message in simulation_records(run, factory, imu_topics):
+            if topic in field_topics:
+                seen[topic] += 1
+                if seen[topic] % 4 == 0:
+                    q = message.orientation
+                    vector = quat_to_matrix([q.w, q.x, q.y, q.z]).T @ field_W
+                    hand = topic == imu_topics["hand"]
+                    if hand and seen[topic] == 160:
+                        vector = np.full(3, np.nan)
+                    header = message.header if not (hand and seen[topic] == 240) else dataclasses.replace(
+                        message.header, stamp=last_field_stamp[topic])
+                    last_field_stamp[topic] = message.header.stamp
+                    bag.write(field_topics[topic], stamp_ns, MagneticField(
+                        header=header, magnetic_field=Vector3(x=vector[0], y=vector[1], z=vector[2]),
+                        magnetic_field_covariance=np.zeros(9)))
+                covariance = np.array(message.orientation_covariance)
+                covariance[0] = -1.0
+                message = dataclasses.replace(message, orientation_covariance=covariance)
+            bag.write(topic, stamp_ns, message)
+    values = dict(robot.parameters)
+    values.update({f"imus.{name}.magnetic_field_topic": f"/imu/{name}/mag" for name in ("upper_arm", "hand")})
+    setup = ReplaySetup.from_parameters(values)
+    replay_bag(path, setup, tmp_path / "fast", window=333)
+    replay_bag(path, setup, tmp_path / "slow", batch=False)
+    replay_bag(path, ReplaySetup.from_parameters(robot.parameters), tmp_path / "without")
+    a, b, c = (read_raw(tmp_path / name) for name in ("fast", "slow", "without"))
+    assert a.topics == b.topics and len(a.topics) > 1000
+    assert [bytes(d) for d in a.data] == [bytes(d) for d in b.data]
+    assert [bytes(d) for d in a.data] != [bytes(d) for d in c.data]
+    estimator = Estimator(setup.plant, setup.config)
+    inputs, _, _ = read_offline_inputs(path, setup, check_input_topics(path, setup))
+    assert len(inputs.field_stamp) == sum(count // 4 for count in seen.values())
+    assert set(inputs.field_sensor.tolist()) == {setup.config.imu_names.index(n) for n in ("upper_arm", "hand")}
+    estimator.run(inputs)
+    counts = estimator.filter_counts()
+    assert (counts["hand"]["field_invalid"], counts["hand"]["field_out_of_order"]) == (1, 1)
+    assert (counts["upper_arm"]["field_invalid"], counts["upper_arm"]["field_out_of_order"]) == (0, 0)

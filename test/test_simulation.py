@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from ros_dofkit.core import simulation
 from ros_dofkit.core.estimator.robot import MODELS_DIR, ModelSpec, build_plant
 from ros_dofkit.core.simulation import (
     NOISE_PRESETS,
@@ -326,3 +327,22 @@ def test_configuration_errors_name_the_problem(arm):
         SensorSimulator(arm, [SimulatedImu("x", "arm_link3"), SimulatedImu("x", "arm_link5")])
     with pytest.raises(SimulationError, match="arm_joint4"):
         SineTrajectory(arm, centre={"arm_jiont4": 0.0})
+
+
+def test_long_sessions_compute_the_kinematics_block_by_block_with_the_same_values(monkeypatch):
+    """The lower-body model (config/lower_body.yaml's URDF on a floating base, 7 IMUs with lever arms): sensor
+    kinematics in blocks of 7 samples (the session's memory is bounded by the block) equal one block bit for bit."""
+    plant = build_plant([ModelSpec("lower_body.urdf", "lower_body", base_joint="floating")])
+    segments = ("pelvis", "left_upper_leg", "left_lower_leg", "left_foot", "right_upper_leg", "right_lower_leg",
+                "right_foot")
+    imus = [SimulatedImu(name, name, rotation_z(0.5 * k) @ rotation_x(0.3), [0.02 * k, -0.03, 0.05])
+            for k, name in enumerate(segments)]
+    noise = SensorNoise(orientation_deg=0.5, gyro=0.01, accelerometer=0.05, gyro_bias=0.005,
+                        heading_random_walk_deg_per_sqrt_s=0.39, gyro_bias_random_walk=1e-4)
+    whole = SensorSimulator(plant, imus, noise=noise, seed=3).run(2.0)
+    monkeypatch.setattr(simulation, "KINEMATICS_BLOCK_SAMPLES", 7)
+    blocks = SensorSimulator(plant, imus, noise=noise, seed=3).run(2.0)
+    for a, b in zip(whole.imus, blocks.imus, strict=True):
+        for field in ("quaternion_wxyz", "angular_velocity", "linear_acceleration", "heading_error"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert len({float(readings.heading_error[-1]) for readings in whole.imus}) == len(segments)

@@ -46,7 +46,7 @@ from rclpy.node import Node
 from rclpy.parameter import get_parameter_value, parameter_value_to_python
 from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import Imu, JointState
+from sensor_msgs.msg import Imu, JointState, MagneticField
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
@@ -56,7 +56,7 @@ from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
 from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, unconstrained_estimated_coordinates
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
-from ros_dofkit.nodes.common import StartupError, declare_specs, run_node
+from ros_dofkit.nodes.common import StartupError, clock_seconds, declare_specs, run_node
 from ros_dofkit.precompile import warm_up
 from ros_dofkit.ros.estimator_messages import (
     FloatingBaseOdometry,
@@ -70,6 +70,7 @@ from ros_dofkit.ros.estimator_messages import (
 from ros_dofkit.ros.imu_input import (
     feed_imu_cdr,
     feed_joint_state_msg,
+    feed_magnetic_field_msg,
     seconds_to_sec_nanosec,
 )
 from ros_dofkit.ros.input_loop import InputLoop
@@ -161,7 +162,8 @@ class EstimatorNode(Node):
         self._diagnostics_publisher = create_output_publisher(self, DiagnosticArray, "/diagnostics", self.qos_events)
 
         in_qos = input_qos_profile(values["input_qos"], values["input_qos_depth"])
-        self.statistics = NodeStatistics(["joint_states", *config.imu_names])
+        self.statistics = NodeStatistics(["joint_states", *config.imu_names, *(
+            f"{imu.name}/magnetic_field" for imu in config.imus if imu.magnetic_field_topic)])
         self._stamps: OrderedDict = OrderedDict()
         self._last_log: dict = {}
         #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
@@ -169,6 +171,9 @@ class EstimatorNode(Node):
         self._add_input(JointState, values["joint_states_topic"], self._on_joint_state_data, in_qos)
         for imu in config.imus:
             self._add_input(Imu, imu.topic, self._imu_callback(imu.name), in_qos)
+            if imu.magnetic_field_topic:  # raw IMUs: a magnetometer for the orientation filter (issue 19.1)
+                self._add_input(MagneticField, imu.magnetic_field_topic, self._magnetic_field_callback(imu.name),
+                                in_qos)
         self.create_service(Trigger, "~/calibrate", self._on_calibrate)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._filter_resets = {}  # raw IMU name -> orientation filter restarts already logged
@@ -283,8 +288,7 @@ class EstimatorNode(Node):
             self.get_logger().warning(text)
 
     def _clock_now(self):
-        nanoseconds = self.get_clock().now().nanoseconds
-        return None if nanoseconds == 0 else nanoseconds * 1e-9  # sim time before the first /clock: no clock
+        return clock_seconds(self.get_clock())  # sim time before the first /clock: None, no clock
 
     # ------------------------------------------------------------------ inputs and the cycle
     def _add_input(self, msg_type, topic: str, handler, qos) -> None:
@@ -324,6 +328,17 @@ class EstimatorNode(Node):
             self._after_input(name, status, results)
 
         return on_imu
+
+    def _magnetic_field_callback(self, name: str):
+        def on_field(data: bytes) -> None:
+            try:
+                msg = deserialize_message(data, MagneticField)
+            except RuntimeError as error:  # rclpy's RMWError: the bytes are not a MagneticField
+                self._malformed(f"{name}/magnetic_field", error)
+                return
+            self._after_input(f"{name}/magnetic_field", feed_magnetic_field_msg(self.estimator, name, msg), ())
+
+        return on_field
 
     def _after_input(self, source: str, status, results) -> None:
         self.statistics.record_input(source, time.monotonic())

@@ -20,9 +20,10 @@ from rosbags.serde import SerdeError
 
 from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds
 from ros_dofkit.core.estimator.offline import OfflineInputs
-from ros_dofkit.replay.inputs import validate_input_topics
-from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw
+from ros_dofkit.replay.inputs import magnetic_field_topics, validate_input_topics
+from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw, make_typestore
 from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
+from ros_dofkit.ros.imu_messages import MAGNETIC_FIELD_MSGTYPE, magnetic_field_to_arrays
 
 _DECODE_ERRORS = (SerdeError, struct.error, ValueError, IndexError, UnicodeDecodeError, OverflowError)
 
@@ -50,7 +51,8 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
     def select(available: dict) -> list:
         checked = checked_already if checked_already is not None else validate_input_topics(path, available, setup)
         seen.update(checked)
-        wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in checked]
+        wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic, *magnetic_field_topics(setup))
+                  if t in checked]
         if truth_topic is not None and truth_topic in checked:
             wanted.append(truth_topic)
         return wanted
@@ -69,6 +71,19 @@ def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
     return offline_inputs_from_raw(empty, setup, truth_topic, typestore, path)[0], [], seen
 
 
+def _field_inputs(fields: dict, setup, topic_index, records, offered_before) -> dict:
+    """``OfflineInputs``' ``field_*`` arrays of a window's magnetometer messages (none when none is configured)."""
+    if not fields:
+        return {}
+    names = list(fields.values())
+    stamps_ns = np.array([stamp_ns for stamp_ns, _ in records], dtype=np.int64)
+    return {"field_sensor": np.array([setup.config.imu_names.index(names[j]) for j in topic_index.tolist()],
+                                     dtype=np.int64),
+            "field_stamp": nanoseconds_to_seconds(stamps_ns),
+            "field_vector": np.array([f for _, f in records], dtype=float).reshape(-1, 3),
+            "field_position": np.asarray(offered_before, dtype=np.int64)}
+
+
 def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path) -> tuple:
     """``(OfflineInputs, truth_records)`` of raw messages in stamp order (see :func:`iter_offline_inputs`)."""
     # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1.
@@ -78,6 +93,8 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     codes[setup.joint_states_topic] = imus_count
     if truth_topic is not None:
         codes[truth_topic] = imus_count + 1
+    fields = magnetic_field_topics(setup)  # raw IMUs' magnetometers -> codes IMUS + 2 + j
+    codes.update({topic: imus_count + 2 + j for j, topic in enumerate(fields)})
     imu_sensor_of = np.array([setup.config.imu_names.index(setup.imu_topics[t]) for t in imu_topics], dtype=np.int64)
     code = np.fromiter(map(codes.__getitem__, raw.topics), dtype=np.int64, count=len(raw.topics))
     imu_positions = np.flatnonzero(code < imus_count)
@@ -88,6 +105,11 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         imus = decode_imus(list(map(pick, imu_positions.tolist())), typestore)
         joint_states = decode_joint_states(list(map(pick, js_positions.tolist())), typestore)
         truth = decode_joint_states(list(map(pick, truth_positions.tolist())), typestore)
+        field_positions = np.flatnonzero(code >= imus_count + 2)
+        if field_positions.size:  # few and slow: one rosbags message each, read as the streaming path reads it
+            store = typestore if typestore is not None else make_typestore()
+            field_records = [magnetic_field_to_arrays(store.deserialize_cdr(bytes(raw.data[p]), MAGNETIC_FIELD_MSGTYPE))
+                             for p in field_positions.tolist()]
     except _DECODE_ERRORS as error:
         raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
 
@@ -99,7 +121,7 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     accel_present = imus.linear_acceleration_covariance[:, 0] != -1  # raw IMUs' orientation filters read it
     imu_sensor = imu_sensor_of[code[imu_positions]]
 
-    inputs_mask = code != imus_count + 1
+    inputs_mask = code <= imus_count  # IMUs and joint states (not truth, not magnetometers)
     kind = (code[inputs_mask] == imus_count).astype(np.int64)  # 0 = IMU, 1 = joint states
     row = np.empty(len(code), dtype=np.int64)
     row[imu_positions] = np.arange(len(imu_positions))
@@ -114,7 +136,9 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         imu_orientation_present=~np.isnan(quaternion[:, 0]), imu_angular_velocity_present=~np.isnan(gyro[:, 0]),
         js_stamp=nanoseconds_to_seconds(joint_states.stamp_ns), js_names=joint_states.name,
         js_positions=joint_states.position, js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask],
-        imu_linear_acceleration=imus.linear_acceleration, imu_linear_acceleration_present=accel_present)
+        imu_linear_acceleration=imus.linear_acceleration, imu_linear_acceleration_present=accel_present,
+        **_field_inputs(fields, setup, code[field_positions] - imus_count - 2,
+                        field_records if field_positions.size else [], np.cumsum(inputs_mask)[field_positions]))
     # (stamp_ns, names, positions) per message; the positions are already arrays.
     truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
     return inputs, truth_records

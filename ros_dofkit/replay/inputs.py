@@ -10,10 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from ros_dofkit.replay.messages import header_stamp_ns, seconds
-from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, Truth
-from ros_dofkit.replay.setup import IMU_MSGTYPE, JOINT_STATE_MSGTYPE, TRUTH_TOPIC, ReplaySetup
+from ros_dofkit.replay.pipeline import ImuInput, JointStateInput, MagneticFieldInput, Truth
+from ros_dofkit.replay.setup import IMU_MSGTYPE, JOINT_STATE_MSGTYPE, TRUTH_TOPIC, ReplaySetup, absolute_topic
 from ros_dofkit.ros.bag_io import BagError, bag_topics, read_bag
-from ros_dofkit.ros.imu_messages import imu_message_to_arrays
+from ros_dofkit.ros.imu_messages import MAGNETIC_FIELD_MSGTYPE, imu_message_to_arrays, magnetic_field_to_arrays
+
+
+def magnetic_field_topics(setup: ReplaySetup) -> dict:
+    """``{bag topic: IMU name}`` of the raw IMUs' magnetometers (``imus.<name>.magnetic_field_topic``)."""
+    return {absolute_topic(imu.magnetic_field_topic): imu.name for imu in setup.config.imus if imu.magnetic_field_topic}
 
 
 def check_input_topics(path, setup: ReplaySetup) -> dict:
@@ -30,6 +35,7 @@ def validate_input_topics(path, topics: dict, setup: ReplaySetup) -> dict:
     expected = {topic: IMU_MSGTYPE for topic in setup.imu_topics}
     expected[setup.joint_states_topic] = JOINT_STATE_MSGTYPE
     expected[TRUTH_TOPIC] = JOINT_STATE_MSGTYPE
+    expected.update(dict.fromkeys(magnetic_field_topics(setup), MAGNETIC_FIELD_MSGTYPE))
     for topic, msgtype in expected.items():
         if topic in topics and topics[topic][0] != msgtype:
             raise BagError(f"{path}: topic {topic} carries {topics[topic][0]}, but the configuration reads "
@@ -46,13 +52,18 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
     ``(stamp_ns, names, positions)`` when given. The bag's topics are checked first (:func:`check_input_topics`).
     Yields ``(stamp_ns, input)`` pairs: the header stamp in nanoseconds and the ImuInput / JointStateInput."""
     topics = check_input_topics(path, setup)
-    wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic) if t in topics]
+    fields = magnetic_field_topics(setup)
+    wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic, *fields) if t in topics]
     if truth_sink is not None and TRUTH_TOPIC in topics:
         wanted.append(TRUTH_TOPIC)
     for record in read_bag(path, topics=wanted, typestore=typestore):  # a garbled message raises BagError there
         message = record.message
         if record.topic == TRUTH_TOPIC:
             truth_sink.append((header_stamp_ns(message), tuple(message.name), np.asarray(message.position)))
+            continue
+        if record.topic in fields:
+            stamp_ns, field_T = magnetic_field_to_arrays(message)
+            yield stamp_ns, MagneticFieldInput(fields[record.topic], seconds(stamp_ns), field_T)
             continue
         if record.topic == setup.joint_states_topic:
             stamp_ns = header_stamp_ns(message)

@@ -43,6 +43,15 @@ class ImuInput:
 
 
 @dataclass(frozen=True)
+class MagneticFieldInput:
+    """One magnetometer sample of raw IMU ``name``: the field in tesla, sensor frame (NaN when absent)."""
+
+    name: str
+    stamp: float
+    field_T: np.ndarray
+
+
+@dataclass(frozen=True)
 class JointStateInput:
     """One (possibly partial) encoder message: names, positions and velocities (empty = none)."""
 
@@ -122,6 +131,9 @@ class ReplayLoop:
             stats.joint_states += 1
             status, results = estimator.process_joint_state(item.names, item.positions, item.velocities,
                                                             stamp=item.stamp)
+        elif isinstance(item, MagneticFieldInput):  # raw IMUs' filters keep it; no cycle
+            stats.rejected += not estimator.process_magnetic_field(item.name, item.stamp, item.field_T).accepted
+            return ()
         elif isinstance(item, ClockInput):
             stats.clock_messages += 1
             estimator.observe_clock(item.stamp)

@@ -19,6 +19,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from ros_dofkit.core.estimator.heading import diagnostic_values as heading_diagnostics
 from ros_dofkit.core.estimator.odometry import (
     OdometryCovariance,
     SolveCovariances,
@@ -49,7 +50,7 @@ class JointStateSelection:
 
     def serialized(self, result, sec: int, nanosec: int) -> bytes:
         """The serialized JointState of :meth:`message` (empty frame_id), for ``Publisher.publish``."""
-        return self._encoder.encode(sec, nanosec, result.q[self._q].tolist(), result.v[self._v].tolist())
+        return self._encoder.encode(sec, nanosec, result.q[self._q], result.v[self._v])
 
 
 class FloatingBaseOdometry:
@@ -155,8 +156,10 @@ class RateMeter:
         self._times: deque = deque()
 
     def tick(self, now: float) -> None:
-        self._times.append(now)
-        self._trim(now)
+        times = self._times
+        times.append(now)
+        if times[0] < now - self._window:  # (per input message: no call unless something leaves the window)
+            self._trim(now)
 
     def _trim(self, now: float) -> None:
         while self._times and self._times[0] < now - self._window:
@@ -183,8 +186,9 @@ class NodeStatistics:
         self.malformed[name] = self.malformed.get(name, 0) + 1
 
     def record_input(self, name: str, now: float) -> None:
-        if name in self.input_rates:
-            self.input_rates[name].tick(now)
+        meter = self.input_rates.get(name)
+        if meter is not None:
+            meter.tick(now)
 
     def record_output(self, result, now: float) -> None:
         self.output_rate.tick(now)
@@ -257,6 +261,7 @@ def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatis
         values.append(_kv(f"qos_incompatible.{topic}", count))
     statuses = [DiagnosticStatus(level=level, name=f"{node_name}: estimator", message=message,
                                  hardware_id=hardware_id, values=values)]
+    heading = estimator.heading_estimates()
     for name in estimator.config.imu_names:
         error = result.sensor_errors_deg.get(name, math.nan) if result is not None else math.nan
         if name in stale:
@@ -269,7 +274,9 @@ def diagnostics_message(stamp, node_name: str, estimator, statistics: NodeStatis
             level=sensor_level, name=f"{node_name}: imu {name}", message=text, hardware_id=hardware_id,
             values=[_kv("orientation_error_deg", float(error)),
                     _kv("input_rate_hz", statistics.input_rates[name].rate(now)
-                        if name in statistics.input_rates else math.nan)],
+                        if name in statistics.input_rates else math.nan),
+                    # issue 19.2: heading offset and gyro bias (core.estimator.heading), when estimated
+                    *[_kv(key, value) for key, value in heading_diagnostics(heading, name)]],
         ))
     msg = DiagnosticArray()
     msg.header.stamp = stamp

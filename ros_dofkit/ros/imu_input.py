@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ros_dofkit.core.estimator.inputs import stamp_seconds
+from ros_dofkit.ros.imu_messages import magnetic_field_to_arrays
 from ros_dofkit.ros.live_cdr import decode_imu
 
 NANOSECONDS = 1_000_000_000
@@ -79,6 +80,15 @@ def feed_imu_msg(estimator, name: str, msg, now: float | None = None):
         now=now,
         linear_acceleration=sample.linear_acceleration,
     )
+
+
+def feed_magnetic_field_msg(estimator, name: str, msg):
+    """Offer one ``sensor_msgs/MagneticField`` (tesla, in the sensor frame) of raw IMU ``name`` to its orientation
+    filter (``Estimator.process_magnetic_field``); returns the :class:`InputStatus`. A message whose
+    ``magnetic_field_covariance[0]`` is -1 marks the field absent (REP-145) and is offered as NaN (dropped,
+    counted ``field_invalid``)."""
+    return estimator.process_magnetic_field(name, stamp_to_seconds(msg.header.stamp),
+                                            magnetic_field_to_arrays(msg)[1])
 
 
 def feed_joint_state_msg(estimator, msg, now: float | None = None):

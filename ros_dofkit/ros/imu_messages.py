@@ -121,6 +121,18 @@ def _optional_vector(value, size: int, name: str):
     return [float(x) for x in array]
 
 
+MAGNETIC_FIELD_MSGTYPE = "sensor_msgs/msg/MagneticField"
+
+
+def magnetic_field_to_arrays(message) -> tuple[int, np.ndarray]:
+    """A ``sensor_msgs/MagneticField`` (rclpy or rosbags) -> ``(stamp_ns, field (3,))``: tesla in the sensor frame,
+    NaN when ``magnetic_field_covariance[0]`` is -1 (REP-145: absent; the core drops and counts it)."""
+    stamp, f = message.header.stamp, message.magnetic_field
+    absent = len(message.magnetic_field_covariance) and float(message.magnetic_field_covariance[0]) == -1.0
+    return (stamp_nanoseconds(int(stamp.sec), int(stamp.nanosec)),
+            np.full(3, np.nan) if absent else np.array([f.x, f.y, f.z], dtype=float))
+
+
 def imu_message_to_arrays(message) -> dict:
     """The inverse of :func:`make_imu_message`: stamp_ns, frame_id, and each field as a core array (NaN if absent).
 

@@ -8,10 +8,12 @@ executor ~35 % of the node's CPU, the estimator's own work ~20 %).
 
 :class:`InputLoop` waits on the input subscriptions only, takes every message they hold (serialized, for the
 caller's own decoder) and gives each to its handler; every ``housekeeping_period`` s, at a moment the inputs are
-quiet (see :meth:`InputLoop.spin`), it lets the node's ordinary executor run once without waiting, which serves
-timers, services, parameter requests and QoS events exactly as ``rclpy.spin`` would (at most one ready callback
-per pass, as ``spin_once``). The input subscriptions are ordinary subscriptions of the node (QoS overrides and events as
-usual): if the executor happens to find one ready, it calls the same handler with the same bytes.
+quiet (see :meth:`InputLoop.spin`), and when one of the node's timers is due, it lets the node's ordinary executor
+run once without waiting, which serves timers, services, parameter requests and QoS events exactly as
+``rclpy.spin`` would (at most one ready callback per pass, as ``spin_once``). A pass costs about as much as a sample
+set's estimate (rmw waits on every entity), hence one every 50 ms by default rather than every few milliseconds.
+The input subscriptions are ordinary subscriptions of the node (QoS overrides and events as usual): if the executor
+happens to find one ready, it calls the same handler with the same bytes.
 
 The wait set is rclpy's own ``_rclpy.WaitSet`` (the one its executors build), kept for the loop's lifetime.
 """
@@ -26,6 +28,9 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.subscription import Subscription
 
+#: Shortest time between two housekeeping passes (a timer still due after a pass that served something else).
+_MIN_SPACING_NS = 1_000_000
+
 
 class InputLoop:
     """Spins ``node``: input subscriptions served directly, everything else by an executor (see module docstring).
@@ -33,8 +38,8 @@ class InputLoop:
     ``add(subscription, handler)`` registers an input: a subscription created with (or switched to) ``raw``
     messages, and ``handler(data: bytes)`` called for each message, in arrival order per subscription."""
 
-    def __init__(self, node: Node, housekeeping_period: float = 0.01, executor: Executor | None = None,
-                 quiet_time: float = 0.0003, overdue_periods: int = 10):
+    def __init__(self, node: Node, housekeeping_period: float = 0.05, executor: Executor | None = None,
+                 quiet_time: float = 0.0003, overdue_periods: int = 4):
         if not housekeeping_period > 0.0:
             raise ValueError(f"housekeeping_period must be a positive number of seconds, got {housekeeping_period!r}")
         if not quiet_time >= 0.0 or not (isinstance(overdue_periods, int) and overdue_periods >= 1):
@@ -73,13 +78,26 @@ class InputLoop:
                     handler(taken_message[0])
         return taken
 
+    def _next_housekeeping(self, now: int, period_ns: int) -> int:
+        """When the next pass is due (monotonic ns): a period from now, or sooner when a timer of the node is due
+        (its own clock's remaining time: under sim time that clock may run at another pace, the period bounds it)."""
+        due = now + period_ns
+        for timer in self.node.timers:
+            remaining = timer.time_until_next_call()
+            if remaining is not None:
+                due = min(due, now + max(int(remaining), _MIN_SPACING_NS))
+        return due
+
     def spin(self, until: Callable[[], bool] = lambda: False) -> None:
         """Run until the node's context shuts down or ``until()`` is true (checked at least every period).
 
-        Housekeeping (one executor pass, ~0.1-0.3 ms with the estimator's ~35 entities) waits, once due, for the
-        inputs to be quiet for ``quiet_time`` s, so that it falls between sample sets instead of delaying the
-        rest of a set that has begun to arrive; under inputs that are never quiet it runs anyway once
-        overdue by ``overdue_periods`` periods."""
+        Housekeeping (one executor pass, ~0.3 ms with the estimator's ~35 entities on an unloaded machine, most of
+        it rmw's wait on them, and several times that on a loaded one) is due every ``housekeeping_period`` s, or
+        sooner when one of the node's timers is due; once due it waits for the inputs to be quiet for
+        ``quiet_time`` s, so that it falls between sample sets instead of delaying the rest of a set that has
+        begun to arrive; under inputs that are never quiet it runs anyway once overdue by ``overdue_periods``
+        periods. A pass serves one ready callback, as ``spin_once``: a service request or parameter change waits
+        at most about a period."""
         context = self.node.context
         period_ns = int(self.housekeeping_period * 1e9)
         quiet_ns = int(self.quiet_time * 1e9)
@@ -98,8 +116,8 @@ class InputLoop:
                     return  # the context shut down between the check above and this pass: what spin waits for
                 self.housekeeping_passes += 1
                 now = time.monotonic_ns()
-                next_housekeeping = now + period_ns
-                due = False
+                next_housekeeping = self._next_housekeeping(now, period_ns)
+                due = now >= next_housekeeping
             wait_set.clear_entities()
             for subscription, _ in self._inputs:
                 wait_set.add_subscription(subscription.handle)

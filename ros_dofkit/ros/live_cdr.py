@@ -11,7 +11,8 @@ a bag and wrong for one message. Here:
   truncated, trailing bytes, a frame_id without its NUL or not UTF-8);
 * :class:`JointStateEncoder` and :class:`TfMessageEncoder` serialize the node's outputs, whose names and sizes
   never change, by writing the stamp and the values into a byte template made once (``cdr.joint_state_template``,
-  ``cdr.tf_message_template``: the templates of the bulk encoders too, one layout code for both).
+  ``cdr.tf_message_template``: the templates of the bulk encoders too, one layout code for both), through NumPy
+  views of the template's bytes: one array assignment per field, whatever the number of joints or transforms.
 
 Wire format (XCDR1 as ROS 2 uses it; see ``ros_dofkit.ros.cdr``): a 4-byte encapsulation header (byte 1 is 1 for
 little endian, 0 for big endian), then the fields; alignment is counted from the end of the header; strings are
@@ -34,6 +35,8 @@ _HEADER = len(CDR_LE_HEADER)
 _IMU_DOUBLES = 37
 _IMU_BODY = struct.Struct("<37d")
 _IMU_BODY_BE = struct.Struct(">37d")
+_IMU_HEAD = struct.Struct("<iII")  # header.stamp.sec, header.stamp.nanosec, frame_id's length
+_IMU_HEAD_BE = struct.Struct(">iII")
 
 
 class MalformedMessageError(ValueError):
@@ -52,8 +55,8 @@ def decode_imu(data) -> tuple:
     if data[0] != 0 or data[1] not in (0, 1):
         raise MalformedMessageError(f"Imu: expected a plain CDR encapsulation header (00 00 or 00 01), got "
                                     f"{bytes(data[:2]).hex(' ')}")
-    order = "<" if data[1] == 1 else ">"
-    sec, nanosec, length = struct.unpack_from(order + "iII", data, _HEADER)
+    little = data[1] == 1
+    sec, nanosec, length = (_IMU_HEAD if little else _IMU_HEAD_BE).unpack_from(data, _HEADER)
     text_end = _HEADER + 12 + length
     body = _HEADER + align(12 + length, 8)
     expected = body + 8 * _IMU_DOUBLES
@@ -68,8 +71,37 @@ def decode_imu(data) -> tuple:
         frame_id = bytes(data[_HEADER + 12:text_end - 1]).decode("utf-8")
     except UnicodeDecodeError as error:
         raise MalformedMessageError(f"Imu: frame_id is not UTF-8 ({error})") from None
-    values = (_IMU_BODY if order == "<" else _IMU_BODY_BE).unpack_from(data, body)
+    values = (_IMU_BODY if little else _IMU_BODY_BE).unpack_from(data, body)
     return sec, nanosec, frame_id, values
+
+
+class _FilledTemplate:
+    """A message template (``cdr.TemplateBuilder``) and writable NumPy views of its bytes: ``doubles``, the float64
+    values (CDR aligns a float64 to 8 bytes counted from the end of the 4-byte encapsulation header, so every float64
+    of the message is one element of it), and ``words``, the 4-byte words (stamps: an int32 and a uint32, aligned to
+    4 from the start). One array assignment then fills a field of any length, with no per-value Python call."""
+
+    def __init__(self, template):
+        self.offsets = template.offsets
+        self.buffer = bytearray(template.message())
+        size = len(self.buffer)
+        self.doubles = np.frombuffer(memoryview(self.buffer)[_HEADER:_HEADER + (size - _HEADER) // 8 * 8], dtype="<f8")
+        self.words = np.frombuffer(memoryview(self.buffer)[:size // 4 * 4], dtype="<u4")
+
+    def double_index(self, key: str) -> int:
+        """Index in ``doubles`` of the float64 at offset ``key`` (the template builder aligns each to 8)."""
+        return (self.offsets[key] - _HEADER) // 8
+
+    def stamp_index(self, key: str) -> int:
+        """Index in ``words`` of the stamp (sec, then nanosec) at offset ``key``."""
+        return self.offsets[key] // 4
+
+
+def _stamp_words(sec: int, nanosec: int) -> tuple[int, int]:
+    """(sec, nanosec) of builtin_interfaces/Time as the two uint32 words of the wire (sec is an int32)."""
+    if not (-2**31 <= sec < 2**31 and 0 <= nanosec < 2**32):
+        raise ValueError(f"stamp: expected an int32 sec and a uint32 nanosec, got ({sec}, {nanosec})")
+    return sec & 0xFFFFFFFF, nanosec
 
 
 class JointStateEncoder:
@@ -78,19 +110,18 @@ class JointStateEncoder:
     def __init__(self, names, frame_id: str = ""):
         self.names = tuple(names)
         count = len(self.names)
-        template = joint_state_template(self.names, frame_id, effort=False)
-        self._stamp, self._position, self._velocity = (template.offsets[key] for key in ("stamp", "position",
-                                                                                           "velocity"))
-        self._values = struct.Struct(f"<{count}d")
-        self._buffer = bytearray(template.message())
+        self._message = _FilledTemplate(joint_state_template(self.names, frame_id, effort=False))
+        self._stamp = slice(self._message.stamp_index("stamp"), self._message.stamp_index("stamp") + 2)
+        start = [self._message.double_index(key) if count else 0 for key in ("position", "velocity")]
+        self._position, self._velocity = (slice(i, i + count) for i in start)
 
     def encode(self, sec: int, nanosec: int, positions, velocities) -> bytes:
-        """The message's bytes; ``positions``/``velocities`` are sequences of ``len(names)`` floats."""
-        buffer = self._buffer
-        struct.pack_into("<iI", buffer, self._stamp, sec, nanosec)
-        self._values.pack_into(buffer, self._position, *positions)
-        self._values.pack_into(buffer, self._velocity, *velocities)
-        return bytes(buffer)
+        """The message's bytes; ``positions``/``velocities`` are sequences (or arrays) of ``len(names)`` floats."""
+        message = self._message
+        message.words[self._stamp] = _stamp_words(sec, nanosec)
+        message.doubles[self._position] = positions
+        message.doubles[self._velocity] = velocities
+        return bytes(message.buffer)
 
 
 class TfMessageEncoder:
@@ -101,19 +132,18 @@ class TfMessageEncoder:
         parents, children = tuple(parents), tuple(children)
         template = tf_message_template(parents, children)  # ValueError unless as many children as parents
         self.count = len(parents)
-        self._stamps = [template.offsets[f"stamp{i}"] for i in range(self.count)]
+        self._message = _FilledTemplate(template)
+        stamps = np.array([self._message.stamp_index(f"stamp{i}") for i in range(self.count)], dtype=np.intp)
+        self._stamps = np.stack([stamps, stamps + 1], axis=1).reshape(self.count, 2)
         # translation (x, y, z) then rotation (x, y, z, w): 7 contiguous float64 per transform
-        self._values = [template.offsets[f"translation{i}"] for i in range(self.count)]
-        self._buffer = bytearray(template.message())
-        self._seven = struct.Struct("<7d")
-        self._stamp = struct.Struct("<iI")
+        first = np.array([self._message.double_index(f"translation{i}") for i in range(self.count)], dtype=np.intp)
+        self._translations = first[:, None] + np.arange(3)
+        self._rotations = first[:, None] + np.arange(3, 7)
 
     def encode(self, sec: int, nanosec: int, translations, quaternions_xyzw) -> bytes:
         """The message's bytes; ``translations`` (count, 3), ``quaternions_xyzw`` (count, 4)."""
-        rows = np.concatenate([np.asarray(translations, dtype=float).reshape(self.count, 3),
-                               np.asarray(quaternions_xyzw, dtype=float).reshape(self.count, 4)], axis=1).tolist()
-        buffer, stamp, seven = self._buffer, self._stamp, self._seven
-        for stamp_offset, value_offset, row in zip(self._stamps, self._values, rows, strict=True):
-            stamp.pack_into(buffer, stamp_offset, sec, nanosec)
-            seven.pack_into(buffer, value_offset, *row)
-        return bytes(buffer)
+        message = self._message
+        message.doubles[self._translations] = np.asarray(translations, dtype=float).reshape(self.count, 3)
+        message.doubles[self._rotations] = np.asarray(quaternions_xyzw, dtype=float).reshape(self.count, 4)
+        message.words[self._stamps] = _stamp_words(sec, nanosec)
+        return bytes(message.buffer)

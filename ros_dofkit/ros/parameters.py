@@ -24,6 +24,7 @@ from ros_dofkit.core.estimator.config import (
     HEADING_AXES,
     EstimatorConfig,
     EstimatorConfigError,
+    HeadingEstimation,
     ImuConfig,
     estimated_entry,
     repeated_names,
@@ -128,6 +129,19 @@ ESTIMATION_PARAMETERS = (
                   "(0: free-running sensors)", value_range=(0.0, 10.0)),
     ParameterSpec("sync_joint_states", BOOL, False, "a cycle also waits for a new joint-state message while they "
                   "arrive (off: latest encoder values are held)"),
+    # issue 19.2: per-IMU heading offsets and gyro biases on the chain (core.estimator.config.HeadingEstimation)
+    ParameterSpec("heading_estimation.enabled", BOOL, False, "estimate each IMU's heading offset (drift about "
+                  "gravity) and gyro bias together with the joints"),
+    ParameterSpec("heading_estimation.drift_deg_per_min", DOUBLE, 3.0, "heading random walk per IMU: standard "
+                  "deviation after one minute (deg)", value_range=(1e-6, 1000.0)),
+    ParameterSpec("heading_estimation.orientation_noise_deg", DOUBLE, 1.0, "white noise of an IMU orientation "
+                  "(deg per axis)", value_range=(1e-6, 90.0)),
+    ParameterSpec("heading_estimation.initial_deg", DOUBLE, 1.0, "standard deviation of the heading offsets at "
+                  "start (deg)", value_range=(0.0, 180.0)),
+    ParameterSpec("heading_estimation.reference_imu", STRING, "", "IMU whose heading offset is held at 0 (empty: "
+                  "chosen by the observability rule)"),
+    ParameterSpec("heading_estimation.gyro_bias_time_constant_s", DOUBLE, 30.0, "time constant of the gyro bias "
+                  "estimate (s; 0: off)", value_range=(0.0, 3600.0)),
     ParameterSpec("diagnostics_period", DOUBLE, 1.0, "seconds between /diagnostics messages",
                   value_range=(0.01, 60.0)),
     ParameterSpec("log_throttle", DOUBLE, 5.0, "minimum seconds between repeated warnings of one kind",
@@ -179,6 +193,11 @@ def imu_parameter_specs(imu_name: str) -> tuple:
                       "raw sample counts as saturated (gyro-only update)", read_only=True, value_range=(1.0, 1e4)),
         ParameterSpec(prefix + "filter_heading", DOUBLE, 0.0, "raw-IMU filter output turned about the vertical by "
                       "this angle (rad); written by calibration", read_only=True, value_range=(-1e3, 1e3)),
+        ParameterSpec(prefix + "magnetic_field_topic", STRING, "", "sensor_msgs/MagneticField topic (tesla, sensor "
+                      "frame) fed to the raw-IMU filter (empty: none; orientation filter or auto only)",
+                      read_only=True),
+        ParameterSpec(prefix + "filter_field_timeout", DOUBLE, 0.1, "a raw sample is fed with the newest magnetic "
+                      "field not after it and at most this old (s)", read_only=True, value_range=(1e-4, 60.0)),
     )
 
 
@@ -316,7 +335,9 @@ def imu_configs_from_parameters(values: dict) -> tuple:
                 name=name, body=get["body"], topic=get["topic"], mounting=mounting, weight=get["weight"],
                 model_instance=get["model_instance"] or None, orientation=get["orientation"],
                 filter={"sample_time_s": get["filter_sample_time"], "max_gap_s": get["filter_max_gap"],
-                        "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"]},
+                        "max_acceleration": get["filter_max_acceleration"], "heading_offset": get["filter_heading"],
+                        "field_timeout_s": get["filter_field_timeout"]},
+                magnetic_field_topic=get["magnetic_field_topic"],
             ))
         except EstimatorConfigError as error:
             raise ParameterValueError(str(error)) from error
@@ -366,6 +387,13 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
             use_joint_limits=get("use_joint_limits"),
             sync_joint_states=get("sync_joint_states"),
             sync_tolerance_s=get("sync_tolerance"),
+            heading_estimation=HeadingEstimation(
+                enabled=get("heading_estimation.enabled"),
+                drift_deg_per_min=get("heading_estimation.drift_deg_per_min"),
+                orientation_noise_deg=get("heading_estimation.orientation_noise_deg"),
+                initial_deg=get("heading_estimation.initial_deg"),
+                reference_imu=get("heading_estimation.reference_imu") or None,
+                gyro_bias_time_constant_s=get("heading_estimation.gyro_bias_time_constant_s")),
         )
     except EstimatorConfigError as error:
         raise ParameterValueError(str(error)) from error

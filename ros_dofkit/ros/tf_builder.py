@@ -16,9 +16,12 @@ from __future__ import annotations
 import numpy as np
 from geometry_msgs.msg import Quaternion, Transform, TransformStamped, Vector3
 
+from ros_dofkit.core.estimator.offline import relative_poses
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.ros.live_cdr import TfMessageEncoder
 from ros_dofkit.ros.tf_tree import TfTree, tf_tree
+
+_XYZW = [1, 2, 3, 0]  # (w, x, y, z) -> the message's (x, y, z, w)
 
 
 def transform_msg(X: np.ndarray) -> Transform:
@@ -39,29 +42,26 @@ class TfBuilder:
         self.tree = tf_tree(plant, frame_prefix, world_frame) if tree is None else tree
         self.frame_ids = self.tree.frame_ids
         self._parent_frames = self.tree.parent_frame_ids
-        self._parent = np.asarray(self.tree.parent_bodies)
+        self._parent = np.asarray(self.tree.parent_bodies, dtype=np.int64)
         self._cache = {}
         self.moving_bodies, self.fixed_bodies = self.tree.moving_bodies, self.tree.fixed_bodies
-        self._moving_index = np.asarray(self.moving_bodies, dtype=int)
+        self._moving_index = np.asarray(self.moving_bodies, dtype=np.int64)
         self._moving_encoder = TfMessageEncoder([self._parent_frames[b] for b in self.moving_bodies],
                                                 [self.frame_ids[b] for b in self.moving_bodies])
+        # Once now, so that the compiled relative poses are loaded before the first cycle needs them.
+        self.moving_transforms_serialized(plant.calc_body_poses(plant.default_positions()), 0, 0)
 
-    @staticmethod
-    def _relative_poses(X_WB, bodies, parents):
-        """(p_PC (k, 3), R_PC (k, 3, 3)) of X_PC = inv(X_WP) X_WC for all ``bodies`` at once:
-        R_PC = R_WP^T R_WC, p_PC = R_WP^T (p_WC - p_WP)."""
-        X_WB = np.asarray(X_WB)
-        X_WP, X_WC = X_WB[parents], X_WB[bodies]
-        R_WP_T = np.swapaxes(X_WP[:, :3, :3], -1, -2)
-        R_PC = R_WP_T @ X_WC[:, :3, :3]
-        p_PC = np.einsum("bij,bj->bi", R_WP_T, X_WC[:, :3, 3] - X_WP[:, :3, 3])
-        return p_PC, R_PC
+    def _relative_poses(self, X_WB, bodies):
+        """(p_PC (k, 3), R_PC (k, 3, 3)) of X_PC = inv(X_WP) X_WC for all ``bodies`` at once (the compiled rule
+        offline replay writes its TF with, so both give the same bits)."""
+        X_PC = relative_poses(X_WB, self._parent[bodies], bodies)
+        return X_PC[:, :3, 3], X_PC[:, :3, :3]
 
     def _transforms(self, X_WB, bodies, sec: int, nanosec: int) -> list:
         if not bodies:
             return []
         bodies = np.asarray(bodies)
-        p_PC, R_PC = self._relative_poses(X_WB, bodies, self._parent[bodies])
+        p_PC, R_PC = self._relative_poses(X_WB, bodies)
         quaternions = matrix_to_quat(R_PC)  # (w, x, y, z), one batched call
         out = self._messages(tuple(int(b) for b in bodies))
         for k, msg in enumerate(out):
@@ -95,9 +95,10 @@ class TfBuilder:
     def moving_transforms_serialized(self, X_WB, sec: int, nanosec: int) -> bytes:
         """The serialized ``tf2_msgs/TFMessage`` of :meth:`moving_transforms` (same transforms, same order),
         ready for ``Publisher.publish``: no message objects are built (the live node's per-cycle path)."""
-        p_PC, R_PC = self._relative_poses(X_WB, self._moving_index, self._parent[self._moving_index])
-        quaternions_xyzw = matrix_to_quat(R_PC)[:, [1, 2, 3, 0]] if len(self._moving_index) else np.zeros((0, 4))
-        return self._moving_encoder.encode(sec, nanosec, p_PC, quaternions_xyzw)
+        if not len(self._moving_index):
+            return self._moving_encoder.encode(sec, nanosec, np.zeros((0, 3)), np.zeros((0, 4)))
+        p_PC, R_PC = self._relative_poses(X_WB, self._moving_index)
+        return self._moving_encoder.encode(sec, nanosec, p_PC, matrix_to_quat(R_PC)[:, _XYZW])
 
     def static_transforms(self, sec: int = 0, nanosec: int = 0) -> list:
         """One TransformStamped per weld joint (pose independent of q: computed at the default positions)."""

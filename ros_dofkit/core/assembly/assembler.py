@@ -95,7 +95,8 @@ class Assembler:
         self._initialized = False
         self._nothing_observed = False
         self._v_of_q, self._quaternion_q = self._coordinate_maps(plant)
-        self.reset_stats()
+        self._stats = np.zeros(3, dtype=np.int64)  # residual evals, Jacobian evals, iterations
+        self._tracker = None  # the compiled per-frame state (kernels.Tracker), built at the first solve
         self._num_initializations = 0
 
     @staticmethod
@@ -136,7 +137,7 @@ class Assembler:
         condition.attach(self)
         self._conditions.append(condition)
         self._weights.append(weight)
-        self._uninitialize()
+        self.uninitialize()
         return len(self._conditions) - 1
 
     def adopt_assembly_error(self, condition) -> int:
@@ -168,7 +169,7 @@ class Assembler:
         """Change a condition's weight (condition object or index). Simbody: ``setAssemblyConditionWeight``."""
         ix = self._condition_index(condition)
         self._weights[ix] = self._check_condition_weight(weight)
-        self._uninitialize()
+        self.uninitialize()
 
     def get_assembly_condition_weight(self, condition) -> float:
         """Simbody: ``getAssemblyConditionWeight``."""
@@ -186,13 +187,13 @@ class Assembler:
         """Hold these q's at their current values (Simbody: ``lockQ``). A quaternion component locks the rotation."""
         indices = [self._check_q_index(i) for i in np.atleast_1d(np.asarray(q_indices, dtype=object)).tolist()]
         self._locked_q.update(indices)
-        self._uninitialize()
+        self.uninitialize()
 
     def unlock_positions(self, q_indices) -> None:
         """Free these q's again. Simbody: ``unlockQ``."""
         indices = [self._check_q_index(i) for i in np.atleast_1d(np.asarray(q_indices, dtype=object)).tolist()]
         self._locked_q.difference_update(indices)
-        self._uninitialize()
+        self.uninitialize()
 
     def _joint(self, joint):
         if isinstance(joint, str):
@@ -262,7 +263,7 @@ class Assembler:
             self._restrictions.pop(q_index, None)
         else:
             self._restrictions[q_index] = (lo, hi)
-        self._uninitialize()
+        self.uninitialize()
 
     def unrestrict_q(self, q_index) -> None:
         """Simbody: ``unrestrictQ``."""
@@ -289,6 +290,7 @@ class Assembler:
         if not 0.0 <= accuracy < 1.0:
             raise AssemblyValueError(f"set_accuracy: expected 0 <= accuracy < 1, got {accuracy}")
         self._accuracy = accuracy
+        self._tracker = None
 
     def set_error_tolerance(self, tolerance: float) -> None:
         """tolerance >= 0; 0 = accuracy/10 if the accuracy was set, else 1e-4. Simbody: ``setErrorTolerance``."""
@@ -296,6 +298,7 @@ class Assembler:
         if not tolerance >= 0.0 or math.isinf(tolerance):
             raise AssemblyValueError(f"set_error_tolerance: expected a finite tolerance >= 0, got {tolerance}")
         self._tolerance = tolerance
+        self._tracker = None
 
     def get_accuracy_in_use(self) -> float:
         """Simbody: ``getAccuracyInUse``."""
@@ -310,12 +313,14 @@ class Assembler:
     def set_use_rms_error_norm(self, use_rms: bool) -> None:
         """Error norm: RMS sqrt(Σe²/n) instead of max-abs. Simbody: ``setUseRMSErrorNorm``."""
         self._use_rms = bool(use_rms)
+        self._tracker = None
 
     def set_max_iterations(self, max_iterations: int) -> None:
         """Upper bound on solver iterations per assemble()/track() (default 1000)."""
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, numbers.Integral) or max_iterations < 1:
             raise AssemblyValueError(f"set_max_iterations: expected an int >= 1, got {max_iterations!r}")
         self._max_iterations = int(max_iterations)
+        self._tracker = None
 
     # -- internal state --------------------------------------------------------------------------------------------
     def get_positions(self) -> np.ndarray:
@@ -346,7 +351,7 @@ class Assembler:
     # -- statistics ------------------------------------------------------------------------------------------------
     def reset_stats(self) -> None:
         """Simbody: ``resetStats`` (the initialization count is kept, as in Simbody)."""
-        self._stats = np.zeros(3, dtype=np.int64)  # residual evals, Jacobian evals, iterations
+        self._stats[:] = 0  # in place: the compiled Tracker holds this array
 
     def get_num_goal_evals(self) -> int:
         """Residual evaluations (each gives the goal and the errors). Simbody: ``getNumGoalEvals``."""
@@ -373,15 +378,21 @@ class Assembler:
         return self._num_initializations
 
     # -- initialization ----------------------------------------------------------------------------------------
-    def _uninitialize(self) -> None:
+    def uninitialize(self) -> None:
+        """Forget the packed problem; the next solve or evaluation re-initializes. Simbody: ``uninitialize()``.
+
+        Called by this Assembler's setters and by its conditions when a change needs re-initialization."""
         self._initialized = False
+        self._tracker = None
         for condition in self._conditions:
             condition.uninitialize()
 
     def is_initialized(self) -> bool:
         return self._initialized
 
-    def _initialize(self) -> None:
+    def initialize(self) -> None:
+        """Pack the adopted conditions, locks and bounds for the solver (nothing to do when already initialized).
+        Simbody: ``initialize()``; every solve and evaluation calls it."""
         if self._initialized:
             return
         plant = self.plant
@@ -470,17 +481,25 @@ class Assembler:
         self._hi = np.array(hi, dtype=float)
         self._tree = plant.tree.kernel_arguments()
         self._problem = (self._m_goal, self._m_err, self._nv, self._free_v, self._bound_q, self._lo, self._hi)
-        self._weights_seen = None
-        self._empty_rot = np.zeros((0, 3, 3))
-        self._empty_pos = np.zeros((0, 3))
+        self._sensors_tuple = None
+        # The solver's observation slots: a single condition's own live buffer (its observations are written in
+        # place; replacing the buffer uninitializes this Assembler), else buffers copied into at every solve.
+        self._obs_rot = self._observation_buffer(self._rot_slices, self._n_rot_obs, (3, 3))
+        self._obs_pos = self._observation_buffer(self._pos_slices, self._n_pos_obs, (3,))
+        self._tracker = None
         self._initialized = True
         self._num_initializations += 1
 
     # -- per-frame packing -------------------------------------------------------------------------------------------
+    def weights_changed(self) -> None:
+        """Called by an adopted condition whose sensor weights changed without changing its active set (a change to
+        or from 0 uninitializes instead): the weights are re-read at the next solve, without re-initialization."""
+        self._sensors_tuple = None
+        self._tracker = None
+
     def _sensors(self):
-        """The kernels' ``sensors`` tuple; rebuilt when a sensor weight changed (no re-initialization needed)."""
-        versions = tuple(c.weights_version for c in self._conditions)
-        if versions != self._weights_seen:
+        """The kernels' ``sensors`` tuple with the current weights (rebuilt after :meth:`weights_changed`)."""
+        if self._sensors_tuple is None:
             rs_w = np.concatenate([np.zeros(0)] + [c.active_weights() for c in self._rs_conditions])
             mk_w = np.concatenate([np.zeros(0)] + [c.active_weights() for c in self._mk_conditions])
             cond_w = np.array([w if math.isfinite(w) else 1.0 for w in self._weights], dtype=float)
@@ -489,44 +508,42 @@ class Assembler:
                 rs["body"], rs["R_BS"], rs["row"], rs["hard"], rs["slot"], rs_w, rs["cond"],
                 mk["body"], mk["p_BS"], mk["row"], mk["hard"], mk["slot"], mk_w, mk["cond"], cond_w,
             )
-            self._weights_seen = versions
         return self._sensors_tuple
+
+    @staticmethod
+    def _observation_buffer(slices, n_obs: int, shape: tuple) -> np.ndarray:
+        if len(slices) == 1:
+            return slices[0][0].observation_array()
+        return np.full((n_obs,) + shape, np.nan)
+
+    def _compiled_tracker(self):
+        """The kernels' Tracker over the current weights and settings, with the observations of this frame."""
+        tracker = self._tracker
+        if tracker is None:
+            tracker = self._tracker = kernels.make_tracker(self._tree, self._sensors(), self._problem,
+                                                           self._settings(), self._stats, self._obs_rot,
+                                                           self._obs_pos, self._nq)
+        if len(self._rot_slices) > 1:
+            np.concatenate([c.observation_array() for c, _ in self._rot_slices], out=self._obs_rot)
+        if len(self._pos_slices) > 1:
+            np.concatenate([c.observation_array() for c, _ in self._pos_slices], out=self._obs_pos)
+        return tracker
 
     def _settings(self):
         return (self.get_accuracy_in_use(), self.get_error_tolerance_in_use(), self._use_rms, self._max_iterations,
                 _INITIAL_LAMBDA)
 
-    def _current_observations(self):
-        """All observation slots (rotations, positions) of the adopted conditions, concatenated in adoption order."""
-        if len(self._rot_slices) == 1:
-            obs_rot = self._rot_slices[0][0].observation_array()
-        elif not self._rot_slices:
-            obs_rot = self._empty_rot
-        else:
-            obs_rot = np.concatenate([c.observation_array() for c, _ in self._rot_slices])
-        if len(self._pos_slices) == 1:
-            obs_pos = self._pos_slices[0][0].observation_array()
-        elif not self._pos_slices:
-            obs_pos = self._empty_pos
-        else:
-            obs_pos = np.concatenate([c.observation_array() for c, _ in self._pos_slices])
-        return obs_rot, obs_pos
-
     # -- evaluation --------------------------------------------------------------------------------------------------
     def _residuals_compiled(self, q, need_jacobian: bool):
-        sensors = self._sensors()
-        obs_rot, obs_pos = self._current_observations()
-        frame = kernels.make_frame(sensors)
-        self._nothing_observed = kernels.gather_frame(sensors, obs_rot, obs_pos, frame) == 0
-        work = kernels.make_work(self._tree, sensors)
+        tracker = self._compiled_tracker()  # its workspaces, with this frame's observations
+        self._nothing_observed = kernels.gather_frame(tracker, self._obs_rot, self._obs_pos) == 0
         r_g = np.empty(self._m_goal)
         r_c = np.empty(self._m_err)
         J_g = np.zeros((self._m_goal, self._nv))
         J_c = np.zeros((self._m_err, self._nv))
-        q = np.ascontiguousarray(q, dtype=float)
-        kernels.evaluate_residuals(self._tree, q, sensors, frame, work, r_g, r_c)
+        kernels.evaluate_residuals(tracker, np.ascontiguousarray(q, dtype=float), r_g, r_c)
         if need_jacobian:
-            kernels.evaluate_jacobians(self._tree, sensors, frame, work, J_g, J_c)
+            kernels.evaluate_jacobians(tracker, J_g, J_c)
         return r_g, J_g, r_c, J_c
 
     def _residuals_reference(self, q, need_jacobian: bool):
@@ -568,7 +585,7 @@ class Assembler:
         ``½|r_goal|²`` is the objective Σ W_c goal_c; Jacobians are w.r.t. v (all nv columns). Computed by the
         selected back end; exposed so the two back ends can be compared.
         """
-        self._initialize()
+        self.initialize()
         q = self._q if q is None else np.asarray(q, dtype=float)
         if self._backend == "compiled":
             return self._residuals_compiled(q, need_jacobian)
@@ -587,16 +604,14 @@ class Assembler:
     # -- solving -----------------------------------------------------------------------------------------------------
     def _run(self, q):
         """Simbody's short-circuit test, then the solver from q (overwritten). Returns (status, F0, e0, F, e)."""
-        self._initialize()
+        if not self._initialized:
+            self.initialize()
+        if self._backend == "compiled":
+            status, F0, e0, F, e, contributing = kernels.track_one(self._compiled_tracker(), q)
+            self._nothing_observed = contributing == 0
+            return status, F0, e0, F, e
         accuracy = self.get_accuracy_in_use()
         tolerance = self.get_error_tolerance_in_use()
-        if self._backend == "compiled":
-            obs_rot, obs_pos = self._current_observations()
-            status, F0, e0, F, e, contributing = kernels.solve_one(
-                self._tree, q, self._sensors(), obs_rot, obs_pos, self._problem, self._settings(), self._stats
-            )
-            self._nothing_observed = contributing == 0
-            return int(status), float(F0), float(e0), float(F), float(e)
         r_g, _, r_c, _ = self._residuals_reference(q, False)
         self._stats[0] += 1
         F0, e0 = 0.5 * float(r_g @ r_g), self._error_norm(r_c)
@@ -717,7 +732,7 @@ class Assembler:
         at Q[t] (the solver's last kinematics, completed, instead of a second pass). When a frame fails, the rows
         after it are left as they were.
         """
-        self._initialize()
+        self.initialize()
         times = np.asarray(times, dtype=float)
         if times.ndim != 1:
             raise AssemblyValueError(f"track_sequence: times must be 1-D, got shape {times.shape}")
@@ -769,10 +784,8 @@ class Assembler:
         status = np.empty(T, dtype=np.int64)
         q = self._q.copy()
         if self._backend == "compiled":
-            failed = kernels.track_frames(
-                self._tree, q, self._sensors(), obs_rot, obs_pos, self._held_q, positions, self._problem,
-                self._settings(), self._stats, Q, goal, err, status, poses,
-            )
+            failed = kernels.track_frames(self._compiled_tracker(), q, obs_rot, obs_pos, self._held_q, positions, Q,
+                                          goal, err, status, poses)
             last = T - 1 if failed < 0 else int(failed)
         else:
             failed, last = -1, T - 1

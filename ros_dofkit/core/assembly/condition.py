@@ -70,7 +70,7 @@ class AssemblyCondition:
     def _uninitialize_assembler(self) -> None:
         """Simbody: ``uninitializeAssembler()``; called whenever a change needs re-initialization."""
         if self._assembler is not None:
-            self._assembler._uninitialize()
+            self._assembler.uninitialize()
 
     def uninitialize(self) -> None:
         """Called by the Assembler when it re-initializes: the condition rebuilds its state on the next use."""
@@ -127,7 +127,6 @@ class SensorSet(AssemblyCondition):
         self._obs_to_sensor: list[int] | None = None  # None: never defined (identity at initialization)
         self._sensor_to_obs: list[int] = []
         self._observations = np.zeros((0,) + self._station_shape)
-        self._weights_version = 0  # bumped by every weight change (the Assembler re-reads weights when it moves)
         # Filled by initialize_condition():
         self._body_index = np.zeros(0, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)  # active sensors, grouped by body index, then by sensor index
@@ -286,15 +285,14 @@ class SensorSet(AssemblyCondition):
         return value
 
     def _move_all_observations(self, observations) -> None:
-        self._ensure_observation_order()
         observations = np.asarray(observations, dtype=float)
-        expected = (self.get_num_observations(),) + self._station_shape
-        if observations.shape != expected:
+        slots = self._observations_array()  # (n_obs,) + station shape once the order is defined
+        if observations.shape != slots.shape:
             raise AssemblyValueError(
-                f"move_all_observations: expected {expected[0]} observations of shape {self._station_shape} "
-                f"(array shape {expected}), got shape {observations.shape}"
+                f"move_all_observations: expected {slots.shape[0]} observations of shape {self._station_shape} "
+                f"(array shape {slots.shape}), got shape {observations.shape}"
             )
-        self._observations[...] = observations
+        slots[...] = observations
 
     def _move_one_observation(self, ox, value) -> None:
         if self.get_num_observations() == 0:
@@ -313,10 +311,11 @@ class SensorSet(AssemblyCondition):
         weight = _check_weight(weight, self._kind)
         old = self._weights[ix]
         self._weights[ix] = weight
-        self._weights_version += 1
         if (old == 0.0) != (weight == 0.0):
             self._initialized = False
             self._uninitialize_assembler()
+        elif self._assembler is not None:
+            self._assembler.weights_changed()
 
     # -- initialization (Simbody: initializeCondition) ---------------------------------------------------------
     def initialize_condition(self, plant) -> None:
@@ -341,11 +340,11 @@ class SensorSet(AssemblyCondition):
 
     def _require_initialized(self) -> None:
         if not self._initialized:
-            self.get_assembler()._initialize()
+            self.get_assembler().initialize()
 
     def _sensors_on_body(self, body) -> list[int]:
         assembler = self.get_assembler()
-        assembler._initialize()
+        assembler.initialize()
         mbx = self._resolve_body(body, assembler.plant)
         return [int(ix) for ix in self._active if self._body_index[ix] == mbx]
 
@@ -362,13 +361,9 @@ class SensorSet(AssemblyCondition):
         """Shape of one station / observation: (3, 3) orientations, (3,) positions."""
         return self._station_shape
 
-    @property
-    def weights_version(self) -> int:
-        """Bumped by every weight change (a reader of :meth:`active_weights` re-reads when it changed)."""
-        return self._weights_version
-
     def active_weights(self) -> np.ndarray:
-        """The current weights of the active sensors, in active order (the order of :meth:`packed`)."""
+        """The current weights of the active sensors, in active order (the order of :meth:`packed`); a change that
+        keeps the active set calls the adopting Assembler's ``weights_changed()``."""
         return np.array([self._weights[ix] for ix in self._active], dtype=float)
 
     def observation_array(self) -> np.ndarray:

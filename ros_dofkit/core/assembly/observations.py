@@ -42,7 +42,7 @@ def observation_input(condition, data, sensors=None, *, leading_axes: int = 0, w
     condition._ensure_observation_order()
     data = np.asarray(data, dtype=float)
     columns = None if sensors is None else _sensor_columns(condition, sensors, data, leading_axes, what)
-    if condition._station_shape == (3, 3) and data.ndim == leading_axes + 2 and data.shape[-1] == 4:
+    if data.ndim == leading_axes + 2 and data.shape[-1] == 4 and condition._station_shape == (3, 3):
         data = _rotations_from_quaternions(condition, data, columns, leading_axes, what)
     if columns is None:
         return data

@@ -10,6 +10,7 @@ from ros_dofkit.core.estimator.config import (
     CALIBRATE,
     EstimatorConfig,
     EstimatorConfigError,
+    HeadingEstimation,
     ImuConfig,
     UnknownNameError,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "CALIBRATE",
     "EstimatorConfig",
     "EstimatorConfigError",
+    "HeadingEstimation",
     "ImuConfig",
     "InputStatus",
     "RejectReason",

@@ -146,6 +146,9 @@ class ImuConfig:
             message's gyro + accelerometer, ``core.estimator.orientation_filter``), ``"auto"`` (the filter for
             messages that mark their orientation absent and carry gyro + accelerometer, the sensor otherwise).
         filter: the raw-IMU filter's input rules (``orientation_filter.FilterSettings``, or a mapping of its fields).
+        magnetic_field_topic: ROS topic of its ``sensor_msgs/MagneticField`` stream (tesla, sensor frame), fed to
+            its filter (``Estimator.process_magnetic_field``); empty: none. Only for a filtered IMU (unused by the
+            core, kept for the node and replay).
     """
 
     name: str
@@ -156,6 +159,7 @@ class ImuConfig:
     model_instance: str | None = None
     orientation: str = "auto"
     filter: FilterSettings = field(default_factory=FilterSettings)
+    magnetic_field_topic: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "name", _check_name(self.name, "ImuConfig.name"))
@@ -188,11 +192,57 @@ class ImuConfig:
         if not isinstance(self.filter, FilterSettings):
             raise EstimatorConfigError(f"IMU {self.name!r} filter: expected FilterSettings or a mapping of its "
                                        f"fields, got {type(self.filter).__name__}")
+        if not isinstance(self.magnetic_field_topic, str) or (self.magnetic_field_topic and
+                                                              self.orientation == "sensor"):
+            raise EstimatorConfigError(
+                f"IMU {self.name!r} magnetic_field_topic: expected a topic name (or empty) for an IMU whose "
+                f"orientation is 'filter' or 'auto' (a magnetometer feeds its orientation filter), got "
+                f"{self.magnetic_field_topic!r} with orientation {self.orientation!r}")
 
     @property
     def needs_calibration(self) -> bool:
         """True while the mounting rotation is still to be computed by calibration."""
         return isinstance(self.mounting, str)
+
+
+@dataclass(frozen=True)
+class HeadingEstimation:
+    """Per-IMU heading offsets and gyro biases estimated on the kinematic chain (issue 19.2; the math is in
+    ``ros_dofkit.core.estimator.heading``).
+
+    Attributes:
+        enabled: estimate each IMU's heading offset (its earth frame turned about gravity relative to the model
+            world) together with the joints; off (default), every IMU's orientation is trusted as it is.
+        drift_deg_per_min: standard deviation of the heading random walk after one minute (deg), per IMU: the
+            prior's growth between cycles.
+        orientation_noise_deg: standard deviation (deg, per axis) of an IMU orientation's white noise: the weight
+            of one cycle's kinematic evidence.
+        initial_deg: standard deviation (deg) of the heading offsets at the start and after a reset (0 after a
+            calibration, which absorbs the headings into the mountings).
+        reference_imu: IMU whose heading offset is held at 0 (it defines the world heading); None: chosen by the
+            observability rule (none when the chain fixes the world heading itself, e.g. a fixed base with
+            encoders; the first IMU that restores observability otherwise, e.g. on a floating base).
+        gyro_bias_time_constant_s: time constant (s) of the low-pass gyro bias estimate (gyro minus the angular
+            velocity of the IMU's own orientation stream); 0 turns the gyro bias estimate off.
+    """
+
+    enabled: bool = False
+    drift_deg_per_min: float = 3.0
+    orientation_noise_deg: float = 1.0
+    initial_deg: float = 1.0
+    reference_imu: str | None = None
+    gyro_bias_time_constant_s: float = 30.0
+
+    def __post_init__(self):
+        if not isinstance(self.enabled, bool):
+            raise EstimatorConfigError(f"heading_estimation.enabled: expected a bool, got {self.enabled!r}")
+        for name, allow_zero in (("drift_deg_per_min", False), ("orientation_noise_deg", False),
+                                 ("initial_deg", True), ("gyro_bias_time_constant_s", True)):
+            value = _check_finite_nonnegative(getattr(self, name), f"heading_estimation.{name}", allow_zero)
+            object.__setattr__(self, name, value)
+        if self.reference_imu is not None:
+            object.__setattr__(self, "reference_imu", _check_name(self.reference_imu,
+                                                                  "heading_estimation.reference_imu"))
 
 
 @dataclass(frozen=True)
@@ -231,6 +281,7 @@ class EstimatorConfig:
             equal stamps): a cycle then waits until every live source has a sample within this many seconds of the
             newest one, and a sample that fell behind an instant is replaced rather than solved with the next
             instant's samples (it is counted as overwritten), so a disturbance never leaves a lasting phase shift.
+        heading_estimation: :class:`HeadingEstimation` (off by default).
     """
 
     imus: tuple = ()
@@ -248,6 +299,7 @@ class EstimatorConfig:
     use_joint_limits: bool = True
     sync_joint_states: bool = False
     sync_tolerance_s: float = 0.0
+    heading_estimation: HeadingEstimation = field(default_factory=HeadingEstimation)
 
     def __post_init__(self):
         imus = tuple(self.imus)
@@ -310,6 +362,13 @@ class EstimatorConfig:
         )
         if not isinstance(self.sync_joint_states, bool):
             raise EstimatorConfigError(f"sync_joint_states: expected a bool, got {self.sync_joint_states!r}")
+        heading = self.heading_estimation
+        if not isinstance(heading, HeadingEstimation):
+            raise EstimatorConfigError(
+                f"heading_estimation: expected HeadingEstimation, got {type(heading).__name__} {heading!r}")
+        if heading.reference_imu is not None and heading.reference_imu not in names:
+            raise UnknownNameError("heading_estimation.reference_imu: " + describe_unknown(
+                "IMU", heading.reference_imu, names))
 
     def imu(self, name: str) -> ImuConfig:
         """The IMU called ``name``; :class:`UnknownNameError` listing the configured names otherwise."""

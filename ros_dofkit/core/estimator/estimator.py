@@ -25,6 +25,7 @@ from ros_dofkit.core.assembly import average_rotations, calibrate_imus
 from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
+from ros_dofkit.core.estimator.heading import HeadingFilter
 from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
 from ros_dofkit.core.estimator.offline import (
     EstimatorResult,
@@ -129,6 +130,7 @@ class Estimator:
         self._sample = np.empty(1, dtype=rules.SAMPLE)  # one message's sample
         self._build_solver()
         self._raw_imus = None
+        self._heading = self._heading_filter(config)
         self.reset()
 
     def _build_solver(self) -> None:
@@ -154,6 +156,8 @@ class Estimator:
         self._q_last = None  # q of the last cycle (the velocity prior's previous q)
         self._cycles = 0
         self._solve_failures = 0
+        if self._heading is not None:
+            self._heading.clear()
 
     # ------------------------------------------------------------------ read-only properties
     @property
@@ -353,6 +357,26 @@ class Estimator:
                                  angular_velocity_present, now, True, linear_acceleration, linear_acceleration_present)
         return status, self._message_results()
 
+    def process_magnetic_field(self, name: str, stamp: float, field_T) -> InputStatus:
+        """Offer one magnetometer sample of raw IMU ``name`` (tesla, in its sensor frame S; ``sensor_msgs/
+        MagneticField``): kept for its orientation filter's matching rule (``orientation_filter``: the newest field
+        not after a raw sample, within ``FilterSettings.field_timeout_s``). A bad one is dropped and counted in
+        :meth:`filter_counts` (``field_invalid``, ``field_out_of_order``); runs no cycle."""
+        i = self._imu_index.get(name)
+        if i is None:
+            self._unknown_sensors[str(name)] += 1
+            return rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._names)))
+        why = self._raw_imus.offer_field(i, stamp, field_T)
+        if why is None:
+            return ACCEPTED
+        detail = {"not_filtered": f"IMU {name!r} takes its orientation from its messages (orientation: sensor); "
+                                  "its magnetic field is not used",
+                  "field_invalid": f"expected a finite, non-zero field (T) at a finite stamp, got {field_T!r} at "
+                                   f"{stamp!r}",
+                  "field_out_of_order": f"field stamp {stamp!r} s is not after the previous field's"}[why]
+        reason = RejectReason.OUT_OF_ORDER if why == "field_out_of_order" else RejectReason.NON_FINITE
+        return InputStatus(False, reason, detail)
+
     def add_joint_state(self, names, positions, velocities=None, stamp: float = 0.0, now: float | None = None):
         """Merge a (possibly partial) joint-state message by name without running a cycle. Returns an
         :class:`InputStatus`. Positions of measured coordinates lock them in the next cycle; values of estimated
@@ -418,6 +442,8 @@ class Estimator:
             has_w = np.isfinite(w_S[:, :, 0])
         observed = ~stale & has_R & self._calibrated & (self._setup.weights > 0.0)
         use_gyro = ~stale & has_w & self._calibrated
+        if self._heading is not None:  # issue 19.2: gyro biases from the orientation streams (module heading)
+            w_S = self._heading.unbiased_gyros(cycle["stamp"], cycle["reset"], R_GS, w_S, ~stale)
         solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"], progress)
         Q = solve["q"]
         v_prior = self._velocity_priors(Q, cycle["stamp"], cycle["stamp_prev"], encoder["v"])
@@ -477,25 +503,52 @@ class Estimator:
                "have_X_WB": np.zeros(C, bool)}
         R_WO = self._observations(observed, R_GS)
         any_observed = observed.any(axis=1)
+        heading = self._heading  # issue 19.2 (module heading): cycle by cycle, observations corrected before
         c = 0
         while c < C:
             if reset[c]:
                 self._q_current = self._setup.q_default.copy()
                 self._needs_assemble = True
                 self._is_initialized = not self._setup.free_q.any()
+                if heading is not None:
+                    heading.reset()
             out["tracking_reset"][c] = self._needs_assemble
+            if heading is not None:
+                heading.correct(R_WO[c], self._solver_columns)
             if not any_observed[c] or self._needs_assemble:
                 self._solve_one(c, stamp[c], R_WO[c] if any_observed[c] else None, enc_q[c], out)
+                self._heading_update(c, stamp, R_WO, out)
                 c += 1
                 continue
             end = c + 1
-            while end < C and not reset[end] and end - c < TRACK_CHUNK:
+            while heading is None and end < C and not reset[end] and end - c < TRACK_CHUNK:
                 end += 1
             self._track_chunk(c, end, stamp, R_WO, any_observed, enc_q, out)
+            self._heading_update(c, stamp, R_WO, out)
             c = end
             if progress is not None:
                 progress(c / C)
         return out
+
+    def _heading_update(self, c, stamp, R_WO, out) -> None:
+        """Issue 19.2 hook: the heading filter's step after cycle c's solve (one-cycle runs when it is on)."""
+        if self._heading is not None and out["solved"][c]:
+            self._heading.update(out["q"][c], stamp[c], R_WO[c], self._solver_columns, self._R_BS_array)
+
+    def _heading_filter(self, config) -> HeadingFilter | None:
+        """Issue 19.2 hook: the heading filter of ``config.heading_estimation`` (None when off)."""
+        settings = config.heading_estimation
+        return HeadingFilter(self._setup, settings, config.stale_timeout_s) if settings.enabled else None
+
+    def heading_estimates(self) -> dict:
+        """{IMU name: {"heading_offset_rad", "heading_std_rad", "observable", "gyro_bias" (3,) rad/s}} of the
+        heading estimation (``config.heading_estimation``; see ``core.estimator.heading``); {} when it is off."""
+        if self._heading is None:
+            return {}
+        biases = self._heading.gyro_bias()
+        return {name: {"heading_offset_rad": offset, "heading_std_rad": std, "observable": observable,
+                       "gyro_bias": biases[name]}
+                for name, (offset, std, observable) in self._heading.offsets().items()}
 
     def _locked(self, q, encoder_q):
         measured = ~self._setup.estimated
@@ -618,6 +671,8 @@ class Estimator:
                              for name, window in self._windows.items()}
         if config.accuracy != old.accuracy or config.use_joint_limits != old.use_joint_limits:
             self._build_solver()
+        if config.heading_estimation != old.heading_estimation or config.stale_timeout_s != old.stale_timeout_s:
+            self._heading = self._heading_filter(config)
 
     def calibration_pose(self) -> np.ndarray:
         """The pose calibration assumes the robot holds: default positions (OpenSense's default pose), with the
@@ -699,6 +754,8 @@ class Estimator:
         for name in aligned:
             self._windows[name].clear()  # samples of the old heading
         self._build_solver()
+        if self._heading is not None:
+            self._heading.calibrated()
         self._q_last = None
         self._state.clock["stamp_prev"][0] = np.nan  # no finite difference across the change of mountings
         return CalibrationResult(

@@ -44,6 +44,9 @@ class OfflineInputs:
     ``now`` (M,) optional receive clock of each input (s; NaN or None: none, as offline).
     ``imu_linear_acceleration`` (n_imu, 3) and ``imu_linear_acceleration_present`` (n_imu,), optional: the
     accelerometer of each IMU sample, which raw IMUs' orientation filters need (``orientation_filter``).
+    ``field_sensor`` (n_f,), ``field_stamp`` (n_f,) s, ``field_vector`` (n_f, 3) tesla in S, ``field_position``
+    (n_f,), optional: magnetometer samples of raw IMUs, each offered before input ``field_position`` (the number of
+    inputs offered before it; M = after the last), in order (``orientation_filter`` matching rule).
     """
 
     kind: np.ndarray
@@ -62,6 +65,10 @@ class OfflineInputs:
     now: np.ndarray | None = None
     imu_linear_acceleration: np.ndarray | None = None  # (n_imu, 3) m/s^2, for raw IMUs (orientation_filter)
     imu_linear_acceleration_present: np.ndarray | None = None  # (n_imu,) bool; None: all present
+    field_sensor: np.ndarray | None = None  # (n_f,) magnetometer samples (orientation_filter), tesla in S
+    field_stamp: np.ndarray | None = None
+    field_vector: np.ndarray | None = None
+    field_position: np.ndarray | None = None
 
     def __post_init__(self):
         m = len(self.kind)
@@ -79,6 +86,14 @@ class OfflineInputs:
         n_js = len(self.js_stamp)
         if not (len(self.js_names) == len(self.js_positions) == len(self.js_velocities) == n_js):
             raise OfflineInputError("js_stamp, js_names, js_positions and js_velocities must have equal lengths")
+        fields = (self.field_sensor, self.field_stamp, self.field_vector, self.field_position)
+        if any(f is not None for f in fields):
+            n_f = len(self.field_sensor) if self.field_sensor is not None else -1
+            if any(f is None for f in fields) or len(self.field_stamp) != n_f or len(self.field_position) != n_f or (
+                    np.shape(self.field_vector) != (n_f, 3)) or np.any(np.diff(self.field_position) < 0):
+                raise OfflineInputError(
+                    "field_sensor, field_stamp, field_vector (n, 3) and field_position (non-decreasing) must be given "
+                    f"together with one entry per field; got {[None if f is None else np.shape(f) for f in fields]}")
 
     def input_stamps(self) -> np.ndarray:
         """(M,) stamp in seconds of every input."""

@@ -32,9 +32,18 @@ decisions and the same VQF calls, hence the same bits):
   ``resets``): a new VQF starts from this sample. Without a magnetometer the restarted filter is turned about the
   vertical so that its first output has the heading of the last output before the reset (the IMU is assumed not
   to have turned about the vertical during the gap); its inclination converges again within about tau_acc (3 s).
-* **Magnetometer** (optional, any unit; :meth:`OrientationFilter.run` / :meth:`~OrientationFilter.update` take one,
-  the estimator has no MagneticField input yet): a non-finite or absent one is left out (VQF skips zero). Once a
-  filter has seen one, its output is VQF's 9D quaternion.
+* **Magnetometer** (optional, any unit; :meth:`OrientationFilter.run` / :meth:`~OrientationFilter.update` take one
+  per sample): a non-finite or absent one is left out (VQF skips zero). Once a filter has seen one, its output is
+  VQF's 9D quaternion.
+* **Magnetometer stream** (the estimator's ``sensor_msgs/MagneticField`` input, tesla in S, REP-145): fields are
+  offered on their own (:meth:`OrientationFilter.offer_field`), usually slower than the gyro. A field with a
+  non-finite stamp or value, or of zero norm, is dropped (``field_invalid``); one whose stamp is not after the
+  previous field's is dropped (``field_out_of_order``). **Matching rule:** a raw sample at stamp t is fed with the
+  newest field offered before it (in offering order) whose stamp s has ``s <= t`` and ``t - s <=
+  FilterSettings.field_timeout_s``; without one (none yet within the timeout after a field was seen) it is fed
+  without a magnetometer (VQF's 9D estimate runs on gyro + accelerometer), counted ``field_stale``. The last
+  :data:`FIELD_HISTORY` fields are kept for matching. Offering order is the node's arrival order and the
+  ``OfflineInputs`` order in replay, so both paths match the same fields (same bits).
 
 The estimator holds a :class:`RawImuFilters` (one filter per IMU whose ``ImuConfig.orientation`` is not
 ``"sensor"``): the node offers each message through :meth:`RawImuFilters.offer`, replay a window of inputs through
@@ -47,6 +56,7 @@ accel)`` -> :class:`FilterRun` (``quaternion_wxyz`` (n, 4), NaN rows where there
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -65,7 +75,14 @@ OUTPUT, WARMUP, NOT_FED, NON_FINITE = 0, 1, 2, 3
 #: messages that mark their orientation absent and carry gyro + accelerometer.
 ORIENTATION_MODES = ("sensor", "filter", "auto")
 
-COUNTERS = ("updates", "warmup", "non_finite", "saturated", "out_of_order", "resets")
+COUNTERS = ("updates", "warmup", "non_finite", "saturated", "out_of_order", "resets", "field_invalid",
+            "field_out_of_order", "field_stale")
+
+#: Magnetometer fields kept per filter for the matching rule (the module docstring).
+FIELD_HISTORY = 64
+
+#: Why :meth:`OrientationFilter.offer_field` dropped a field (None: kept).
+FIELD_INVALID, FIELD_OUT_OF_ORDER = "field_invalid", "field_out_of_order"
 
 
 class OrientationFilterError(EstimatorConfigError):
@@ -94,6 +111,7 @@ class FilterSettings:
         tau_acc_s: VQF's accelerometer time constant (its default, 3 s): larger trusts the gyro longer.
         heading_offset: the initial turn psi (rad) of the output about the vertical (what a calibration found for
             a filter that starts on the same samples: replay's calibrated parameter file carries it).
+        field_timeout_s: a magnetometer field older than this (s) before a raw sample is not fed with it.
     """
 
     sample_time_s: float = 0.0
@@ -101,12 +119,14 @@ class FilterSettings:
     max_acceleration: float = 150.0
     tau_acc_s: float = 3.0
     heading_offset: float = 0.0
+    field_timeout_s: float = 0.1
 
     def __post_init__(self):
         object.__setattr__(self, "sample_time_s", _positive(self.sample_time_s, "sample_time_s", True))
         object.__setattr__(self, "max_gap_s", _positive(self.max_gap_s, "max_gap_s"))
         object.__setattr__(self, "max_acceleration", _positive(self.max_acceleration, "max_acceleration"))
         object.__setattr__(self, "tau_acc_s", _positive(self.tau_acc_s, "tau_acc_s"))
+        object.__setattr__(self, "field_timeout_s", _positive(self.field_timeout_s, "field_timeout_s"))
         if isinstance(self.heading_offset, bool) or not isinstance(self.heading_offset, (int, float)) or not (
                 math.isfinite(self.heading_offset)):
             raise OrientationFilterError(f"heading_offset: expected a finite angle in rad, got {self.heading_offset!r}")
@@ -177,6 +197,7 @@ class OrientationFilter:
         self._has_mag = False
         self._last_output = None  # q_FS of the last output (heading continuity across restarts)
         self._pending_heading = False
+        self._fields = deque(maxlen=FIELD_HISTORY)  # (stamp, field) offered, stamps increasing
         self.counts = dict.fromkeys(COUNTERS, 0)
 
     @property
@@ -188,6 +209,35 @@ class OrientationFilter:
     def sample_time_s(self) -> float:
         """The running filter's sample time (NaN before it started)."""
         return self._ts
+
+    # ------------------------------------------------------------------ magnetometer stream
+    def offer_field(self, stamp, field_S) -> str | None:
+        """Keep one magnetometer sample (stamp s, field in S, any unit; tesla from the estimator) for the matching
+        rule; returns None, or :data:`FIELD_INVALID` / :data:`FIELD_OUT_OF_ORDER` when it is dropped (counted)."""
+        stamp = math.nan if stamp is None else float(stamp)
+        field_S = np.asarray(field_S, dtype=float).reshape(-1)
+        if (not math.isfinite(stamp) or field_S.size != 3 or not np.isfinite(field_S).all()
+                or not field_S.any()):
+            self.counts[FIELD_INVALID] += 1
+            return FIELD_INVALID
+        if self._fields and stamp <= self._fields[-1][0]:
+            self.counts[FIELD_OUT_OF_ORDER] += 1
+            return FIELD_OUT_OF_ORDER
+        self._fields.append((stamp, field_S))
+        return None
+
+    def field_at(self, stamp: float) -> np.ndarray | None:
+        """The field a raw sample at ``stamp`` is fed with (the matching rule), or None (counted ``field_stale``
+        once a field has been offered)."""
+        if not self._fields or not math.isfinite(stamp):
+            return None
+        for field_stamp, field_S in reversed(self._fields):
+            if field_stamp <= stamp:
+                if stamp - field_stamp <= self.settings.field_timeout_s:
+                    return field_S
+                break
+        self.counts["field_stale"] += 1
+        return None
 
     # ------------------------------------------------------------------ decisions
     def _decide(self, stamps, usable, saturated, gyro, accel, mag, has_mag) -> _Decisions:
@@ -396,8 +446,15 @@ class RawImuFilters:
                                                            accel_present and given, accel):
             return ((np.full(4, np.nan), False) if self.modes[i] == "filter" else
                     (quaternion_wxyz, orientation_present))
-        q = f.update(math.nan if stamp is None else float(stamp), gyro, accel)
+        stamp = math.nan if stamp is None else float(stamp)
+        q = f.update(stamp, gyro, accel, f.field_at(stamp))
         return (np.full(4, np.nan), False) if q is None else (q, True)
+
+    def offer_field(self, i: int, stamp, field_S) -> str | None:
+        """One magnetometer sample of IMU ``i`` (tesla, S): None when kept, else why it was dropped
+        (:meth:`OrientationFilter.offer_field`); an IMU without a filter (mode ``"sensor"``) keeps none."""
+        f = self.filters.get(i)
+        return "not_filtered" if f is None else f.offer_field(stamp, field_S)
 
     def apply(self, inputs):
         """``inputs`` (an ``offline.OfflineInputs``) with the filtered IMUs' orientations, every IMU's samples
@@ -417,13 +474,38 @@ class RawImuFilters:
         gyro = np.asarray(inputs.imu_angular_velocity, dtype=float)
         gyro_present = np.asarray(inputs.imu_angular_velocity_present, dtype=bool)
         stamps = np.asarray(inputs.imu_stamp, dtype=float)
+        positions = np.flatnonzero(np.asarray(inputs.kind) == 0)  # each IMU row's place in the offering order
         for i, f in self.filters.items():
             rows = imu_rows[sensor == i]
             raw = is_raw(self.modes[i], present[rows], gyro_present[rows], accel_present[rows], accel[rows])
             if self.modes[i] == "filter":
                 quaternions[rows], present[rows] = np.nan, False
+            mag = self._window_fields(i, inputs, positions[sensor == i][raw], stamps[rows[raw]])
             rows = rows[raw]
-            run = f.run(stamps[rows], gyro[rows], accel[rows])
+            run = f.run(stamps[rows], gyro[rows], accel[rows], mag)
             quaternions[rows] = run.quaternion_wxyz
             present[rows] = run.present | (run.code == NON_FINITE)
         return replace(inputs, imu_quaternion_wxyz=quaternions, imu_orientation_present=present)
+
+    def _window_fields(self, i: int, inputs, positions, stamps) -> np.ndarray | None:
+        """The field each raw sample of IMU ``i`` at input ``positions`` (stamps) is fed with, zeros for none: the
+        window's fields of that IMU offered in order between the samples (as the node offers them), then matched
+        (:meth:`OrientationFilter.field_at`); None when the window has no field input."""
+        if inputs.field_sensor is None:
+            return None
+        f = self.filters[i]
+        mine = np.flatnonzero(np.asarray(inputs.field_sensor) == i)
+        offered_before = np.asarray(inputs.field_position)[mine]
+        field_stamps = np.asarray(inputs.field_stamp, dtype=float)[mine]
+        vectors = np.asarray(inputs.field_vector, dtype=float)[mine]
+        mag, offered = np.zeros((len(positions), 3)), 0
+        for k, (position, stamp) in enumerate(zip(positions.tolist(), stamps.tolist(), strict=True)):
+            while offered < len(mine) and offered_before[offered] <= position:
+                f.offer_field(field_stamps[offered], vectors[offered])
+                offered += 1
+            matched = f.field_at(stamp)
+            if matched is not None:
+                mag[k] = matched
+        for j in range(offered, len(mine)):  # the fields after the window's last raw sample
+            f.offer_field(field_stamps[j], vectors[j])
+        return mag

@@ -121,26 +121,39 @@ def _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, S, flags, q_last, incremental, 
         for i in range(3):
             for j in range(3):
                 R_WF[b, i, j] = S[0, i, j]
+        # X_WM = X_WF X_FM into S[2]. A revolute or prismatic X_FM is a pure rotation or translation: only its
+        # non-trivial products are formed (the others are exact: x·1 + y·0 + z·0 = x), so the values are those of
+        # the full 4x4 product (up to the sign of a zero), at a third less arithmetic.
         if kind == JOINT_WELD:
             for i in range(4):
                 for j in range(4):
                     S[2, i, j] = S[0, i, j]
+        elif kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
+            if mimic_q[b] >= 0:
+                s = mimic_multiplier[b] * q[mimic_q[b]] + mimic_offset[b]
+            else:
+                s = q[q_start[b]]
+            if kind == JOINT_REVOLUTE:
+                _set_rotation_about_axis(axis, b, s, S, 1)
+                for i in range(3):
+                    for j in range(3):
+                        S[2, i, j] = S[0, i, 0] * S[1, 0, j] + S[0, i, 1] * S[1, 1, j] + S[0, i, 2] * S[1, 2, j]
+                    S[2, i, 3] = S[0, i, 3]
+            else:
+                t0, t1, t2 = s * axis[b, 0], s * axis[b, 1], s * axis[b, 2]
+                for i in range(3):
+                    for j in range(3):
+                        S[2, i, j] = S[0, i, j]
+                    S[2, i, 3] = S[0, i, 0] * t0 + S[0, i, 1] * t1 + S[0, i, 2] * t2 + S[0, i, 3]
+            S[2, 3, 0] = 0.0
+            S[2, 3, 1] = 0.0
+            S[2, 3, 2] = 0.0
+            S[2, 3, 3] = 1.0
         else:
             for i in range(4):
                 for j in range(4):
                     S[1, i, j] = 1.0 if i == j else 0.0
-            if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
-                if mimic_q[b] >= 0:
-                    s = mimic_multiplier[b] * q[mimic_q[b]] + mimic_offset[b]
-                else:
-                    s = q[q_start[b]]
-                if kind == JOINT_REVOLUTE:
-                    _set_rotation_about_axis(axis, b, s, S, 1)
-                else:
-                    S[1, 0, 3] = s * axis[b, 0]
-                    S[1, 1, 3] = s * axis[b, 1]
-                    S[1, 2, 3] = s * axis[b, 2]
-            elif kind == JOINT_PLANAR:
+            if kind == JOINT_PLANAR:
                 k = q_start[b]
                 c = math.cos(q[k + 2])
                 n = math.sin(q[k + 2])
@@ -159,7 +172,22 @@ def _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, S, flags, q_last, incremental, 
             _compose_at(S, 0, S, 1, S, 2)
         for i in range(3):
             p_WM[b, i] = S[2, i, 3]
-        _compose_at(S, 2, X_MC, b, X_WB, b)
+        if _is_identity_at(X_MC, b):  # a URDF body's frame is its joint's: X_WB = X_WM exactly
+            for i in range(4):
+                for j in range(4):
+                    X_WB[b, i, j] = S[2, i, j]
+        else:
+            _compose_at(S, 2, X_MC, b, X_WB, b)
+
+
+@njit(cache=True, inline="always")
+def _is_identity_at(X, x):
+    """True when the rigid transform X[x] is exactly the identity."""
+    for i in range(3):
+        for j in range(4):
+            if X[x, i, j] != (1.0 if i == j else 0.0):
+                return False
+    return True
 
 
 @njit(cache=True, inline="always")
@@ -252,7 +280,45 @@ def point_jacobian(tree, R_WF, p_WM, body, p_WQ, linear, J):
         k = parent[k]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def add_rotated_angular_columns(tree, R_WF, body, M, scale, J, row):
+    """``J[row:row + 3, c] += scale · M ω_c`` for every velocity column c of the joints between ``body`` and the
+    world, where ω_c is column c of J_ω(body) (rows 0-2 of :func:`point_jacobian`) and M is 3x3: a rotated block of
+    the angular Jacobian, written only where J_ω is not zero (a sensor's rows touch the dofs of its path alone)."""
+    parent, joint_type, axis, v_start = tree.parent, tree.joint_type, tree.axis, tree.v_start
+    mimic_v, mimic_multiplier = tree.mimic_v, tree.mimic_multiplier
+    k = body
+    while k > 0:
+        kind = joint_type[k]
+        count = 0  # angular columns of this joint (welds and prismatic joints have none)
+        column = 0
+        f = 1.0
+        if kind == JOINT_REVOLUTE:
+            column = v_start[k]
+            if mimic_v[k] >= 0:
+                column = mimic_v[k]
+                f = mimic_multiplier[k]
+            count = 1
+        elif kind == JOINT_PLANAR:
+            column = v_start[k] + 2
+            count = 1
+        elif kind == JOINT_QUATERNION_FLOATING:
+            column = v_start[k]
+            count = 3
+        for c in range(count):
+            if kind == JOINT_REVOLUTE:
+                w0 = f * (R_WF[k, 0, 0] * axis[k, 0] + R_WF[k, 0, 1] * axis[k, 1] + R_WF[k, 0, 2] * axis[k, 2])
+                w1 = f * (R_WF[k, 1, 0] * axis[k, 0] + R_WF[k, 1, 1] * axis[k, 1] + R_WF[k, 1, 2] * axis[k, 2])
+                w2 = f * (R_WF[k, 2, 0] * axis[k, 0] + R_WF[k, 2, 1] * axis[k, 1] + R_WF[k, 2, 2] * axis[k, 2])
+            else:  # planar: the rotation about F's z; floating: F's three axes
+                axis_column = 2 if kind == JOINT_PLANAR else c
+                w0, w1, w2 = R_WF[k, 0, axis_column], R_WF[k, 1, axis_column], R_WF[k, 2, axis_column]
+            for i in range(3):
+                J[row + i, column + c] += scale * (M[i, 0] * w0 + M[i, 1] * w1 + M[i, 2] * w2)
+        k = parent[k]
+
+
+@njit(cache=True, inline="always")
 def integrate_positions(tree, q, dv, out):
     """out = q ⊕ dv: additive for 1-dof and planar joints; floating: quat <- exp(dv_ω) ⊗ quat, p += dv_v."""
     joint_type, q_start, v_start = tree.joint_type, tree.q_start, tree.v_start

@@ -1,0 +1,529 @@
+"""Heading offsets and gyro biases of the IMUs, estimated on the kinematic chain (issue 19.2).
+
+You are in the ROS-free estimator core; this module imports NumPy, numba, the compiled kinematics of
+``core.multibody.compiled`` and four small dense kernels of ``core.assembly.kernels`` (rotation log, inverse
+right Jacobian of SO(3), normal equations, Cholesky solve). The estimator calls it once per cycle around its
+solve (a marked hook in ``estimator.py``); the streaming and the offline path run the same cycles in the same
+order, so both give the same bits.
+
+Model. Without a magnetometer each IMU's heading drifts: IMU i's earth frame G_i is turned about gravity by a
+slowly varying angle delta_i relative to the model world W, so its observation (world alignment applied) is
+
+    R_WO_i = Rz(delta_i) R_WS_i(q),        delta_i(t + dt) = delta_i(t) + w,  w ~ N(0, s^2 dt)
+
+with s^2 = (drift per minute)^2 / 60 s. Per-frame orientation IK (delta = 0) turns relative heading drift into
+joint error. Here delta is a state estimated with q from the kinematic constraints that make it observable:
+hinge joints (a 1-dof joint cannot absorb a heading error of one of its sensors unless its axis is vertical),
+encoders (locked coordinates absorb nothing), and the floating base or vertical first joint that does absorb a
+common heading (then one reference IMU's delta is held at 0).
+
+Residuals. With observations corrected by the current estimate, R_WO'_i = Rz(-delta_i) R_WO_i, the solver's
+residual of sensor i (weight w_i, s_i = sqrt(w_i); see ``core.assembly.so3``) is
+
+    r_i(q, delta) = s_i phi_i,   phi_i = log(Rz(-delta_i) R_WO_i R_WS_i(q)^T)   (a rotation vector in W)
+
+A body rotation exp([J_w dv]x) R_WS perturbs phi on the right and a heading change exp(-[z d]x) Rz(-delta) on
+the left, so
+
+    d r_i / d v     = -s_i J_r^-1(phi_i) J_w,i(q)       (the assembler's rows, free velocities only)
+    d r_i / d delta_i = -s_i J_l^-1(phi_i) z,  J_l^-1(phi) = J_r^-1(-phi)      (E: the world vertical, to first order)
+
+Stacking all sensors: r(q + dq, delta + dd) = r0 + J dq + E dd (J: 3n x n_free, E: 3n x m, m the estimated
+offsets). Both Jacobians are checked against finite differences in ``test/test_estimator_heading.py``.
+
+The filter (information form, one Gauss-Newton step of the augmented problem per cycle). The cycle's IK solves
+for q with delta at its prior mean d^- (covariance P^-, grown by the random walk: P^- = P + s^2 dt I). The
+augmented problem in (q, delta) with orientation noise sigma per axis,
+
+    min  |r0 + J dq + E dd|^2 / sigma^2 + dd^T (P^-)^-1 dd,
+
+eliminates dq = -(J^T J)^-1 J^T (r0 + E dd) (the Schur complement), leaving the measurement
+r0 + H dd with H = (I - P_J) E, P_J = J (J^T J)^-1 J^T the projection onto what the joints can absorb. Since
+(I - P_J) is a symmetric projection,
+
+    S = H^T H = E^T E - B^T N^-1 B,    g = H^T r0 = E^T r0 - B^T N^-1 b,    N = J^T J, B = J^T E, b = J^T r0
+
+(b = 0 at an exact IK minimum; it is kept). The update is the Kalman update of delta in information form:
+
+    Lambda = (P^-)^-1 + S / sigma^2,   P = Lambda^-1,   d = d^- - P g / sigma^2.
+
+The random walk stops growing a variance at sigma_max^2 (sigma_max = 90 deg): an offset no constraint observes
+keeps its estimate, and its P stays bounded instead of growing without end. Directions
+the chain never observes (the observability rule below) get no information at all: S and g are projected onto
+the generically observable subspace, Pi S Pi and Pi g. Without it, the O(|phi|) curvature of the residual
+(noise-sized phi) leaks a little information into an exactly unobservable direction every cycle, and over
+minutes the filter grew confident in a heading it cannot see (the consistency fix of observability-constrained
+EKFs). N gets a tiny
+ridge (1e-10 of its mean diagonal) for free velocities no sensor sees (their columns of J and rows of B are 0).
+
+Observability rule. delta is observable exactly where S is positive definite; generically (over random
+configurations q) the null space of the summed S is what the chain can never see. :func:`choose_reference` sums
+S over seeded random configurations: a fixed base whose first joints are measured (encoders) or horizontal has
+full rank (no reference needed); a floating base, or a vertical first joint that is estimated, absorbs a common
+heading (rank m - 1), and the first IMU whose removal restores full rank becomes the reference. What remains
+rank deficient is reported as unobservable and gets no information (above): e.g. the common heading of a leg
+behind a 3-dof hip (the hip absorbs it; the hinges below only fix the leg's segments relative to each other).
+Not modelled yet: the equal joint-centre acceleration seen from both sides of a 2/3-dof joint (accelerometers,
+gyros, lever arms), which would observe that direction; the estimator's inputs carry no accelerations so far.
+
+Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
+samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
+low-passed, b <- b + alpha ((w_a + w_b) / 2 - w_stream - b), alpha = dt / (tau + dt). The orientation noise
+telescopes in the sum, so after tau seconds its contribution is about sigma / tau. Held samples (the rules reuse
+a sample for a cycle no new one arrived for) are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from ros_dofkit.core.assembly.kernels import (
+    _cholesky_solve,
+    _inverse_right_jacobian,
+    _normal_equations,
+    _rotation_vector,
+)
+from ros_dofkit.core.multibody import compiled as kinematics
+
+#: Largest standard deviation (rad) of a heading offset: the random walk stops growing a variance beyond it.
+MAX_HEADING_STD = 0.5 * math.pi
+
+#: An offset is observable when its unit vector lies in the range of the summed information: the diagonal of the
+#: resolution matrix pinv(S) S is then 1 (an offset sharing an unobservable direction with k others has 1 - 1/k).
+OBSERVABLE_TOLERANCE = 1e-6
+
+#: Random configurations the observability rule sums the information over.
+OBSERVABILITY_SAMPLES = 8
+
+HeadingModel = namedtuple("HeadingModel", ["body", "scale", "column", "free_v"])
+HeadingModel.__doc__ = """What the per-cycle kernels read, per configured IMU i: ``body`` (plant body index),
+``scale`` sqrt(weight), ``column`` its offset's index in the state (-1: held at 0, the reference or a sensor not
+solved for); ``free_v`` the plant velocity indices the solver frees."""
+
+HeadingWork = namedtuple("HeadingWork", ["X_WB", "R_WF", "p_WM", "J6", "Jr", "err", "phi", "r", "J", "E", "N",
+                                         "L", "B", "X", "column", "S", "g"])
+HeadingWork.__doc__ = """Scratch of the kernels, allocated once: kinematics (X_WB, R_WF, p_WM), a 6 x nv Jacobian,
+3x3 blocks, the stacked residual r (3n), Jacobians J (3n, n_free) and E (3n, m), N = J^T J, a factor L, B | b
+(n_free, m + 1) and N^-1 (B | b) (X), a column, and the information S (m, m) and gradient g (m) of the last
+cycle."""
+
+
+def new_work(tree, nv: int, n_imu: int, n_free: int, m: int) -> HeadingWork:
+    """Scratch for a plant (``tree`` = ``KinematicTree.kernel_arguments()``, nv velocities) with n_imu IMUs,
+    n_free free velocities and m estimated offsets."""
+    nb, rows, k = tree.parent.shape[0], 3 * n_imu, max(n_free, m, 1)
+    return HeadingWork(
+        X_WB=np.empty((nb, 4, 4)), R_WF=np.empty((nb, 3, 3)), p_WM=np.empty((nb, 3)), J6=np.empty((6, nv)),
+        Jr=np.empty((3, 3)), err=np.empty((1, 3, 3)), phi=np.empty(3), r=np.zeros(rows), J=np.zeros((rows, n_free)),
+        E=np.zeros((rows, m)), N=np.empty((n_free, n_free)), L=np.empty((k, k)), B=np.empty((n_free, m + 1)),
+        X=np.empty((k, m + 1)), column=np.empty(k), S=np.zeros((m, m)), g=np.zeros(m))
+
+
+@njit(cache=True, error_model="numpy")
+def stack_residuals(tree, q, R_WO, solver_columns, model, R_BS, work):
+    """Forward kinematics at q, then r, J, E (module docstring) of the solver's sensors whose observation R_WO[j]
+    (already corrected by the heading estimate) is finite; rows of the others stay 0. Returns the sensors used."""
+    X_WB, R_WF, p_WM, J6, Jr, err = work.X_WB, work.R_WF, work.p_WM, work.J6, work.Jr, work.err
+    r, J, E = work.r, work.J, work.E
+    kinematics.forward_kinematics(tree, q, X_WB, R_WF, p_WM)
+    r[:] = 0.0
+    J[:, :] = 0.0
+    E[:, :] = 0.0
+    free_v = model.free_v
+    used = 0
+    for j in range(solver_columns.shape[0]):
+        i = solver_columns[j]
+        s = model.scale[i]
+        if not (s > 0.0 and math.isfinite(R_WO[j, 0, 0])):
+            continue
+        used += 1
+        b = model.body[i]
+        # err = R_WO R_WS^T with R_WS = R_WB R_BS, i.e. R_WO R_BS^T R_WB^T
+        for a in range(3):
+            for c in range(3):
+                t = 0.0
+                for k in range(3):
+                    R_WS_ck = X_WB[b, c, 0] * R_BS[i, 0, k] + X_WB[b, c, 1] * R_BS[i, 1, k] + \
+                        X_WB[b, c, 2] * R_BS[i, 2, k]
+                    t += R_WO[j, a, k] * R_WS_ck
+                err[0, a, c] = t
+        phi0, phi1, phi2 = _rotation_vector(err, 0)
+        row = 3 * i
+        r[row] = s * phi0
+        r[row + 1] = s * phi1
+        r[row + 2] = s * phi2
+        phi = work.phi
+        phi[0], phi[1], phi[2] = phi0, phi1, phi2
+        _inverse_right_jacobian(phi, Jr)
+        kinematics.point_jacobian(tree, R_WF, p_WM, b, p_WM[0], False, J6)
+        for a in range(free_v.shape[0]):
+            c = free_v[a]
+            for k in range(3):
+                J[row + k, a] = -s * (Jr[k, 0] * J6[0, c] + Jr[k, 1] * J6[1, c] + Jr[k, 2] * J6[2, c])
+        column = model.column[i]
+        if column >= 0:
+            phi[0], phi[1], phi[2] = -phi0, -phi1, -phi2
+            _inverse_right_jacobian(phi, Jr)  # J_l^-1(phi) = J_r^-1(-phi); its third column is J_l^-1 z
+            for k in range(3):
+                E[row + k, column] = -s * Jr[k, 2]
+    return used
+
+
+@njit(cache=True, error_model="numpy")
+def schur_information(work):
+    """S = E^T E - B^T N^-1 B and g = E^T r - B^T N^-1 b (module docstring) from the stacked r, J, E."""
+    r, J, E, N, L, B, X, column, S, g = work.r, work.J, work.E, work.N, work.L, work.B, work.X, work.column, \
+        work.S, work.g
+    rows, n, m = J.shape[0], J.shape[1], E.shape[1]
+    _normal_equations(J, n, r, 0.0, N, column)  # N = J^T J, column = -J^T r
+    mean = 0.0
+    for a in range(n):
+        mean += N[a, a]
+        B[a, m] = -column[a]  # b = J^T r
+        for c in range(m):  # B = J^T E
+            t = 0.0
+            for k in range(rows):
+                t += J[k, a] * E[k, c]
+            B[a, c] = t
+    ridge = 1e-10 * mean / max(n, 1) + 1e-300
+    for c in range(m + 1):  # X = N^-1 (B | b)
+        for a in range(n):
+            for k in range(n):
+                L[a, k] = N[a, k] + (ridge if a == k else 0.0)
+        if not _cholesky_solve(L, B[:, c], n, column):
+            column[:n] = 0.0
+        for a in range(n):
+            X[a, c] = column[a]
+    for p in range(m):
+        for c in range(m + 1):
+            t = 0.0
+            for k in range(rows):
+                t += E[k, p] * (r[k] if c == m else E[k, c])
+            for a in range(n):
+                t -= B[a, p] * X[a, c]
+            if c == m:
+                g[p] = t
+            else:
+                S[p, c] = t
+
+
+@njit(cache=True, error_model="numpy")
+def information_update(delta, P, S, g, dt, rate2, sigma2, work):
+    """Predict (P += rate2 dt I on the diagonal entries below the ceiling) and update in information form (module
+    docstring). Returns False when the information matrix is not positive definite (nothing changes then)."""
+    m = delta.shape[0]
+    L, column = work.L, work.column
+    grown = np.empty((m, m))
+    ceiling = MAX_HEADING_STD * MAX_HEADING_STD
+    for a in range(m):
+        for c in range(m):
+            grown[a, c] = P[a, c] + (rate2 * dt if a == c and P[a, a] < ceiling else 0.0)
+    information = _inverse(grown, L, column)
+    if information.shape[0] != m:
+        return False
+    for a in range(m):
+        for c in range(m):
+            grown[a, c] = 0.5 * (information[a, c] + information[c, a]) + S[a, c] / sigma2
+    covariance = _inverse(grown, L, column)
+    if covariance.shape[0] != m:
+        return False
+    for a in range(m):
+        for c in range(m):
+            P[a, c] = 0.5 * (covariance[a, c] + covariance[c, a])
+    for a in range(m):
+        t = 0.0
+        for c in range(m):
+            t += P[a, c] * g[c]
+        column[a] = t
+    for a in range(m):
+        delta[a] -= column[a] / sigma2
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _inverse(A, L, column):
+    """A^-1 of a symmetric positive definite m x m A, column by column (Cholesky); a (0, 0) array if it is not."""
+    m = A.shape[0]
+    inverse = np.empty((m, m))
+    unit = np.empty(m)
+    for c in range(m):
+        for a in range(m):
+            for k in range(m):
+                L[a, k] = A[a, k]
+            unit[a] = 1.0 if a == c else 0.0
+        if not _cholesky_solve(L, unit, m, column):
+            return np.empty((0, 0))
+        for a in range(m):
+            inverse[a, c] = column[a]
+    return inverse
+
+
+@njit(cache=True)
+def correct_observations(R_WO, solver_columns, column, delta):
+    """R_WO[j] <- Rz(-delta) R_WO[j] in place for each solver sensor with an estimated offset (NaN rows stay)."""
+    for j in range(solver_columns.shape[0]):
+        col = column[solver_columns[j]]
+        if col < 0 or not math.isfinite(R_WO[j, 0, 0]):
+            continue
+        c = math.cos(delta[col])
+        s = math.sin(delta[col])
+        for k in range(3):
+            x, y = R_WO[j, 0, k], R_WO[j, 1, k]
+            R_WO[j, 0, k] = c * x + s * y
+            R_WO[j, 1, k] = -s * x + c * y
+
+
+@njit(cache=True, error_model="numpy")
+def gyro_biases(stamp, reset, R_GS, w_S, use, last_t, last_R, last_w, bias, tau, max_gap, bias_out):
+    """Per cycle c (in order) and IMU i with a sample (``use``), the low-pass bias update of the module docstring
+    against the IMU's last distinct sample (forgotten at a cycle that follows a reset: no difference across a clock
+    jump); ``bias_out[c]`` the biases after cycle c. State arrays in place."""
+    n = R_GS.shape[1]
+    err = np.empty((1, 3, 3))
+    for cyc in range(stamp.shape[0]):
+        t = stamp[cyc]
+        if reset[cyc]:
+            last_t[:] = np.nan
+        for i in range(n):
+            if use[cyc, i] and math.isfinite(R_GS[cyc, i, 0, 0]):
+                same = True
+                for a in range(3):
+                    for b in range(3):
+                        if R_GS[cyc, i, a, b] != last_R[i, a, b]:
+                            same = False
+                if not same:
+                    dt = t - last_t[i]
+                    if dt > 0.0 and dt <= max_gap:
+                        for a in range(3):
+                            for b in range(3):
+                                err[0, a, b] = last_R[i, 0, a] * R_GS[cyc, i, 0, b] + \
+                                    last_R[i, 1, a] * R_GS[cyc, i, 1, b] + last_R[i, 2, a] * R_GS[cyc, i, 2, b]
+                        w0, w1, w2 = _rotation_vector(err, 0)
+                        alpha = dt / (tau + dt)
+                        stream = (w0 / dt, w1 / dt, w2 / dt)
+                        for a in range(3):
+                            innovation = 0.5 * (w_S[cyc, i, a] + last_w[i, a]) - stream[a]
+                            if math.isfinite(innovation):
+                                bias[i, a] += alpha * (innovation - bias[i, a])
+                    last_t[i] = t
+                    for a in range(3):
+                        last_w[i, a] = w_S[cyc, i, a]
+                        for b in range(3):
+                            last_R[i, a, b] = R_GS[cyc, i, a, b]
+        for i in range(n):
+            for a in range(3):
+                bias_out[cyc, i, a] = bias[i, a]
+
+
+def random_configurations(plant, count: int, seed: int = 0) -> np.ndarray:
+    """(count, nq) seeded configurations for the observability rule: revolute/prismatic coordinates uniform in
+    their limits (+-pi where infinite), floating-base quaternions uniform, translations 0."""
+    rng = np.random.default_rng(seed)
+    lower = np.asarray(plant.position_lower_limits(), dtype=float)
+    upper = np.asarray(plant.position_upper_limits(), dtype=float)
+    lower = np.where(np.isfinite(lower), lower, -math.pi)
+    upper = np.where(np.isfinite(upper), upper, math.pi)
+    Q = rng.uniform(lower, upper, (count, len(lower)))
+    for joint in plant.floating_base_joints():
+        start = joint.position_start
+        quaternion = rng.normal(size=(count, 4))
+        Q[:, start:start + 4] = quaternion / np.linalg.norm(quaternion, axis=1, keepdims=True)
+        Q[:, start + 4:start + 7] = 0.0
+    return Q
+
+
+def summed_information(tree, nv: int, model: HeadingModel, Q) -> np.ndarray:
+    """Sum over the configurations Q of S (module docstring) with exact observations (phi = 0): the information
+    the chain gives about the offsets of ``model.column``, generically."""
+    n_imu = model.body.shape[0]
+    m = int(model.column.max()) + 1 if n_imu else 0
+    work = new_work(tree, nv, n_imu, model.free_v.shape[0], m)
+    identity = np.broadcast_to(np.eye(3), (n_imu, 3, 3)).copy()
+    columns = np.arange(n_imu, dtype=np.int64)
+    total = np.zeros((m, m))
+    for q in Q:
+        kinematics.forward_kinematics(tree, q, work.X_WB, work.R_WF, work.p_WM)
+        R_WO = np.ascontiguousarray(work.X_WB[model.body, :3, :3])
+        stack_residuals(tree, q, R_WO, columns, model, identity, work)
+        schur_information(work)
+        total += work.S
+    return total
+
+
+def rank(S, scale: float, relative: float = 1e-8) -> int:
+    """Numerical rank of a symmetric positive semi-definite S: eigenvalues above ``relative * scale`` (``scale``
+    the size of a fully observed offset's information, e.g. E^T E's largest diagonal entry)."""
+    if S.shape[0] == 0:
+        return 0
+    return int(np.sum(np.linalg.eigvalsh(S) > relative * scale))
+
+
+def choose_reference(tree, nv: int, body, scale, free_v, reference: int | None, plant) -> tuple:
+    """The observability rule (module docstring): ``(column, observable, basis)`` where column (n_imu,) int64 is
+    each IMU's offset index (-1: held at 0: the reference and IMUs of weight 0), observable (n_imu,) bool says which
+    estimated offsets the chain sees generically, and basis (m, k) spans the observable directions of the offsets
+    (k = m: all of them). ``reference``: a configured reference IMU index, or None to
+    let the rule choose one (only when a common heading is unobservable)."""
+    n_imu = len(body)
+    Q = random_configurations(plant, OBSERVABILITY_SAMPLES)
+
+    def columns_without(excluded):
+        column = np.full(n_imu, -1, dtype=np.int64)
+        keep = [i for i in range(n_imu) if scale[i] > 0.0 and i not in excluded]
+        column[keep] = np.arange(len(keep))
+        return column
+
+    def information(column):
+        return summed_information(tree, nv, HeadingModel(body, scale, column, free_v), Q)
+
+    excluded = set() if reference is None else {reference}
+    column = columns_without(excluded)
+    S = information(column)
+    size = len(Q) * float(np.max(scale, initial=0.0)) ** 2
+    if reference is None and rank(S, size) < S.shape[0]:
+        full = rank(S, size)
+        for i in range(n_imu):
+            if column[i] < 0:
+                continue
+            candidate = columns_without({i})
+            reduced = information(candidate)
+            if rank(reduced, size) == full:
+                column, S = candidate, reduced
+                break
+    observable = np.zeros(n_imu, dtype=bool)
+    seen = np.zeros((S.shape[0], 0))
+    if S.shape[0]:
+        eigenvalues, vectors = np.linalg.eigh(S)
+        seen = vectors[:, eigenvalues > 1e-8 * size]  # the resolution matrix pinv(S) S is seen @ seen^T
+        estimated = column >= 0
+        observable[estimated] = np.sum(seen ** 2, axis=1)[column[estimated]] > 1.0 - OBSERVABLE_TOLERANCE
+    return column, observable, seen
+
+
+class HeadingFilter:
+    """Per-IMU heading offsets (and gyro biases) of one estimator; see the module docstring for the math.
+
+    Built once per Estimator from ``settings`` (a ``config.HeadingEstimation``) when it is enabled. Per cycle the
+    estimator calls :meth:`correct` on the cycle's observations before its solve and :meth:`update` with the solved
+    q after it; :meth:`unbiased_gyros` on every run of cycles. :meth:`reset` after a clock jump,
+    :meth:`calibrated` after a calibration (the new mountings absorb the headings).
+    """
+
+    def __init__(self, setup, settings, stale_timeout_s: float):
+        plant = setup.plant
+        self.names = setup.imu_names
+        self._tree = plant.tree.kernel_arguments()
+        nv = plant.num_velocities()
+        self._free_v = np.flatnonzero(setup.free_v).astype(np.int64)
+        body = np.asarray(setup.body_index, dtype=np.int64)
+        scale = np.sqrt(np.asarray(setup.weights, dtype=float))
+        reference = None if settings.reference_imu is None else self.names.index(settings.reference_imu)
+        column, self.observable, basis = choose_reference(self._tree, nv, body, scale, self._free_v, reference,
+                                                          plant)
+        # Information only along the generically observable directions (module docstring): None when all are.
+        self._projector = None if basis.shape[1] == basis.shape[0] else basis @ basis.T
+        self.reference = None
+        if reference is not None:
+            self.reference = settings.reference_imu
+        elif (column < 0).any() and scale[np.flatnonzero(column < 0)].max() > 0.0:
+            self.reference = self.names[int(np.flatnonzero((column < 0) & (scale > 0.0))[0])]
+        self._model = HeadingModel(body, scale, column, self._free_v)
+        m = int((column >= 0).sum())
+        self._work = new_work(self._tree, nv, len(self.names), len(self._free_v), m)
+        self._rate2 = math.radians(settings.drift_deg_per_min) ** 2 / 60.0
+        self._sigma2 = math.radians(settings.orientation_noise_deg) ** 2
+        self._initial2 = max(math.radians(settings.initial_deg), 1e-6) ** 2
+        self._tau = float(settings.gyro_bias_time_constant_s)
+        self._max_gap = float(stale_timeout_s)
+        n = len(self.names)
+        self.delta = np.zeros(m)
+        self.P = np.zeros((m, m))
+        self._stamp = np.full(1, np.nan)
+        self._bias = np.zeros((n, 3))
+        self._last_t = np.empty(n)
+        self._last_R = np.empty((n, 3, 3))
+        self._last_w = np.empty((n, 3))
+        self.clear()
+
+    def reset(self, initial2: float | None = None) -> None:
+        """Offsets at 0 with the initial covariance (a clock jump: tracking restarts). The gyro biases are kept:
+        they belong to the sensors, not to the world (their sample history is dropped at the reset's cycle)."""
+        self.delta[:] = 0.0
+        self.P[:, :] = 0.0
+        np.fill_diagonal(self.P, self._initial2 if initial2 is None else initial2)
+        self._stamp[0] = np.nan
+
+    def clear(self) -> None:
+        """Everything as built: offsets reset, gyro biases 0, no sample history (``Estimator.reset``)."""
+        self.reset()
+        self._bias[:] = 0.0
+        self._last_t[:] = np.nan
+        self._last_R[:] = np.nan
+        self._last_w[:] = np.nan
+
+    def calibrated(self) -> None:
+        """After a calibration: the mountings absorbed the headings, so the offsets restart at exactly 0."""
+        self.reset(1e-12)
+
+    def correct(self, R_WO, solver_columns) -> None:
+        """R_WO (solver sensors, 3, 3) of one cycle <- Rz(-delta_i) R_WO, in place."""
+        correct_observations(R_WO, solver_columns, self._model.column, self.delta)
+
+    def update(self, q, stamp: float, R_WO, solver_columns, R_BS) -> bool:
+        """One filter step after the cycle's solve at q (observations ``R_WO`` as corrected by :meth:`correct`,
+        mountings R_BS (n_imu, 3, 3)). Returns False when nothing was used."""
+        if self.delta.shape[0] == 0:
+            return False
+        if not stack_residuals(self._tree, q, R_WO, solver_columns, self._model, R_BS, self._work):
+            return False
+        schur_information(self._work)
+        if self._projector is not None:
+            S, g, projector = self._work.S, self._work.g, self._projector
+            S[:, :] = projector @ S @ projector
+            g[:] = projector @ g
+        previous = self._stamp[0]
+        dt = stamp - previous if previous == previous and stamp > previous else 0.0
+        if not information_update(self.delta, self.P, self._work.S, self._work.g, dt, self._rate2, self._sigma2,
+                                  self._work):
+            return False
+        self._stamp[0] = stamp
+        return True
+
+    def unbiased_gyros(self, stamp, reset, R_GS, w_S, use) -> np.ndarray:
+        """w_S (C, n_imu, 3) minus the gyro bias estimates after each cycle (the cycles in order; ``reset`` (C,)
+        True at a cycle after a clock jump)."""
+        if self._tau <= 0.0:
+            return w_S
+        bias = np.empty_like(w_S)
+        gyro_biases(stamp, reset, R_GS, w_S, use, self._last_t, self._last_R, self._last_w, self._bias, self._tau,
+                    self._max_gap, bias)
+        return w_S - bias
+
+    def offsets(self) -> dict:
+        """{IMU name: (heading offset (rad), its standard deviation (rad) or 0 when held, observable)}."""
+        column = self._model.column
+        return {name: ((float(self.delta[column[i]]), math.sqrt(max(self.P[column[i], column[i]], 0.0)),
+                        bool(self.observable[i])) if column[i] >= 0 else (0.0, 0.0, False))
+                for i, name in enumerate(self.names)}
+
+    def gyro_bias(self) -> dict:
+        """{IMU name: gyro bias estimate (3,) rad/s in the sensor frame}."""
+        return {name: self._bias[i].copy() for i, name in enumerate(self.names)}
+
+
+def diagnostic_values(estimates: dict, name: str) -> list:
+    """``[(key, value)]`` of IMU ``name`` for a diagnostics status: heading offset and its standard deviation
+    (deg), whether the chain observes it, and the gyro bias (rad/s, sensor axes); [] when heading estimation is
+    off (``estimates`` = ``Estimator.heading_estimates()``)."""
+    estimate = estimates.get(name)
+    if estimate is None:
+        return []
+    bias = estimate["gyro_bias"]
+    return [("heading_offset_deg", math.degrees(estimate["heading_offset_rad"])),
+            ("heading_std_deg", math.degrees(estimate["heading_std_rad"])),
+            ("heading_observable", "true" if estimate["observable"] else "false"),
+            *[(f"gyro_bias_rad_s.{axis}", float(value)) for axis, value in zip("xyz", bias, strict=True)]]
