@@ -577,7 +577,7 @@ def test_sync_joint_states_waits_for_the_encoders(arm_plant):
     assert estimator.ready()
 
 
-def test_process_imu_flushes_instead_of_overwriting_and_drops_repeats(arm_plant):
+def test_process_imu_waits_a_bounded_time_for_late_samples_and_drops_repeats(arm_plant):
     estimator = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
     q0, v0 = arm_trajectory(0.0)
     q1, v1 = arm_trajectory(DT)
@@ -590,14 +590,20 @@ def test_process_imu_flushes_instead_of_overwriting_and_drops_repeats(arm_plant)
         outputs += results
     assert len(outputs) == 1 and outputs[0].stamp == 0.0
     np.testing.assert_allclose(outputs[0].q, q0, atol=1e-6)
-    # Instant 1 arrives with the hand twice before the others: nothing is overwritten, no instants are mixed.
-    _, results = estimator.process_imu("hand", DT, *second["hand"])
-    assert results == ()
-    _, results = estimator.process_imu("hand", 2 * DT, *second["hand"])
-    assert len(results) == 1 and results[0].stamp == DT  # the buffered instant ran first
+    # The hand runs ahead while the others' samples of DT are late: nothing is overwritten, no instants are mixed,
+    # and instant DT waits for them until an input stale_timeout_s (0.1 s) after it arrives (the bounded wait).
+    for k in range(1, 51):
+        _, results = estimator.process_imu("hand", k * DT, *second["hand"])
+        assert results == ()
+    _, results = estimator.process_imu("hand", 0.1 + 1.25 * DT, *second["hand"])
+    assert [result.stamp for result in results] == [DT]  # the waited instant ran without the late samples
     assert estimator.statistics()["overwritten_samples"] == 0 and estimator.statistics()["flushed_cycles"] == 1
+    # A sample of an instant that ran without it is late: dropped, counted as overwritten.
+    status, results = estimator.process_imu("wrist", DT, *second["wrist"])
+    assert status.ok and results == ()
+    assert estimator.statistics()["overwritten_samples"] == 1
     # A repeated stamp is dropped and counted: one output per stamp (tf2 warns about repeated data).
-    status, results = estimator.process_imu("hand", 2 * DT, *second["hand"])
+    status, results = estimator.process_imu("hand", 0.1 + 1.25 * DT, *second["hand"])
     assert not status.accepted and status.reason is RejectReason.REPEATED_STAMP and results == ()
     assert estimator.reject_counts_by_source()[("hand", "repeated_stamp")] == 1
 

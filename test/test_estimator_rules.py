@@ -178,3 +178,83 @@ def test_stamp_rules(arm_plant, stamp, now, last, reason):
     assert status.reason is reason
     assert status.accepted == (reason is None)
     assert sum(estimator.reject_counts().values()) == (reason is not None)
+
+
+def assert_same_results(got, expected):
+    for a, b in zip(got, expected, strict=True):
+        assert (a.stamp, a.cycle, a.observed_sensors, a.stale_sensors) == (
+            b.stamp, b.cycle, b.observed_sensors, b.stale_sensors)
+        np.testing.assert_array_equal(a.q, b.q)
+        np.testing.assert_array_equal(a.v, b.v)
+
+
+@pytest.mark.parametrize("order", ["jittered", "reversed sets"])
+def test_one_instant_one_cycle_whatever_the_arrival_order(arm_plant, order):
+    """Issue 16.7: the samples of one instant make exactly one cycle, at that instant's stamp, with the same samples
+    as when they arrive in stamp order, for delays up to 10 periods (under stale_timeout_s), also after dropouts (an
+    IMU that missed an instant is left out of that instant only); streaming == batch bit for bit on the jittered
+    arrivals."""
+    instants = 80
+    ordered = jittered_messages(arm_plant, instants, 0.0, 3)  # no delay: in stamp order
+    if order == "jittered":
+        arrived = jittered_messages(arm_plant, instants, 10.0, 11)
+    else:  # each set in reverse order, joint state first, and one IMU's sample arriving after the next set
+        arrived = []
+        for k in range(instants):
+            arrived += sorted((m for m in ordered if m[3] == k * DT),
+                              key=lambda m: (m[1] == 0, -NAMES.index(m[2]) if m[1] == 0 else 0))
+        for k in range(0, instants - 1, 3):
+            late = next(m for m in arrived if m[3] == k * DT and m[2] == NAMES[1])
+            arrived.remove(late)
+            arrived.insert(arrived.index(next(m for m in arrived if m[3] == (k + 1) * DT)) + 2, late)
+        clock = np.maximum.accumulate([m[3] for m in arrived])  # a receive clock that never runs back
+        arrived = [(now, *m[1:]) for now, m in zip(clock, arrived, strict=True)]
+    rng = np.random.default_rng(5)
+    dropped = {(k * DT, NAMES[rng.integers(len(NAMES))]) for k in rng.choice(instants, 12, replace=False)}
+
+    def received(messages, joint_states):
+        return [m for m in messages if (m[3], m[2]) not in dropped and (joint_states or m[1] == 0)]
+
+    config = EstimatorConfig(imus=ARM_IMUS, estimated_joints=ESTIMATED)
+    # With the encoders: one cycle per instant, at its stamp (with sample-and-hold encoders, a cycle locks the
+    # newest joint state received, so the values are compared without them, below).
+    for with_js in (True, False):
+        streaming = stream(Estimator(arm_plant, config), received(arrived, with_js))
+        assert [result.stamp for result in streaming] == [k * DT for k in range(instants)]
+    reference = stream(Estimator(arm_plant, config), received(ordered, False))
+    assert_same_results(streaming, reference)
+    batch = Estimator(arm_plant, config).run(as_inputs(received(arrived, False)))
+    assert_same_results(list(batch.results()), streaming)
+
+
+def test_joint_state_validation_is_one_rule_streaming_and_batch(arm_plant):
+    """``inputs.parse_joint_state`` (streaming) and offline replay's per-layout validation decide with the same
+    rules: every bad message is dropped for the same reason in both, a partly unknown one is kept in both."""
+    q, v = arm_trajectory(0.0)
+    cases = [  # (names, positions, velocities, expected reason)
+        ((), (), None, RejectReason.EMPTY),
+        (ENCODERS, q[:1], None, RejectReason.MISMATCHED_ARRAYS),
+        (ENCODERS, q[:2], v[:1], RejectReason.MISMATCHED_ARRAYS),
+        (ENCODERS[:1] * 2, q[:2], None, RejectReason.DUPLICATE_NAME),
+        (ENCODERS, [q[0], np.nan], None, RejectReason.NON_FINITE),
+        (ENCODERS, q[:2], [v[0], np.inf], RejectReason.NON_FINITE),
+        (("elsewhere",), q[:1], None, RejectReason.UNKNOWN_NAME),
+        ((*ENCODERS, "elsewhere"), q[:3], (), RejectReason.UNKNOWN_NAME),  # kept; the unknown name counted
+        (ENCODERS, q[:2], v[:2], None),
+    ]
+    streaming = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    for k, (names, positions, velocities, reason) in enumerate(cases):
+        status = streaming.add_joint_state(names, positions, velocities, stamp=k * DT)
+        assert status.reason is reason and status.accepted == (k >= len(cases) - 2)
+    batch = Estimator(arm_plant, EstimatorConfig(imus=ARM_IMUS))
+    n = len(cases)
+    batch.run(OfflineInputs(
+        kind=np.ones(n, dtype=np.int64), row=np.arange(n), imu_sensor=np.zeros(0, dtype=np.int64),
+        imu_stamp=np.zeros(0), imu_quaternion_wxyz=np.zeros((0, 4)), imu_angular_velocity=np.zeros((0, 3)),
+        imu_orientation_present=np.zeros(0, bool), imu_angular_velocity_present=np.zeros(0, bool),
+        js_stamp=np.arange(n) * DT, js_names=[tuple(c[0]) for c in cases], js_positions=[c[1] for c in cases],
+        js_velocities=[c[2] for c in cases], stamp_ns=np.round(np.arange(n) * DT * 1e9).astype(np.int64),
+        now=np.full(n, np.nan)))
+    assert batch.reject_counts_by_source() == streaming.reject_counts_by_source() == {
+        ("joint_states", "empty_message"): 1, ("joint_states", "mismatched_arrays"): 2,
+        ("joint_states", "duplicate_name"): 1, ("joint_states", "non_finite"): 2, ("joint_states", "unknown_name"): 2}

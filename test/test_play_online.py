@@ -4,13 +4,15 @@ jumps back) resets tracking, and the second pass again matches the offline estim
 or mixed with the first.
 
 Tolerance: offline replay offers inputs strictly in stamp order; over DDS the node's executor takes messages
-of different topics that are pending together in its own order, so some cycles are formed from a slightly
-different set of samples and carry another stamp: about 5-10 % with the streaming rules of c0fe923, 20-26 % with
-the compiled rules shared by node and replay (74-80 % coverage measured idle; the "one instant, one cycle" rule of
-issue 16.7 is what should bring it back). Stated bound: at least 65 % of the offline cycle stamps also appear
-online; at the stamps both have, the median difference over the estimated joints is below 1e-9 deg and the
-95th percentile below 1e-3 deg (measured: 0 and <= 2e-6 deg); and the whole online estimate's RMS error against
-the truth is within 20 % (+0.05 deg) of the offline one.
+of different topics that are pending together in its own order. With the "one instant, one cycle" rule (issue
+16.7) the IMU samples of an instant make one cycle at that instant's stamp whatever their order, but the encoders
+are sample-and-hold (``sync_joint_states`` off): a cycle holds the newest joint state received, so where the
+instant's joint state arrives before the last IMU sample online and after it offline (or the reverse), the same
+stamp is solved with another encoder message. Stated bounds: at least 80 % of the offline cycle stamps also
+appear online (measured on a loaded machine: 96-98 %; 74-80 % idle before 16.7); at least 80 % of those held
+the same encoder message (measured 87-92 %), and there the median difference over the estimated joints is below
+1e-9 deg and the 95th percentile below 1e-3 deg (measured: 0 and <= 1.3e-6 deg); and
+the whole online estimate's RMS error against the truth is within 20 % (+0.05 deg) of the offline one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from ros_dofkit import cli
 pytest.importorskip("rclpy")
 pytest.importorskip("ros_dofkit.nodes.estimator")
 
+MEASURED = ["arm_joint1", "arm_joint2"]  # locked at the encoder values the cycle held
 ESTIMATED = [f"arm_joint{i}" for i in range(3, 8)]
+JOINTS = MEASURED + ESTIMATED
 
 
 def stamp_ns(stamp) -> int:
@@ -41,13 +45,13 @@ def offline_estimates(bag, config, out):
     estimates = {}
     for record in read_bag(out, topics=["/estimated/joint_states"]):
         names = list(record.message.name)
-        estimates[record.stamp_ns] = np.degrees([record.message.position[names.index(n)] for n in ESTIMATED])
+        estimates[record.stamp_ns] = np.degrees([record.message.position[names.index(n)] for n in JOINTS])
     return estimates
 
 
 def rms_against_truth(estimates: dict, truth) -> np.ndarray:
     stamps = sorted(estimates)
-    values = np.array([estimates[s] for s in stamps])
+    values = np.array([estimates[s] for s in stamps])[:, len(MEASURED):]
     true = np.degrees(truth.at(np.array(stamps) * 1e-9, ESTIMATED))
     # As the demo's report: the first 0.5 s are left out (a cycle right after a start or reset may be solved from
     # the first IMUs heard only).
@@ -55,10 +59,15 @@ def rms_against_truth(estimates: dict, truth) -> np.ndarray:
     return np.sqrt(np.mean((values[keep] - true[keep]) ** 2, axis=0))
 
 
-def compare(online: dict, offline: dict) -> tuple[float, float, float]:
+def compare(online: dict, offline: dict) -> tuple[float, float, float, float]:
+    """(share of the offline stamps online has, share of those where both held the same encoder message, median and
+    95th percentile of the estimated joints' differences there)."""
     common = sorted(set(online) & set(offline))
     differences = np.abs(np.array([online[s] - offline[s] for s in common]))
-    return len(common) / len(offline), float(np.median(differences)), float(np.percentile(differences, 95))
+    held = np.all(differences[:, :len(MEASURED)] == 0.0, axis=1)
+    estimated = differences[held][:, len(MEASURED):]
+    return (len(common) / len(offline), float(np.mean(held)), float(np.median(estimated)),
+            float(np.percentile(estimated, 95)))
 
 
 def test_online_replay_matches_offline_and_a_clock_jump_resets_tracking(tmp_path, ros_node, ros_processes):
@@ -101,13 +110,14 @@ def test_online_replay_matches_offline_and_a_clock_jump_resets_tracking(tmp_path
         out = {}
         for m in selected:
             names = list(m.name)
-            out[stamp_ns(m.header.stamp)] = np.degrees([m.position[names.index(n)] for n in ESTIMATED])
+            out[stamp_ns(m.header.stamp)] = np.degrees([m.position[names.index(n)] for n in JOINTS])
         return out
 
     for label, selected in (("first pass", messages[:jumps[0]]), ("second pass", messages[jumps[0]:])):
         online = estimates(selected)
-        coverage, median, p95 = compare(online, offline)
-        assert coverage >= 0.65, f"{label}: only {coverage:.0%} of the offline cycles were published online"
+        coverage, held, median, p95 = compare(online, offline)
+        assert coverage >= 0.8, f"{label}: only {coverage:.0%} of the offline cycles were published online"
+        assert held >= 0.8, f"{label}: only {held:.0%} of the common cycles held the same encoder message"
         assert median < 1e-9, f"{label}: median difference {median:.3g} deg"
         assert p95 < 1e-3, f"{label}: 95th percentile difference {p95:.3g} deg"
         # The cycles only one side has are as good: the whole online estimate tracks the truth as offline does.

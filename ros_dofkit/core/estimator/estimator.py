@@ -253,8 +253,9 @@ class Estimator:
 
     def statistics(self) -> dict:
         """Cycle counters: cycles, resets (clock jumps), overwritten_samples (IMU samples dropped before any cycle
-        used them: lost data), flushed_cycles (cycles run early because a source's next sample arrived before the
-        others of its instant), solve_failures."""
+        used them, or late for an instant that ran without them: lost data), flushed_cycles (cycles run without a
+        waited sample: an IMU's after the bounded wait of ``rules``, or a joint state's next one arrived first),
+        solve_failures."""
         clock = self._state.clock[0]
         return {"cycles": self._cycles, "resets": int(clock["resets"]),
                 "overwritten_samples": int(clock["overwritten"]),

@@ -142,56 +142,85 @@ class JointStateSample:
     unknown_names: tuple
 
 
+@dataclass(frozen=True)
+class JointStateLayout:
+    """What a joint-state message's names and array sizes decide before its values are read: ``reason`` a
+    rejection (EMPTY, MISMATCHED_ARRAYS, DUPLICATE_NAME) with its ``detail``, or None; ``known`` the message
+    positions of the names the robot knows, ``indices`` their articulated indices, ``unknown`` the other names.
+    Offline replay decides it once per layout (a recording's encoder messages share one), the node per message."""
+
+    reason: RejectReason | None
+    detail: str
+    known: np.ndarray
+    indices: np.ndarray
+    unknown: tuple
+
+
+def joint_state_layout(names, position_count: int, velocity_count: int, name_to_index: dict) -> JointStateLayout:
+    """:func:`parse_joint_state`'s rules on the names and sizes (``velocity_count`` -1 or 0: no velocities)."""
+    names = list(names)
+    none = np.zeros(0, dtype=np.int64)
+    if not names:
+        return JointStateLayout(RejectReason.EMPTY, "joint state has no names", none, none, ())
+    if position_count != len(names):
+        return JointStateLayout(RejectReason.MISMATCHED_ARRAYS, f"position has {position_count} entries for "
+                                f"{len(names)} names (expected one per name)", none, none, ())
+    if velocity_count > 0 and velocity_count != len(names):
+        return JointStateLayout(RejectReason.MISMATCHED_ARRAYS, f"velocity has {velocity_count} entries for "
+                                f"{len(names)} names (expected 0 or one per name)", none, none, ())
+    seen = set()
+    duplicates = sorted({n for n in names if n in seen or seen.add(n)})
+    if duplicates:
+        return JointStateLayout(RejectReason.DUPLICATE_NAME, f"names given more than once: {duplicates}", none,
+                                none, ())
+    known = np.array([i for i, n in enumerate(names) if n in name_to_index], dtype=np.int64)
+    return JointStateLayout(None, "", known, np.array([name_to_index[names[i]] for i in known], dtype=np.int64),
+                            tuple(n for n in names if n not in name_to_index))
+
+
+def joint_state_verdict(layout: JointStateLayout, finite: bool) -> RejectReason | None:
+    """The rules after an accepted layout: a non-finite position or velocity rejects the message, then one with no
+    known name is dropped (``unknown_name``); None = kept (unknown names, if any, ignored and counted)."""
+    if not finite:
+        return RejectReason.NON_FINITE
+    if layout.known.size == 0:
+        return RejectReason.UNKNOWN_NAME
+    return None
+
+
 def parse_joint_state(names, positions, velocities, stamp, name_to_index: dict):
     """Validate a joint-state message; return ``(status, sample or None)``.
 
-    Rules (SPEC 9.9 + DESIGN reliability): ``positions`` must have one entry per name; ``velocities`` may be
-    empty (absent) or one per name; a name given twice rejects the message (ambiguous); a non-finite position or
-    velocity rejects the message; names the robot does not know are ignored and reported, and a message with no
-    known name at all is dropped.
+    Rules (SPEC 9.9 + DESIGN reliability; :func:`joint_state_layout`, then :func:`joint_state_verdict`):
+    ``positions`` must have one entry per name; ``velocities`` may be empty (absent) or one per name; a name given
+    twice rejects the message (ambiguous); a non-finite position or velocity rejects the message; names the robot
+    does not know are ignored and reported, and a message with no known name at all is dropped.
     """
     names = list(names)
     positions = np.asarray(positions, dtype=float).reshape(-1)
     velocities = None if velocities is None else np.asarray(velocities, dtype=float).reshape(-1)
     if velocities is not None and velocities.size == 0:
         velocities = None
-    if not names:
-        return rejected(RejectReason.EMPTY, "joint state has no names"), None
-    if positions.size != len(names):
-        return rejected(
-            RejectReason.MISMATCHED_ARRAYS,
-            f"position has {positions.size} entries for {len(names)} names (expected one per name)",
-        ), None
-    if velocities is not None and velocities.size != len(names):
-        return rejected(
-            RejectReason.MISMATCHED_ARRAYS,
-            f"velocity has {velocities.size} entries for {len(names)} names (expected 0 or one per name)",
-        ), None
-    seen = set()
-    duplicates = sorted({n for n in names if n in seen or seen.add(n)})
-    if duplicates:
-        return rejected(RejectReason.DUPLICATE_NAME, f"names given more than once: {duplicates}"), None
-    if not np.all(np.isfinite(positions)) or (velocities is not None and not np.all(np.isfinite(velocities))):
+    layout = joint_state_layout(names, positions.size, -1 if velocities is None else velocities.size, name_to_index)
+    if layout.reason is not None:
+        return rejected(layout.reason, layout.detail), None
+    finite = bool(np.all(np.isfinite(positions))) and (velocities is None or bool(np.all(np.isfinite(velocities))))
+    reason = joint_state_verdict(layout, finite)
+    if reason is RejectReason.NON_FINITE:
         bad = [n for n, p in zip(names, positions, strict=True) if not np.isfinite(p)]
         if velocities is not None:
             bad += [f"{n} (velocity)" for n, v in zip(names, velocities, strict=True) if not np.isfinite(v)]
-        return rejected(RejectReason.NON_FINITE, f"non-finite values for {bad}"), None
-    known = [i for i, n in enumerate(names) if n in name_to_index]
-    unknown = tuple(n for n in names if n not in name_to_index)
-    if not known:
-        return rejected(
-            RejectReason.UNKNOWN_NAME,
-            f"none of the names {names[:8]} belongs to the robot (known names are e.g. {list(name_to_index)[:8]})",
-        ), None
-    sample = JointStateSample(
-        stamp=float(stamp),
-        indices=np.array([name_to_index[names[i]] for i in known], dtype=np.int64),
-        positions=positions[known],
-        velocities=None if velocities is None else velocities[known],
-        unknown_names=unknown,
-    )
-    if unknown:
-        return InputStatus(True, RejectReason.UNKNOWN_NAME, f"ignored names not in the robot: {list(unknown)}"), sample
+        return rejected(reason, f"non-finite values for {bad}"), None
+    if reason is not None:
+        return rejected(reason, f"none of the names {names[:8]} belongs to the robot (known names are e.g. "
+                                f"{list(name_to_index)[:8]})"), None
+    known = layout.known
+    sample = JointStateSample(stamp=float(stamp), indices=layout.indices, positions=positions[known],
+                              velocities=None if velocities is None else velocities[known],
+                              unknown_names=layout.unknown)
+    if layout.unknown:
+        return (InputStatus(True, RejectReason.UNKNOWN_NAME, f"ignored names not in the robot: {list(layout.unknown)}"),
+                sample)
     return ACCEPTED, sample
 
 

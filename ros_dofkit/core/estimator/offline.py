@@ -20,7 +20,7 @@ from numba import njit
 from ros_dofkit.core.assembly.kernels import _cholesky_solve
 from ros_dofkit.core.estimator import odometry_input, rules
 from ros_dofkit.core.estimator.heading import fill_accelerations
-from ros_dofkit.core.estimator.inputs import RejectReason
+from ros_dofkit.core.estimator.inputs import joint_state_layout, joint_state_verdict
 from ros_dofkit.core.multibody import compiled as kinematics
 
 _R = {reason: i for i, reason in enumerate(rules.REASONS)}
@@ -162,18 +162,6 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odom
         odom_code=odom_code, odom_values=odom_values)
 
 
-def _names_entry(names, name_to_index: dict) -> tuple:
-    """(status, known positions in the message, their articulated indices, some names unknown) of a name list."""
-    names_list = list(names)
-    if not names_list:
-        return _R[RejectReason.EMPTY], None, None, False
-    if len(set(names_list)) != len(names_list):
-        return _R[RejectReason.DUPLICATE_NAME], None, None, False
-    known = np.array([i for i, name in enumerate(names_list) if name in name_to_index], dtype=np.int64)
-    indices = np.array([name_to_index[names_list[i]] for i in known], dtype=np.int64)
-    return _OK, known, indices, len(known) != len(names_list)
-
-
 _FLOAT64 = np.dtype(np.float64)
 
 
@@ -187,8 +175,9 @@ def _as_vector(values) -> np.ndarray:
 
 def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
     """parse_joint_state over every message: (code (n,), CSR offsets (n + 1,), indices, positions, velocities
-    (NaN = none)). Messages with the same names and array sizes are checked together (a recording's encoder
-    messages usually all share one layout)."""
+    (NaN = none)), with its rules (``inputs.joint_state_layout`` once per layout, then ``joint_state_verdict``):
+    messages with the same names and array sizes are checked together (a recording's encoder messages usually all
+    share one layout)."""
     n = len(inputs.js_stamp)
     code = np.full(n, _OK, dtype=np.int64)
     groups: dict = {}  # (names, position count, velocity count) -> message indices
@@ -208,17 +197,11 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
     accepted = []  # (message indices, known, indices, positions (g, m), velocities (g, m) or None)
     for (names, position_count, velocity_count), members in groups.items():
         members = np.asarray(members, dtype=np.int64)
-        status, known, indices, partial = _names_entry(names, name_to_index)
-        count = len(names)
-        if status == _R[RejectReason.EMPTY]:
-            code[members] = status
+        layout = joint_state_layout(names, position_count, velocity_count, name_to_index)
+        if layout.reason is not None:
+            code[members] = _R[layout.reason]
             continue
-        if position_count != count or (velocity_count >= 0 and velocity_count != count):
-            code[members] = _R[RejectReason.MISMATCHED_ARRAYS]
-            continue
-        if status != _OK:
-            code[members] = status
-            continue
+        known, indices = layout.known, layout.indices
         # np.array of the equal-length rows: np.stack's per-array checks cost 3x as much here
         P = np.array([positions_of[k] for k in members.tolist()])
         finite = np.isfinite(P).all(axis=1)
@@ -226,11 +209,12 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
         if velocity_count >= 0:
             V = np.array([velocities_of[k] for k in members.tolist()])
             finite &= np.isfinite(V).all(axis=1)
-        code[members[~finite]] = _R[RejectReason.NON_FINITE]
-        if known.size == 0:
-            code[members[finite]] = _R[RejectReason.UNKNOWN_NAME]
+        code[members[~finite]] = _R[joint_state_verdict(layout, False)]
+        reason = joint_state_verdict(layout, True)
+        if reason is not None:
+            code[members[finite]] = _R[reason]
             continue
-        code[members[finite]] = _UNKNOWN_KEPT if partial else _OK
+        code[members[finite]] = _UNKNOWN_KEPT if layout.unknown else _OK
         counts[members[finite]] = known.size
         accepted.append((members[finite], known, indices, P[finite], None if V is None else V[finite]))
     offsets = np.zeros(n + 1, dtype=np.int64)

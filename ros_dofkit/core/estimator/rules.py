@@ -23,12 +23,20 @@ The rules (DESIGN.md's data flow; ``now`` NaN = no receive clock, as offline):
 * **Waited IMUs.** A cycle waits for the IMUs heard within ``stale_timeout_s`` before the previous cycle, and,
   during the first ``stale_timeout_s`` after a start or reset, for those not heard yet. An IMU whose newest stamp
   is older than the cycle's stamp minus ``stale_timeout_s`` is stale in that cycle (unobserved).
-* **Free-running** (``sync_tolerance_s`` = 0): a cycle runs at the newest input stamp when every waited IMU has
-  an unused sample; an IMU's new sample arriving while its previous one is unused first runs that cycle with what
-  is buffered (``flushed_cycles``: a late IMU costs at most one sample period, a sensor's instants are never
-  mixed). Samples of one instant arriving within the DDS spread make one cycle as long as the sets do not
-  interleave; when they do (delays beyond a sample period), partial cycles run (issue 16.7 is open: a queue
-  matched by stamp was tried and made results depend on the delivery order after a dropout).
+* **Free-running** (``sync_tolerance_s`` = 0), one instant, one cycle. Each IMU queues its samples; its period
+  p_i is the shortest interval between its stamps since the last reset. The pending instant t is the oldest
+  queued stamp (queued samples not after the last cycle's stamp belong to an instant that ran without them: they
+  are dropped, counted in ``overwritten_samples``). IMU i's sample of t is its oldest queued one if that is
+  earlier than t + p_i / 2 (any while p_i is unknown); a later one means i missed t. The cycle of t runs when it
+  is decided for every waited IMU: it has a queued sample (of t or later), or its last stamp is after
+  t - p_i / 2 (its sample of t, if any, was used already; an unknown p_i is the shortest known period of any
+  IMU here), or an input stamped at or after t + ``stale_timeout_s`` arrived (bounded wait, in input stamps,
+  counted in ``flushed_cycles``: i fell silent, or its messages are held up behind a burst of another topic
+  longer than that). The cycle takes the samples of t, runs at the newest of their stamps, and a later sample
+  stays queued for the next instant. So samples of one instant make one cycle whatever their arrival order
+  while every delay is under ``stale_timeout_s``; a dropout only leaves its IMU out of that instant (its next
+  sample decides), and an IMU that falls silent holds the cycles up once, for ``stale_timeout_s``. Without
+  queued IMU samples a cycle runs at the newest stamp when no IMU is waited.
 * **Synchronized** (``sync_tolerance_s`` > 0): a cycle runs for the oldest instant every waited IMU has a queued
   sample of (stamps within the tolerance); older samples are discarded (``overwritten_samples``); when a waited
   IMU falls silent, the oldest queued instant runs once it has waited ``stale_timeout_s``.
@@ -87,6 +95,7 @@ CLOCK = np.dtype([
     ("overdue", np.bool_),  # manual mode: a sample replaced an unused one; the next ready() is true
     ("reset_pending", np.bool_),  # the next cycle is the first after a start or reset (solved from scratch)
     ("instant", np.float64), ("instant_ns", np.int64),  # the instant ready() found (NaN: none)
+    ("pending", np.float64),  # free-running: the oldest queued stamp, the instant ready() found (NaN: none)
     ("cycles", np.int64), ("resets", np.int64), ("overwritten", np.int64), ("flushed", np.int64),
 ], align=True)
 
@@ -103,6 +112,7 @@ SAMPLE = np.dtype([
 #: Per IMU: the newest accepted stamp and the ring queue's bookkeeping.
 IMU = np.dtype([
     ("last_stamp", np.float64),  # newest accepted stamp (NaN: none since the last reset)
+    ("period", np.float64),  # shortest interval between its accepted stamps since the last reset (NaN: none)
     ("head", np.int64), ("count", np.int64),  # the queue's oldest unused slot, and how many are unused
     ("offset_ns", np.int64),  # the IMU's time offset, subtracted from its stamps (kept across resets)
 ], align=True)
@@ -251,6 +261,7 @@ def reset(state, settings):
     imu, used, encoder = state.imu, state.used, state.encoder
     for i in range(imu.shape[0]):
         imu[i].last_stamp = np.nan
+        imu[i].period = np.nan
         imu[i].head = 0
         imu[i].count = 0
         _clear_sample(used[i])
@@ -277,6 +288,7 @@ def _start_waiting(clock, after_reset):
     clock.js_fresh = False
     clock.overdue = False
     clock.instant = np.nan
+    clock.pending = np.nan
     clock.reset_pending = after_reset
 
 
@@ -414,16 +426,13 @@ def offer_imu(state, settings, i, now, code, samples, row, input_index, run_cycl
         _jump_back(state, settings)
     elif status >= 0:
         return _record(counts, i, code, status)
-    if settings.sync_tolerance == 0.0 and imu[i].count > 0:
-        oldest = _oldest_stamp(imu, queue, i)
-        if run_cycles and oldest < stamp and oldest >= clock.newest - settings.stale_timeout:
-            clock.flushed += 1  # the unused sample's cycle runs first: a sensor's instants are never mixed
-            take_cycle(state, settings, _default_instant(clock), -1, input_index, out)
-        if imu[i].count > 0:
-            clock.overwritten += 1  # replaced unused: some live sensor is late; the next cycle runs without it
-            clock.overdue = True
-            imu[i].count = 0
+    if settings.sync_tolerance == 0.0 and not run_cycles and imu[i].count > 0:
+        clock.overwritten += 1  # manual mode: replaced unused; the next ready() is true
+        clock.overdue = True
+        imu[i].count = 0
     _push(clock, imu, queue, i, samples, row)
+    if not math.isnan(last) and stamp > last and not stamp - last >= imu[i].period:
+        imu[i].period = stamp - last
     imu[i].last_stamp = stamp
     _note_stamp(clock, stamp, samples[row].stamp_ns)
     if run_cycles:
@@ -566,8 +575,16 @@ def _ready_synchronized(clock, imu, used, queue, settings):
     return not (arriving and clock.js_stamp < clock.instant - settings.sync_tolerance)
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _of_instant(memory, stamp, pending):
+    """Free-running: is a queued ``stamp`` of this IMU its sample of the instant ``pending`` (nearer to it than
+    to its next instant, half its period on; any stamp while its period is unknown)?"""
+    return not stamp - pending >= 0.5 * memory.period
+
+
 @njit(cache=True, error_model="numpy")
-def _ready_free_running(clock, imu, settings):
+def _ready_free_running(clock, imu, used, queue, settings):
+    """Module docstring, Free-running: sets ``pending`` and the cycle's ``instant`` when instant t is decided."""
     timeout = settings.stale_timeout
     if settings.sync_joint_states and not clock.js_fresh:
         reference = clock.newest if math.isnan(clock.stamp_prev) else clock.stamp_prev
@@ -575,11 +592,40 @@ def _ready_free_running(clock, imu, settings):
         starting = clock.newest < clock.first + timeout
         if arriving or (starting and math.isnan(clock.js_stamp) and settings.measured_count > 0):
             return False
+    pending, shortest = np.inf, np.inf
     for i in range(imu.shape[0]):
-        if _waited(clock, imu, settings, i) and not (imu[i].count > 0
-                                                     and imu[i].last_stamp >= clock.newest - timeout):
-            return False
-    clock.instant, clock.instant_ns = clock.newest, clock.newest_ns
+        if imu[i].period < shortest:
+            shortest = imu[i].period
+        while imu[i].count > 0 and _oldest_stamp(imu, queue, i) <= clock.stamp_prev:
+            _pop(imu, used, queue, i, False)  # of an instant that ran without it: late
+            clock.overwritten += 1
+        pending = min(pending, _oldest_stamp(imu, queue, i))
+    instant, instant_ns = clock.newest, clock.newest_ns
+    if pending < np.inf:
+        instant = -np.inf
+    expired = False
+    for i in range(imu.shape[0]):
+        memory = imu[i]
+        if memory.count > 0:
+            head = queue[i, memory.head]
+            if _of_instant(memory, head.stamp, pending) and head.stamp > instant:
+                instant, instant_ns = head.stamp, head.stamp_ns
+            continue  # decided: its sample of t, or a later one (t missed)
+        if not _waited(clock, imu, settings, i):
+            continue
+        if pending == np.inf:
+            return False  # no sample queued: a cycle waits for the waited IMUs
+        period = memory.period if memory.period > 0.0 else shortest  # unknown yet: the shortest known
+        if pending < memory.last_stamp + 0.5 * period:
+            continue  # its sample of t was used by a cycle already (it has none of t)
+        if clock.newest >= pending + timeout:
+            expired = True  # bounded wait: silent, or held up too long; its sample of t is lost
+            continue
+        return False
+    if expired:
+        clock.flushed += 1
+    clock.pending = pending if pending < np.inf else np.nan
+    clock.instant, clock.instant_ns = instant, instant_ns
     return True
 
 
@@ -599,7 +645,7 @@ def ready(state, settings):
         return True
     if settings.sync_tolerance > 0.0:
         return _ready_synchronized(clock, imu, state.used, state.queue, settings)
-    return _ready_free_running(clock, imu, settings)
+    return _ready_free_running(clock, imu, state.used, state.queue, settings)
 
 
 # ---------------------------------------------------------------------------------------------- cycles
@@ -628,7 +674,8 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
                 clock.overwritten += 1
             if _oldest_stamp(imu, queue, i) <= stamp + tolerance:
                 _pop(imu, used, queue, i, True)
-        elif imu[i].count > 0:
+        elif imu[i].count > 0 and (math.isnan(clock.pending) or _of_instant(imu[i], _oldest_stamp(imu, queue, i),
+                                                                             clock.pending)):
             _pop(imu, used, queue, i, True)
     c = out.size[0]
     cycle = out.cycle[c]
