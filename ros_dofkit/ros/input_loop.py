@@ -12,6 +12,9 @@ quiet (see :meth:`InputLoop.spin`), and when one of the node's timers is due, it
 run once without waiting, which serves timers, services, parameter requests and QoS events exactly as
 ``rclpy.spin`` would (at most one ready callback per pass, as ``spin_once``). A pass costs about as much as a sample
 set's estimate (rmw waits on every entity), hence one every 50 ms by default rather than every few milliseconds.
+Under sim time the period is at most :data:`SIM_TIME_HOUSEKEEPING_S`: /clock is one of the callbacks a pass serves,
+and the node's clock, which judges every input's stamp (future, stale), is only as current as the last /clock
+served (at one /clock per 50 ms pass the clock fell ~60 ms behind a bag's data and every input was judged future).
 The input subscriptions are ordinary subscriptions of the node (QoS overrides and events as usual): if the executor
 happens to find one ready, it calls the same handler with the same bytes.
 
@@ -30,6 +33,8 @@ from rclpy.subscription import Subscription
 
 #: Shortest time between two housekeeping passes (a timer still due after a pass that served something else).
 _MIN_SPACING_NS = 1_000_000
+#: Longest time between two housekeeping passes while the node's clock follows /clock (sim time).
+SIM_TIME_HOUSEKEEPING_S = 0.005
 
 
 class InputLoop:
@@ -99,14 +104,17 @@ class InputLoop:
         periods. A pass serves one ready callback, as ``spin_once``: a service request or parameter change waits
         at most about a period."""
         context = self.node.context
-        period_ns = int(self.housekeeping_period * 1e9)
+        clock = self.node.get_clock()
         quiet_ns = int(self.quiet_time * 1e9)
-        overdue_ns = self.overdue_periods * period_ns
         with context.handle:
             wait_set = _rclpy.WaitSet(len(self._inputs), 0, 0, 0, 0, 0, context.handle)
         next_housekeeping = time.monotonic_ns()
         quiet = True
         while context.ok() and not until():
+            sim_time = getattr(clock, "ros_time_is_active", False)
+            period_ns = int(1e9 * (min(self.housekeeping_period, SIM_TIME_HOUSEKEEPING_S) if sim_time
+                                   else self.housekeeping_period))
+            overdue_ns = self.overdue_periods * period_ns
             now = time.monotonic_ns()
             due = now >= next_housekeeping
             if due and (quiet or now >= next_housekeeping + overdue_ns):
