@@ -3,6 +3,7 @@ process of its own (the benchmark pins itself to one CPU). No timing is asserted
 table, row and verdict is printed with finite figures, and that the fusion's verdict on accuracy is a PASS on
 this short session (per-frame IK's worst minute is printed beside it)."""
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -17,8 +18,12 @@ def test_drift_benchmark_runs_end_to_end_and_prints_every_row_and_verdict():
         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert finished.returncode == 0, finished.stderr[-3000:]
     out = finished.stdout
-    knees = out.split("imumocap 1.3.1 (knee flexion")[1].splitlines()[2].split()
-    assert knees[0] == "1" and all(0.0 <= float(value) < 90.0 for value in knees[1:3])
+    if importlib.util.find_spec("imumocap") is None:
+        # imumocap comes with the bench extra (requirements/bench.txt), not the test stack: the benchmark says so
+        assert "imumocap: not available: No module named 'imumocap' (the bench extra has imumocap 1.3.1)" in out
+    else:
+        knees = out.split("imumocap 1.3.1 (knee flexion")[1].splitlines()[2].split()
+        assert knees[0] == "1" and all(0.0 <= float(value) < 90.0 for value in knees[1:3])
     for scenario, joints in (("arm", 5), ("lower_body", 12)):
         section = out.split(f"\n{scenario}: ")[1].split("\nlower_body: ")[0].split("\nreal time: ")[0]
         for row in ("per-frame IK", "fusion (orientations)", "fusion (raw IMUs)"):
