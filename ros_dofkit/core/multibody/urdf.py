@@ -255,6 +255,16 @@ def _parse_joint(element: ET.Element, links: set[str], notes: _Notes) -> URDFJoi
     return joint
 
 
+@dataclass(frozen=True)
+class _RobotElement:
+    """The document's ``<robot>`` element, its name, and how messages name the source (file path or "URDF
+    string")."""
+
+    element: ET.Element
+    name: str
+    description: str
+
+
 def parse_urdf(source) -> URDFModel:
     """Parse and validate a URDF from a file path or an XML string (one starting with "<").
 
@@ -265,6 +275,27 @@ def parse_urdf(source) -> URDFModel:
     mimic cycles. What kinematics does not use or cannot honour is a URDFWarning instead (module docstring), also
     listed in ``URDFModel.ignored``.
     """
+    robot = _read_robot(source)
+    # One _Notes for the whole parse, filled in document order by each step, so that each reason's note lists
+    # its elements in the order they appear.
+    notes = _Notes()
+    notes.unknown_children(robot.element, "robot", robot.name)
+    links = _parse_links(robot, notes)
+    joints = _parse_joints(robot.element, set(links), notes)
+    root = _tree_root(robot.name, links, joints)
+    by_name = {j.name: j for j in joints}
+    _drop_unhonoured_mimics(joints, by_name, notes)
+    _refuse_mimic_cycles(joints, by_name)
+    transmissions = _parse_transmissions(robot.element, by_name, notes)
+    model = URDFModel(robot.name, links, joints, root, transmissions, notes.texts())
+    for text in model.ignored:  # here, not in a step: stacklevel=2 names parse_urdf's caller
+        warnings.warn(f"URDF {robot.name!r} ({robot.description}): {text}", URDFWarning, stacklevel=2)
+    return model
+
+
+def _read_robot(source) -> _RobotElement:
+    """Read ``source`` (path or XML string) and return its ``<robot>`` element; URDFError if the XML is malformed,
+    the root element is not ``<robot>`` or it has no name."""
     text, description = _read_source(source)
     try:
         root = ET.fromstring(text)
@@ -275,11 +306,14 @@ def parse_urdf(source) -> URDFModel:
     robot_name = root.get("name")
     if not robot_name:
         raise URDFError(f"{description}: <robot> element without a name attribute")
+    return _RobotElement(root, robot_name, description)
 
-    notes = _Notes()
-    notes.unknown_children(root, "robot", robot_name)
+
+def _parse_links(robot: _RobotElement, notes: _Notes) -> list[str]:
+    """The link names in document order; URDFError for a nameless or repeated link or a robot without links.
+    Children of ``<link>`` that kinematics does not use go to ``notes``."""
     links: list[str] = []
-    for element in root.findall("link"):
+    for element in robot.element.findall("link"):
         name = element.get("name")
         if not name:
             raise URDFError("<link> element without a name attribute")
@@ -288,13 +322,17 @@ def parse_urdf(source) -> URDFModel:
         notes.unknown_children(element, "link", name)
         links.append(name)
     if not links:
-        raise URDFError(f"{description}: robot {robot_name!r} has no <link>")
-    link_set = set(links)
+        raise URDFError(f"{robot.description}: robot {robot.name!r} has no <link>")
+    return links
 
+
+def _parse_joints(root: ET.Element, links: set[str], notes: _Notes) -> list[URDFJoint]:
+    """The validated joints in document order (see :func:`_parse_joint`); URDFError for a repeated joint name or a
+    link that would get a second parent joint."""
     joints: list[URDFJoint] = []
     parent_joint: dict[str, URDFJoint] = {}
     for element in root.findall("joint"):
-        joint = _parse_joint(element, link_set, notes)
+        joint = _parse_joint(element, links, notes)
         notes.unknown_children(element, "joint", joint.name)
         if any(j.name == joint.name for j in joints):
             raise URDFError(f"<joint name={joint.name!r}> appears twice")
@@ -305,8 +343,14 @@ def parse_urdf(source) -> URDFModel:
             )
         parent_joint[joint.child] = joint
         joints.append(joint)
+    return joints
 
-    roots = [link for link in links if link not in parent_joint]
+
+def _tree_root(robot_name: str, links: list[str], joints: list[URDFJoint]) -> str:
+    """The one link without a parent joint, from which every link must be reached; URDFError otherwise (no root:
+    the joints form a cycle; several roots; links unreached from the root: they form a cycle of their own)."""
+    children_of_joints = {joint.child for joint in joints}
+    roots = [link for link in links if link not in children_of_joints]
     if not roots:
         raise URDFError(f"robot {robot_name!r}: the joints form a cycle (every link has a parent)")
     if len(roots) > 1:
@@ -324,9 +368,13 @@ def parse_urdf(source) -> URDFModel:
     cyclic = [link for link in links if link not in reached]
     if cyclic:
         raise URDFError(f"robot {robot_name!r}: links {', '.join(map(repr, cyclic))} form a cycle")
+    return roots[0]
 
-    by_name = {j.name: j for j in joints}
-    for joint in joints:  # a mimic that cannot be honoured leaves the joint its own coordinate (as urdfdom does)
+
+def _drop_unhonoured_mimics(joints: list[URDFJoint], by_name: dict[str, URDFJoint], notes: _Notes) -> None:
+    """Clear the ``<mimic>`` of every joint whose source joint is unknown or has no single coordinate, noting why:
+    the joint then keeps its own coordinate, as urdfdom does."""
+    for joint in joints:
         if joint.mimic is None:
             continue
         source = by_name.get(joint.mimic.joint)
@@ -338,6 +386,11 @@ def parse_urdf(source) -> URDFModel:
             notes.note(f"<mimic> of a {source.type} joint (the joint keeps its own coordinate)",
                        f"{joint.name} -> {source.name}")
             joint.mimic = None
+
+
+def _refuse_mimic_cycles(joints: list[URDFJoint], by_name: dict[str, URDFJoint]) -> None:
+    """URDFError if following the mimic sources from some joint comes back to a joint already visited (every
+    remaining mimic names a known joint: :func:`_drop_unhonoured_mimics` ran first)."""
     for joint in joints:
         if joint.mimic is None:
             continue
@@ -350,6 +403,11 @@ def parse_urdf(source) -> URDFModel:
             seen.add(source.name)
             source = by_name[source.mimic.joint]
 
+
+def _parse_transmissions(root: ET.Element, by_name: dict[str, URDFJoint], notes: _Notes) -> list[URDFTransmission]:
+    """The ``<transmission>`` elements over known joints, in document order. One of an unknown joint is dropped;
+    one that will add no actuator (not a SimpleTransmission of one joint, or of a joint without a coordinate of its
+    own) is kept but noted, so the notes say why the plant has no actuator for it."""
     transmissions = []
     for element in root.findall("transmission"):
         tname = element.get("name") or "<unnamed>"
@@ -370,10 +428,7 @@ def parse_urdf(source) -> URDFModel:
             reason = "a mimic joint" if source.mimic is not None else f"a {source.type} joint"
             notes.note(f"<transmission> of {reason} (no actuator: no coordinate of its own)", tname)
         transmissions.append(transmission)
-    model = URDFModel(robot_name, links, joints, roots[0], transmissions, notes.texts())
-    for text in model.ignored:
-        warnings.warn(f"URDF {robot_name!r} ({description}): {text}", URDFWarning, stacklevel=2)
-    return model
+    return transmissions
 
 
 def _actuated_joint(transmission: URDFTransmission, joints: dict[str, URDFJoint]) -> URDFJoint | None:
