@@ -10,6 +10,10 @@ You are in ``ros_dofkit.replay`` (needs rclpy). ``dofkit demo`` without ``--no-d
    ``/estimated/sensor_errors``;
 3. every estimate received is compared with the simulated truth at its stamp; latency is the wall time from
    publishing the input that completed a cycle to receiving that cycle's joint states (both in this process).
+
+:func:`run_demo_dds` runs these as named steps (``simulate_streams``, ``start_node``, ``DemoRos``,
+``wait_for_topics``, ``RealTimePublisher``, ``spin_until_drained``, ``received_run``, ``demo_outcome``) that pass
+named records between them.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +43,16 @@ from ros_dofkit.replay.setup import absolute_topic
 
 NODE_START_TIMEOUT_S = 60.0
 MATCH_TIMEOUT_S = 30.0
+#: After the topics match, discovery goes on this long (s) before the run, so a second estimator is seen.
+SETTLE_S = 0.5
+#: The first simulated sample is stamped and published this long (ns) after the run starts.
+START_DELAY_NS = 300_000_000
+#: After the last input is published, estimates are still received for this long (s).
+DRAIN_S = 1.0
+#: Where the estimator node publishes (its joint states and sensor errors).
+OUTPUT_NAMESPACE = "/estimated"
+#: How the outcome names this path.
+DEMO_PATH = "over DDS, estimator node in its own process"
 
 
 class DemoDdsError(RuntimeError):
@@ -120,11 +136,23 @@ class NodeProcess:
         return self.process.returncode
 
 
-def run_demo_dds(options, out_dir=None, progress=None):
-    """Run the demo over DDS (see the module docstring); returns a :class:`~ros_dofkit.replay.demo.DemoOutcome`.
+@dataclass(frozen=True)
+class RosApi:
+    """The rclpy classes and message types the demo uses. They are imported when the demo starts, not with this
+    module (rclpy is optional for the package), and before the simulation, so a missing rclpy fails at once."""
 
-    Raises :class:`DemoDdsError` when the node cannot start or the topics do not connect.
-    """
+    rclpy: ModuleType
+    Context: type
+    SingleThreadedExecutor: type
+    QoSProfile: type
+    ReliabilityPolicy: type
+    Imu: type
+    JointState: type
+    Float64MultiArray: type
+
+
+def load_ros_api() -> RosApi:
+    """Import rclpy and the message types (ImportError when the ROS 2 Python stack is not there)."""
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
@@ -132,139 +160,306 @@ def run_demo_dds(options, out_dir=None, progress=None):
     from sensor_msgs.msg import Imu, JointState
     from std_msgs.msg import Float64MultiArray
 
+    return RosApi(rclpy, Context, SingleThreadedExecutor, QoSProfile, ReliabilityPolicy, Imu, JointState,
+                  Float64MultiArray)
+
+
+@dataclass(frozen=True)
+class DemoStreams:
+    """What the demo publishes and judges the node against: the demo robot, its simulated run and the truth, the
+    factory of the messages, and the input topics (IMU name -> absolute Imu topic; the encoders' JointState topic)."""
+
+    robot: object
+    run: object
+    truth: object
+    factory: MessageFactory
+    imu_topics: dict
+    joint_states_topic: str
+
+
+def simulate_streams(options) -> DemoStreams:
+    """Build the demo robot and simulate it for ``options`` (the same run ``dofkit demo --no-dds`` estimates)."""
     robot = build_demo_robot()
     run = simulate_demo(robot, options)
-    truth = truth_from_simulation(run)
-    factory = MessageFactory()
-    imu_topics = {imu.name: absolute_topic(imu.topic) for imu in robot.estimator_config.imus}
-    joint_states_topic = absolute_topic(robot.parameters["joint_states_topic"])
+    return DemoStreams(
+        robot=robot,
+        run=run,
+        truth=truth_from_simulation(run),
+        factory=MessageFactory(),
+        imu_topics={imu.name: absolute_topic(imu.topic) for imu in robot.estimator_config.imus},
+        joint_states_topic=absolute_topic(robot.parameters["joint_states_topic"]),
+    )
 
-    work = Path(tempfile.mkdtemp(prefix="dofkit_demo_"))
+
+def start_node(robot, work: Path) -> NodeProcess:
+    """Write the demo robot's parameter file into ``work`` and start the estimator node on it (log in ``work``)."""
     params_path = work / "estimator.yaml"
     params_path.write_text(parameter_yaml(robot.parameters), encoding="utf-8")
-    node_process = NodeProcess(params_path, work / "estimator.log")
-    context = Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node("dofkit_demo", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    try:
-        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-        publishers = {topic: node.create_publisher(Imu, topic, qos) for topic in imu_topics.values()}
-        publishers[joint_states_topic] = node.create_publisher(JointState, joint_states_topic, qos)
-        received: list = []
-        # The node publishes a cycle's joint states and then its sensor errors (no header): the k-th errors
-        # message belongs to the k-th joint states (both reliable, nothing is dropped in between).
-        error_rows: list = []
+    return NodeProcess(params_path, work / "estimator.log")
 
-        def on_joint_states(message):
-            received.append((time.monotonic(), message))
 
-        def on_errors(message):
-            error_rows.append(list(message.data))
+class Arrival(NamedTuple):
+    """One joint-states message and the monotonic time (s) this process received it."""
 
-        output = "/estimated"
-        subscription = node.create_subscription(JointState, f"{output}/joint_states", on_joint_states, qos)
-        errors_subscription = node.create_subscription(Float64MultiArray, f"{output}/sensor_errors", on_errors, qos)
-        node_process.wait_ready()
+    received_at: float
+    message: object
 
-        deadline = time.monotonic() + MATCH_TIMEOUT_S
-        while True:
-            unmatched = [t for t, p in publishers.items() if p.get_subscription_count() == 0]
-            if subscription.get_publisher_count() == 0:
-                unmatched.append(f"{output}/joint_states (from the node)")
-            if not unmatched:
-                break
-            if time.monotonic() > deadline:
-                raise DemoDdsError(f"topics never connected to the estimator node: {unmatched} (DDS discovery "
-                                   "blocked? try --no-dds)")
-            executor.spin_once(timeout_sec=0.05)
-        # A moment more of discovery, so that a second estimator in the same domain (whose outputs would mix with
-        # this one's) is seen before the run starts.
-        settle_until = time.monotonic() + 0.5
-        while time.monotonic() < settle_until:
-            executor.spin_once(timeout_sec=0.05)
-        refuse_foreign_estimator(subscription, output)
 
-        # Put simulated time on the wall clock: the first sample is stamped (and published) 0.3 s from now.
-        first = float(run.times[0])
-        wall_start_ns = time.time_ns() + 300_000_000
-        offset_ns = wall_start_ns - int(round(first * 1e9))
-        records = list(simulation_records(run, factory, imu_topics, joint_states_topic, truth_topic=None,
-                                          stamp_offset_ns=offset_ns))
-        published_at: dict = {}
-        done = threading.Event()
-        failure: list = []
+@dataclass
+class Inbox:
+    """What the subscriptions to the node's outputs received, in arrival order (the executor runs the callbacks in
+    the main thread, so nothing else touches these lists while it spins).
 
-        def publish_all():
-            try:
-                serialize = factory.typestore.serialize_cdr
-                mono_start = time.monotonic() + (wall_start_ns - time.time_ns()) * 1e-9
-                for topic, stamp_ns, message in records:
-                    due = mono_start + (stamp_ns - wall_start_ns) * 1e-9
-                    delay = due - time.monotonic()
-                    if delay > 0:
-                        time.sleep(delay)
-                    publishers[topic].publish(bytes(serialize(message, message.__msgtype__)))
-                    published_at[stamp_ns] = time.monotonic()
-            except Exception as error:  # reported by the main thread, which owns the clean-up
-                failure.append(error)
-            finally:
-                done.set()
+    The node publishes a cycle's joint states and then its sensor errors (no header): the k-th row of
+    ``error_rows`` belongs to the k-th entry of ``joint_states`` (both reliable, nothing is dropped in between).
+    """
 
-        publisher_thread = threading.Thread(target=publish_all, name="dofkit_demo_publisher", daemon=True)
-        publisher_thread.start()
-        span = float(run.times[-1] - run.times[0])
-        drain_until = None
-        while True:
-            executor.spin_once(timeout_sec=0.02)
-            # Discovery of a second estimator can finish after the settle window on a loaded machine; its estimates
-            # would silently mix with the demo's, so the check stays on for the whole run.
-            refuse_foreign_estimator(subscription, output)
-            if progress is not None:
-                elapsed = (time.time_ns() - wall_start_ns) * 1e-9
-                progress(min(max(elapsed / span, 0.0), 1.0),
-                         f"t {max(elapsed, 0.0):5.1f}/{span:.1f} s  estimates received {len(received)}")
-            if done.is_set() and drain_until is None:
-                drain_until = time.monotonic() + 1.0
-            if drain_until is not None and time.monotonic() > drain_until:
-                break
-        publisher_thread.join()
-        if failure:
-            raise DemoDdsError(f"publishing the simulated streams failed: {failure[0]!r}")
-        del errors_subscription
-    finally:
-        node_process.stop()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.shutdown(context=context)
-    node_log = node_process.output() if node_process.log_path.exists() else ""
-    shutil.rmtree(work, ignore_errors=True)
+    joint_states: list[Arrival] = field(default_factory=list)
+    error_rows: list[list[float]] = field(default_factory=list)
 
-    sensor_names = tuple(robot.estimator_config.imu_names)
+    def on_joint_states(self, message) -> None:
+        self.joint_states.append(Arrival(time.monotonic(), message))
+
+    def on_errors(self, message) -> None:
+        self.error_rows.append(list(message.data))
+
+
+@dataclass(frozen=True)
+class DemoEndpoints:
+    """The demo node's endpoints: a publisher per input topic, the subscriptions to the estimator node's joint
+    states and sensor errors, and the inbox their callbacks fill."""
+
+    publishers: dict
+    joint_states: object
+    sensor_errors: object
+    inbox: Inbox
+
+
+@dataclass(frozen=True)
+class DemoRos:
+    """This process's ROS side: its own rclpy context (so the demo does not disturb a caller's default context),
+    the ``dofkit_demo`` node and the executor that spins it."""
+
+    api: RosApi
+    context: object
+    node: object
+    executor: object
+
+    @classmethod
+    def open(cls, api: RosApi) -> DemoRos:
+        """Initialize a new context and create the node and its executor."""
+        context = api.Context()
+        api.rclpy.init(context=context)
+        node = api.rclpy.create_node("dofkit_demo", context=context)
+        executor = api.SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        return cls(api, context, node, executor)
+
+    def connect(self, streams: DemoStreams) -> DemoEndpoints:
+        """Create the publishers of the simulated inputs and the subscriptions to the node's outputs (reliable,
+        deep queues: every input must reach the node and every estimate this process)."""
+        api = self.api
+        qos = api.QoSProfile(depth=1000, reliability=api.ReliabilityPolicy.RELIABLE)
+        publishers = {topic: self.node.create_publisher(api.Imu, topic, qos) for topic in streams.imu_topics.values()}
+        publishers[streams.joint_states_topic] = self.node.create_publisher(api.JointState,
+                                                                            streams.joint_states_topic, qos)
+        inbox = Inbox()
+        joint_states = self.node.create_subscription(api.JointState, f"{OUTPUT_NAMESPACE}/joint_states",
+                                                     inbox.on_joint_states, qos)
+        sensor_errors = self.node.create_subscription(api.Float64MultiArray, f"{OUTPUT_NAMESPACE}/sensor_errors",
+                                                      inbox.on_errors, qos)
+        return DemoEndpoints(publishers, joint_states, sensor_errors, inbox)
+
+    def close(self) -> None:
+        """Shut the executor down, destroy the node and shut the context down."""
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.api.rclpy.shutdown(context=self.context)
+
+
+def wait_for_topics(ros: DemoRos, endpoints: DemoEndpoints) -> None:
+    """Spin until every input topic has the node as subscriber and the node's joint states reach this process
+    (DemoDdsError after MATCH_TIMEOUT_S naming the topics still unmatched), then spin SETTLE_S more and refuse to
+    run if another estimator publishes on the same output."""
+    deadline = time.monotonic() + MATCH_TIMEOUT_S
+    while True:
+        unmatched = [t for t, p in endpoints.publishers.items() if p.get_subscription_count() == 0]
+        if endpoints.joint_states.get_publisher_count() == 0:
+            unmatched.append(f"{OUTPUT_NAMESPACE}/joint_states (from the node)")
+        if not unmatched:
+            break
+        if time.monotonic() > deadline:
+            raise DemoDdsError(f"topics never connected to the estimator node: {unmatched} (DDS discovery "
+                               "blocked? try --no-dds)")
+        ros.executor.spin_once(timeout_sec=0.05)
+    # A moment more of discovery, so that a second estimator in the same domain (whose outputs would mix with
+    # this one's) is seen before the run starts.
+    settle_until = time.monotonic() + SETTLE_S
+    while time.monotonic() < settle_until:
+        ros.executor.spin_once(timeout_sec=0.05)
+    refuse_foreign_estimator(endpoints.joint_states, OUTPUT_NAMESPACE)
+
+
+@dataclass(frozen=True)
+class WallClockStamps:
+    """Simulated time put on the wall clock: simulated time t (s) is stamped ``round(t * 1e9) + offset_ns`` (ns
+    since the epoch); the first sample's stamp, ``wall_start_ns``, is also the wall time it is due."""
+
+    wall_start_ns: int
+    offset_ns: int
+
+    @classmethod
+    def starting_soon(cls, first_s: float) -> WallClockStamps:
+        """The first sample (simulated time ``first_s``) is stamped and published START_DELAY_NS from now."""
+        wall_start_ns = time.time_ns() + START_DELAY_NS
+        return cls(wall_start_ns, wall_start_ns - int(round(first_s * 1e9)))
+
+    def simulated_s(self, stamp_ns: int) -> float:
+        """The simulated time (s) of a stamp."""
+        return (stamp_ns - self.offset_ns) * 1e-9
+
+
+class RealTimePublisher:
+    """Publishes ``(topic, stamp_ns, message)`` records from a thread, each when the wall clock reaches its stamp,
+    serialized to CDR by the factory's typestore (the publishers take raw bytes). ``published_at`` maps each stamp
+    to the monotonic time (s) its last message went out; ``done`` is set when the thread ends, failed or not."""
+
+    def __init__(self, records: list, publishers: dict, factory: MessageFactory, clock: WallClockStamps):
+        self.records = records
+        self.publishers = publishers
+        self.factory = factory
+        self.clock = clock
+        self.published_at: dict = {}
+        self.done = threading.Event()
+        self.failure: Exception | None = None
+        self._thread = threading.Thread(target=self._publish_all, name="dofkit_demo_publisher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the thread; DemoDdsError if publishing failed."""
+        self._thread.join()
+        if self.failure is not None:
+            raise DemoDdsError(f"publishing the simulated streams failed: {self.failure!r}")
+
+    def _publish_all(self) -> None:
+        try:
+            serialize = self.factory.typestore.serialize_cdr
+            wall_start_ns = self.clock.wall_start_ns
+            # Sleep on the monotonic clock (the wall clock may be stepped): the monotonic time of wall_start_ns.
+            mono_start = time.monotonic() + (wall_start_ns - time.time_ns()) * 1e-9
+            for topic, stamp_ns, message in self.records:
+                due = mono_start + (stamp_ns - wall_start_ns) * 1e-9
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                self.publishers[topic].publish(bytes(serialize(message, message.__msgtype__)))
+                self.published_at[stamp_ns] = time.monotonic()
+        except Exception as error:  # reported by the main thread, which owns the clean-up
+            self.failure = error
+        finally:
+            self.done.set()
+
+
+def spin_until_drained(ros: DemoRos, endpoints: DemoEndpoints, publisher: RealTimePublisher, span_s: float,
+                       progress=None) -> None:
+    """Spin the demo node while the inputs are published and DRAIN_S after the last one (its estimates are still
+    in flight), showing ``progress(fraction, text)`` of the simulated span ``span_s``."""
+    wall_start_ns = publisher.clock.wall_start_ns
+    drain_until = None
+    while True:
+        ros.executor.spin_once(timeout_sec=0.02)
+        # Discovery of a second estimator can finish after the settle window on a loaded machine; its estimates
+        # would silently mix with the demo's, so the check stays on for the whole run.
+        refuse_foreign_estimator(endpoints.joint_states, OUTPUT_NAMESPACE)
+        if progress is not None:
+            elapsed = (time.time_ns() - wall_start_ns) * 1e-9
+            received = len(endpoints.inbox.joint_states)
+            progress(min(max(elapsed / span_s, 0.0), 1.0),
+                     f"t {max(elapsed, 0.0):5.1f}/{span_s:.1f} s  estimates received {received}")
+        if publisher.done.is_set() and drain_until is None:
+            drain_until = time.monotonic() + DRAIN_S
+        if drain_until is not None and time.monotonic() > drain_until:
+            break
+
+
+@dataclass(frozen=True)
+class ReceivedRun:
+    """The estimates received, as the report expects them, and the latency (s) of each one whose stamp this
+    process published: from publishing the input that completed its cycle to receiving its joint states."""
+
+    estimates: list[ReceivedEstimate]
+    latencies_s: list[float]
+
+
+def received_run(inbox: Inbox, sensor_names: tuple, clock: WallClockStamps, published_at: dict) -> ReceivedRun:
+    """Pair each joint-states message with its sensor-errors row (NaN errors when the row never came) and put its
+    stamp back on simulated time."""
     estimates, latencies = [], []
-    for k, (received_at, message) in enumerate(received):
+    for k, arrival in enumerate(inbox.joint_states):
+        message = arrival.message
         stamp_ns = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
-        errors = error_rows[k] if k < len(error_rows) else [math.nan] * len(sensor_names)
+        errors = inbox.error_rows[k] if k < len(inbox.error_rows) else [math.nan] * len(sensor_names)
         estimates.append(ReceivedEstimate(
-            stamp=(stamp_ns - offset_ns) * 1e-9,
+            stamp=clock.simulated_s(stamp_ns),
             q=np.asarray(message.position, dtype=float),
             position_names=tuple(message.name),
             sensor_errors_deg=dict(zip(sensor_names, errors, strict=False)),
         ))
         if stamp_ns in published_at:
-            latencies.append(received_at - published_at[stamp_ns])
-    if not estimates:
-        raise DemoDdsError(f"the estimator node published no estimate; its output:\n{node_log[-2000:]}")
+            latencies.append(arrival.received_at - published_at[stamp_ns])
+    return ReceivedRun(estimates, latencies)
+
+
+def demo_outcome(streams: DemoStreams, received: ReceivedRun, options, out_dir=None) -> DemoOutcome:
+    """Compare the received estimates with the truth (the report and its verdict); write the plot and summary
+    into ``out_dir`` when given."""
+    robot, run = streams.robot, streams.run
     counts = {f"imu {r.name}": len(r.stamps) for r in run.imus}
     counts["joint_states"] = len(run.encoders.stamps)
     joint_names = robot.estimated_joints + robot.encoder_joints
-    report = tracking_report(estimates, truth, joint_names, robot.estimated_joints, counts, latencies,
-                             settle_s=options.settle_s)
+    report = tracking_report(received.estimates, streams.truth, joint_names, robot.estimated_joints, counts,
+                             received.latencies_s, settle_s=options.settle_s)
     passed = report.meets(options.max_rms_deg)
-    path = "over DDS, estimator node in its own process"
     plot_path = summary_path = None
     if out_dir is not None:
-        plot_path, summary_path = write_outputs(estimates, truth, report, options, passed, path, out_dir,
-                                                joint_names)
-    return DemoOutcome(estimates, truth, report, passed, path, plot_path, summary_path)
+        plot_path, summary_path = write_outputs(received.estimates, streams.truth, report, options, passed, DEMO_PATH,
+                                                out_dir, joint_names)
+    return DemoOutcome(received.estimates, streams.truth, report, passed, DEMO_PATH, plot_path, summary_path)
+
+
+def run_demo_dds(options, out_dir=None, progress=None):
+    """Run the demo over DDS (see the module docstring); returns a :class:`~ros_dofkit.replay.demo.DemoOutcome`.
+
+    Raises :class:`DemoDdsError` when the node cannot start or the topics do not connect.
+    """
+    api = load_ros_api()
+    streams = simulate_streams(options)
+    work = Path(tempfile.mkdtemp(prefix="dofkit_demo_"))
+    node_process = start_node(streams.robot, work)
+    ros = DemoRos.open(api)
+    try:
+        endpoints = ros.connect(streams)
+        node_process.wait_ready()
+        wait_for_topics(ros, endpoints)
+        clock = WallClockStamps.starting_soon(float(streams.run.times[0]))
+        records = list(simulation_records(streams.run, streams.factory, streams.imu_topics,
+                                          streams.joint_states_topic, truth_topic=None,
+                                          stamp_offset_ns=clock.offset_ns))
+        publisher = RealTimePublisher(records, endpoints.publishers, streams.factory, clock)
+        publisher.start()
+        span_s = float(streams.run.times[-1] - streams.run.times[0])
+        spin_until_drained(ros, endpoints, publisher, span_s, progress)
+        publisher.join()
+    finally:
+        node_process.stop()
+        ros.close()
+    node_log = node_process.output() if node_process.log_path.exists() else ""
+    shutil.rmtree(work, ignore_errors=True)
+
+    sensor_names = tuple(streams.robot.estimator_config.imu_names)
+    received = received_run(endpoints.inbox, sensor_names, clock, publisher.published_at)
+    if not received.estimates:
+        raise DemoDdsError(f"the estimator node published no estimate; its output:\n{node_log[-2000:]}")
+    return demo_outcome(streams, received, options, out_dir)
