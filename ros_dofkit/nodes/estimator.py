@@ -360,12 +360,9 @@ class EstimatorNode(Node):
 
     def _magnetic_field_callback(self, name: str):
         def on_field(data: bytes) -> None:
-            try:
-                msg = deserialize_message(data, MagneticField)
-            except RuntimeError as error:  # rclpy's RMWError: the bytes are not a MagneticField
-                self._malformed(f"{name}/magnetic_field", error)
-                return
-            self._after_input(f"{name}/magnetic_field", feed_magnetic_field_msg(self.estimator, name, msg), ())
+            msg = self._message(data, MagneticField, f"{name}/magnetic_field")
+            if msg is not None:
+                self._after_input(f"{name}/magnetic_field", feed_magnetic_field_msg(self.estimator, name, msg), ())
 
         return on_field
 
