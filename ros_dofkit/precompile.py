@@ -160,24 +160,21 @@ def _demo_solver_at_rest() -> DemoSolver:
 
 
 def warm_solver() -> None:
-    """A cycle's solve from rest (the assembler's assemble: kernels.track_one), as the estimator's first cycle does.
-
-    Its two step kernels (kernels._unconstrained_step, _constrained_step, with the solver's workspace types) are
-    compiled first, from here: :func:`warm_residuals` compiles the residuals and Jacobians meanwhile in another
-    worker, and the solve then loads them."""
-    demo = _demo_solver_at_rest()
-    n = demo.plant.num_velocities()
-    A, d, H, g = np.zeros((3, n)), np.zeros(n), np.zeros((n, n)), np.zeros(n)
-    kernels._unconstrained_step(A, n, np.zeros(3), 1.0, d, H, g)
-    kernels._constrained_step(A, np.zeros(3), np.eye(3, n), np.zeros(3), 1.0, d)
-    demo.assembler.assemble()
+    """A cycle's solve from rest (the assembler's assemble: kernels.track_one), as the estimator's first cycle does:
+    the steps and the solve itself; it loads the residuals and Jacobians :func:`warm_residuals` compiles meanwhile in
+    another worker. (Compiling the steps from here first gained ~2 CPU s in that split, but made a lone process's
+    residuals compile ~7 CPU s slower: measured, not understood.)"""
+    _demo_solver_at_rest().assembler.assemble()
 
 
 def warm_residuals() -> None:
     """A frame's residuals and Jacobians (kernels.make_tracker, gather_frame, evaluate_residuals,
     evaluate_jacobians: the solve's largest leaves) through the Assembler's calc_residuals, which passes the
-    solver's argument types: a worker compiles them while another compiles the rest of the solve."""
-    _demo_solver_at_rest().assembler.calc_residuals(need_jacobian=True)
+    solver's argument types, and the tracking's every-body kinematics (kernels.complete_kinematics, with the
+    Assembler's own Tracker): a worker compiles them while another compiles the rest of the solve."""
+    assembler = _demo_solver_at_rest().assembler
+    assembler.calc_residuals(need_jacobian=True)
+    kernels.complete_kinematics(assembler._compiled_tracker(), assembler.get_positions())
 
 
 def warm_velocities() -> None:
