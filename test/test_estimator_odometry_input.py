@@ -16,6 +16,8 @@ from ros_dofkit.core.estimator.odometry_input import (
     MATCH,
     MEMORY_LENGTH,
     ODOMETRY_OK,
+    VALUES,
+    YAW,
     forget,
     match,
     new_memory,
@@ -27,7 +29,14 @@ from ros_dofkit.core.estimator.odometry_input import (
 from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
-from ros_dofkit.core.spatial import matrix_to_quat, rotvec_to_matrix
+from ros_dofkit.core.spatial import (
+    matrix_to_quat,
+    matrix_to_rotvec,
+    quat_to_matrix,
+    rotation_x,
+    rotation_y,
+    rotation_z,
+)
 from ros_dofkit.replay.pipeline import ImuInput, simulation_inputs
 
 
@@ -68,25 +77,31 @@ def test_planar_base_coordinates_round_trip_through_the_plants_forward_kinematic
         start = base.joint.position_start
         q[start:start + 3] = rng.uniform(-3, 3, size=3)
         p, quaternion = pose_of_base(plant, base, q)
-        values = np.empty(3)
+        values = np.empty(VALUES)
         assert validate_odometry(p, quaternion, True, base.target, values) == ODOMETRY_OK
         np.testing.assert_allclose(values[:base.target.count], q[base.q_index], atol=1e-12)
 
 
-def test_floating_base_translation_round_trips_and_the_heading_is_refused():
+def test_floating_base_translation_and_yaw_round_trip():
+    """A floating base's translation coordinates, and with use_yaw its base link's ZYX yaw (value YAW), from a
+    pose built as Rz(yaw) Ry(pitch) Rx(roll); without use_yaw the yaw is not taken (NaN)."""
     plant = quadruped()
-    base = odometry_base(plant, config(), art_q(plant))
-    start = base.joint.position_start
-    assert list(base.q_index) == [start + 4, start + 5, start + 6] and base.art_index.size == 0
-    q = np.asarray(plant.default_positions(), dtype=float).copy()
-    q[start:start + 4] = matrix_to_quat(rotvec_to_matrix([0.2, -0.4, 1.1]))
-    q[start + 4:start + 7] = [1.5, -2.0, 0.45]
-    p, quaternion = pose_of_base(plant, base, q)
-    values = np.empty(3)
-    assert validate_odometry(p, quaternion, True, base.target, values) == ODOMETRY_OK
-    np.testing.assert_allclose(values, [1.5, -2.0, 0.45], atol=1e-12)
-    with pytest.raises(EstimatorConfigError, match="floating base"):
-        odometry_base(plant, config(use_yaw=True), art_q(plant))
+    for use_yaw in (False, True):
+        base = odometry_base(plant, config(use_yaw=use_yaw), art_q(plant))
+        start = base.joint.position_start
+        assert list(base.q_index) == [start + 4, start + 5, start + 6] and base.art_index.size == 0
+        assert base.target.heading == use_yaw
+        q = np.asarray(plant.default_positions(), dtype=float).copy()
+        q[start:start + 4] = matrix_to_quat(rotation_z(2.9) @ rotation_y(-0.4) @ rotation_x(0.2))
+        q[start + 4:start + 7] = [1.5, -2.0, 0.45]
+        p, quaternion = pose_of_base(plant, base, q)
+        values = np.empty(VALUES)
+        assert validate_odometry(p, quaternion, True, base.target, values) == ODOMETRY_OK
+        np.testing.assert_allclose(values[:3], [1.5, -2.0, 0.45], atol=1e-12)
+        if use_yaw:
+            assert values[YAW] == pytest.approx(2.9, abs=1e-12)
+        else:
+            assert math.isnan(values[YAW])
 
 
 def test_bad_messages_are_refused_with_their_reason_and_no_values():
@@ -105,7 +120,7 @@ def test_bad_messages_are_refused_with_their_reason_and_no_values():
     quaternions = np.stack([c[1] for c in cases])
     frames = np.array([c[2] for c in cases])
     code = np.empty(len(cases), dtype=np.int64)
-    values = np.empty((len(cases), 3))
+    values = np.empty((len(cases), VALUES))
     validate_odometries(positions, quaternions, frames, base.target, code, values)
     assert [int(c) for c in code] == [REASON_CODE[c[3]] for c in cases]
     assert np.isnan(values).all()
@@ -137,9 +152,9 @@ def test_a_cycle_uses_the_newest_sample_not_after_its_stamp_within_the_timeout()
 
     assert taken(1.0, 0.1) is None and np.isnan(out["values"]).all()  # nothing heard
     for k in range(40):  # 40 samples at 100 Hz from t = 1.0: the ring keeps the newest MEMORY_LENGTH
-        remember(memory[0], 1.0 + 0.01 * k, np.array([k, 2.0 * k, 3.0 * k]))
+        remember(memory[0], 1.0 + 0.01 * k, np.array([k, 2.0 * k, 3.0 * k, -k]))
     assert memory["count"][0] == MEMORY_LENGTH and memory["last_stamp"][0] == 1.0 + 0.01 * 39
-    assert taken(1.305, 0.1) == [30.0, 60.0, 90.0]  # 1.30 <= 1.305 < 1.31
+    assert taken(1.305, 0.1) == [30.0, 60.0, 90.0, -30.0]  # 1.30 <= 1.305 < 1.31
     assert taken(1.31, 0.1)[0] == 31.0  # equal stamps match
     assert taken(1.31 - 1e-7, 0.1)[0] == 31.0  # within SAME_INSTANT_S: the same instant
     assert taken(5.0, 10.0)[0] == 39.0  # ahead of every sample: the newest
@@ -320,3 +335,62 @@ def test_a_time_offset_moves_the_stamp_every_rule_sees():
     assert status.reason is RejectReason.FUTURE_STAMP and "stamp 1.051000 s" in status.detail
     status, results = estimator.process_imu("hand", 1.057, unit, rate, now=1.0)  # 1.049: accepted
     assert status.ok and [r.stamp for r in results] == [1_049_000_000 * 1e-9]  # from integer nanoseconds
+
+
+def test_floating_base_yaw_follows_the_odometry_while_the_imus_share_a_drifting_heading():
+    """The quadruped with a trunk IMU and IMUs on the front-left thigh and shank estimating that leg (the other legs
+    measured). Every IMU's earth frame shares a heading offset of 0.7 rad that drifts at 3 deg/s (their common
+    heading, which no magnetometer fixes); the odometry carries the true trunk pose. With odometry_yaw the solve
+    stays in the IMUs' frame and each solution is turned about the vertical: in every cycle whose odometry is of
+    its own instant the published trunk orientation and angular velocity are the truth's; the estimated joints are
+    bit for bit those solved without the odometry's yaw (the solve is invariant to the common heading), the sensor
+    errors too (every body turned with the trunk); the node's path equals replay's bit for bit."""
+    plant = quadruped()
+    imus = (ImuConfig("trunk", "trunk_imu_link"), ImuConfig("thigh", "fl_thigh"), ImuConfig("shank", "fl_shank"))
+    leg = ("fl_hip_abduction", "fl_hip_flexion", "fl_knee")
+    measured = [n for n in plant.articulated_view().position_names() if n not in leg]
+    run = simulated(plant, [SimulatedImu(i.name, i.body) for i in imus], measured)
+    results = {}
+    for use_yaw in (False, True):
+        config = EstimatorConfig(imus=imus, estimated_joints={"quadruped": leg},
+                                 odometry=OdometryConfig(use_yaw=use_yaw), sync_tolerance_s=1e-4, accuracy=1e-9)
+        estimator = Estimator(plant, config)
+        messages = []
+        for arrival, kind, name, stamp, payload in messages_with_odometry(plant, estimator.odometry_base, run, {},
+                                                                          True):
+            if kind == 0:  # the IMUs' common earth frame, turned about the vertical
+                R_GS = rotation_z(0.7 + math.radians(3.0) * stamp) @ quat_to_matrix(payload[0])
+                payload = (matrix_to_quat(R_GS), payload[1])
+            elif kind == 2:  # delivered before the instant's IMU samples, so that its cycle can use it
+                arrival -= 0.002
+            messages.append((arrival, kind, name, stamp, payload))
+        messages.sort(key=lambda m: m[0])
+        streaming = stream(estimator, messages, True)
+        batch = list(Estimator(plant, config).run(as_window(messages, list(config.imu_names), True)).results())
+        assert len(batch) == len(streaming) > 90
+        for expected, got in zip(streaming, batch, strict=True):
+            assert got.stamp == expected.stamp
+            np.testing.assert_array_equal(got.q, expected.q)
+            np.testing.assert_array_equal(got.v, expected.v)
+        results[use_yaw] = streaming
+    joint = plant.floating_base_joints()[0]
+    qs, vs = joint.position_start, joint.velocity_start
+    rotation = np.arange(qs, qs + 4)
+    times = np.asarray(run.times)
+    checked = 0
+    for turned, plain in zip(results[True], results[False], strict=True):
+        others = np.setdiff1d(np.arange(plant.num_positions()), rotation)
+        np.testing.assert_array_equal(turned.q[others], plain.q[others])
+        for name in turned.sensor_errors_deg:
+            assert turned.sensor_errors_deg[name] == pytest.approx(plain.sensor_errors_deg[name], abs=1e-6)
+        k = int(np.argmin(np.abs(times - turned.stamp)))
+        if k % 2 or k < 10:  # the odometry (every other instant) of another instant: its yaw is 10 ms old
+            continue
+        R_true, R_turned = quat_to_matrix(run.q[k, rotation]), quat_to_matrix(turned.q[rotation])
+        assert np.linalg.norm(matrix_to_rotvec(R_true.T @ R_turned)) < 1e-6
+        heading = 0.7 + math.radians(3.0) * turned.stamp  # without odometry_yaw: the IMUs' heading, Rz(h) R_true
+        assert abs(np.linalg.norm(matrix_to_rotvec(R_true.T @ quat_to_matrix(plain.q[rotation]))) - heading) < 1e-6
+        np.testing.assert_allclose(turned.v[vs:vs + 3], run.v[k, vs:vs + 3], atol=1e-6)
+        np.testing.assert_allclose(turned.q, run.q[k], atol=1e-6)
+        checked += 1
+    assert checked > 40

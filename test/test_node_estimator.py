@@ -928,9 +928,10 @@ def odometry_msg(sec, nanosec, X_WB, frame_id="odom", child_frame_id="trunk"):
 
 def test_base_translation_follows_the_robots_odometry_and_bad_odometry_is_counted(ros_node, ros_processes,
                                                                                   tmp_path):
-    """13.2 over DDS: the quadruped's trunk translation comes from a nav_msgs/Odometry input (legged odometry in
-    odom) while the IMU estimates its rotation; every output's position is the odometry's at a stamp not after
-    the output's (the newest that had arrived), the rotation is the truth's, and odometry with NaN, an unknown
+    """13.2 over DDS: the quadruped's trunk translation and, with odometry_yaw, its yaw come from a
+    nav_msgs/Odometry input (legged odometry in odom) while the IMU, whose earth frame is 0.5 rad off in heading,
+    gives its roll and pitch; every output's position is the odometry's at a stamp not after the output's (the
+    newest that had arrived), its yaw that odometry's and its tilt the truth's, and odometry with NaN, an unknown
     frame or a stale stamp is dropped, counted under the odometry entry of /diagnostics and logged."""
     plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
     params = QUADRUPED_PARAMS + """
@@ -938,6 +939,7 @@ imus:
   trunk: {body: trunk_imu_link, topic: /q/imu/trunk}
 world_frame: odom
 odometry_topic: /q/legged_odometry
+odometry_yaw: true
 diagnostics_period: 0.2
 log_throttle: 0.0
 """
@@ -958,12 +960,13 @@ log_throttle: 0.0
     stream.wait_connected()
     ros_node.wait_for_subscriptions(legged, timeout=STARTUP_TIMEOUT)
     trunk = plant.get_body_by_name("trunk").index
-    published = {}  # stamp -> the odometry position published for it
+    published, rotations = {}, {}  # stamp -> the odometry position and trunk rotation published for it
 
     def step():
-        sec, nanosec = stream.publish()
+        sec, nanosec = stream.publish(R_GW=rotation_z(0.5))  # the IMU's heading 0.5 rad off
         X_WB = plant.calc_body_poses(stream.truth[(sec, nanosec)][0])[trunk]
         published[sec + nanosec * 1e-9] = X_WB[:3, 3].copy()
+        rotations[sec + nanosec * 1e-9] = X_WB[:3, :3].copy()
         legged.publish(odometry_msg(sec, nanosec, X_WB))
 
     def position(msg):
@@ -983,6 +986,13 @@ log_throttle: 0.0
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         candidates = stamps[stamps <= stamp + 1e-9]  # a late odometry leaves the last one held
         assert any(np.allclose(position(msg), published[s], atol=1e-9) for s in candidates), (stamp, position(msg))
+        matched = next(s for s in candidates[::-1] if np.allclose(position(msg), published[s], atol=1e-9))
+        o = msg.pose.pose.orientation
+        R = quat_to_matrix([o.w, o.x, o.y, o.z])
+        yaw = math.atan2(rotations[matched][1, 0], rotations[matched][0, 0])  # the matched odometry's
+        assert abs(math.remainder(math.atan2(R[1, 0], R[0, 0]) - yaw, 2 * math.pi)) < 1e-5, stamp
+        true = min(rotations, key=lambda s: abs(s - stamp))  # the IMU's instant: the tilt is the truth's
+        np.testing.assert_allclose(R[2], rotations[true][2], atol=1e-5)
         # Published right after the IMU sample of its stamp, the odometry of an instant usually arrives after that
         # instant's cycle ran: the cycle then takes the previous one (10 ms older), never a later one.
         followed += any(np.allclose(position(msg), published[s], atol=1e-9) for s in candidates[-2:])

@@ -175,13 +175,14 @@ _OFFSET_RANGE = (-MAX_TIME_OFFSET_S, MAX_TIME_OFFSET_S)
 
 INPUT_PARAMETERS = (
     ParameterSpec("odometry_topic", STRING, "", "nav_msgs/Odometry of a planar or floating base (wheel or legged "
-                  "odometry, robot_localization): its translation, and with odometry_yaw a planar base's heading; "
+                  "odometry, robot_localization): its translation, and with odometry_yaw its heading; "
                   "header frame = the base's parent frame, child frame = the base link (with frame_prefix); empty: "
                   "none", read_only=True),
     ParameterSpec("odometry_instance", STRING, "", "model instance whose base the odometry drives (empty: the only "
                   "one with a planar or floating base)", read_only=True),
-    ParameterSpec("odometry_yaw", BOOL, False, "also take a planar base's heading from the odometry (off: the "
-                  "IMUs estimate it)", read_only=True),
+    ParameterSpec("odometry_yaw", BOOL, False, "also take the base's heading from the odometry (off: the IMUs "
+                  "estimate it); a floating base's yaw about the vertical is turned to the odometry's at the output, "
+                  "roll, pitch and the joints staying the IMUs'", read_only=True),
     ParameterSpec("odometry_time_offset", DOUBLE, 0.0, "seconds subtracted from every odometry stamp (its delay)",
                   read_only=True, value_range=_OFFSET_RANGE),
     ParameterSpec("joint_states_time_offset", DOUBLE, 0.0, "seconds subtracted from every joint-state stamp (the "

@@ -59,6 +59,8 @@ DEFAULT_ERROR_TOLERANCE = 1e-4
 DEFAULT_MAX_ITERATIONS = 1000
 # Initial λ of the damping μ = λ |gradient| (see kernels.compute_step).
 _INITIAL_LAMBDA = 1e-2
+# A quaternion norm this close to 1 is unit to rounding (set_positions keeps it as given).
+_UNIT_TO_ROUNDING = 4.0 * np.finfo(float).eps
 
 _STATUS_TEXT = {
     kernels.STATUS_CONVERGED: "converged",
@@ -328,7 +330,10 @@ class Assembler:
         return self._q.copy()
 
     def set_positions(self, q) -> None:
-        """Set the internal q (e.g. locked encoder values or a starting guess); quaternions are normalized."""
+        """Set the internal q (e.g. locked encoder values or a starting guess); quaternions are normalized, except
+        one already unit to rounding (|‖q‖ - 1| <= 4 ε, as the solver's own steps leave it: they divide by the
+        norm), which is kept bit for bit, so that a solution set back as the next frame's start is the start
+        ``track_sequence`` carries from frame to frame (the node's cycle-by-cycle solves then equal replay's)."""
         q = np.asarray(q, dtype=float)
         if q.shape != (self._nq,):
             raise AssemblyValueError(f"set_positions: expected shape ({self._nq},), got {q.shape}")
@@ -337,7 +342,8 @@ class Assembler:
         q = q.copy()
         for joint in self.plant.floating_base_joints():
             qs = joint.position_start
-            q[qs : qs + 4] = spatial.quat_normalize(q[qs : qs + 4])
+            if not abs(math.sqrt(float(q[qs:qs + 4] @ q[qs:qs + 4])) - 1.0) <= _UNIT_TO_ROUNDING:
+                q[qs : qs + 4] = spatial.quat_normalize(q[qs : qs + 4])
         self._q = q
 
     def get_time(self) -> float:

@@ -154,7 +154,8 @@ class OdometryConfig:
             odometry; None: the robot's only such instance.
         topic: ROS topic of the Odometry stream (unused by the core, kept for the node).
         use_yaw: also take the base's heading from the odometry (a planar base: its rotation coordinate, then no
-            longer estimated). Off: the translation only; the rotation the IMUs observe stays estimated.
+            longer estimated; a floating base: its yaw about the vertical, the solution turned to it at the output,
+            ``odometry_input``). Off: the translation only; the rotation the IMUs observe stays estimated.
         time_offset_s: seconds subtracted from every message's stamp (as :attr:`ImuConfig.time_offset_s`).
     """
 

@@ -27,7 +27,7 @@ from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
 from ros_dofkit.core.estimator.heading import HeadingFilter, fill_accelerations
 from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
-from ros_dofkit.core.estimator.odometry_input import validate_odometry
+from ros_dofkit.core.estimator.odometry_input import VALUES, turn_headings, validate_odometry
 from ros_dofkit.core.estimator.offline import (
     EstimatorResult,
     OfflineInputs,
@@ -38,7 +38,7 @@ from ros_dofkit.core.estimator.offline import (
     validate_window,
 )
 from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
-from ros_dofkit.core.spatial import describe_quaternion_problem
+from ros_dofkit.core.spatial import describe_quaternion_problem, matrix_to_quat, rotation_z
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
 TRACK_CHUNK = 512
@@ -131,7 +131,7 @@ class Estimator:
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
         self._sample = np.empty(1, dtype=rules.SAMPLE)  # one message's sample
         self._no_covariance = np.zeros(0)  # an orientation covariance not read (imu_covariance_weighting off)
-        self._odometry_values = np.empty(3)
+        self._odometry_values = np.empty(VALUES)
         self._build_solver()
         self._raw_imus = None
         self._heading = self._heading_filter(config)
@@ -159,6 +159,7 @@ class Estimator:
         self._needs_assemble = True
         self._is_initialized = not self._setup.free_q.any()
         self._q_last = None  # q of the last cycle (the velocity prior's previous q)
+        self._heading_turn = np.full(1, np.nan)  # a floating base's yaw from odometry: the Δ held (odometry_input)
         self._cycles = 0
         self._solve_failures = 0
         if self._heading is not None:
@@ -527,7 +528,7 @@ class Estimator:
             self._heading.begin_run(cycles.sample["stamp"][:C], w_S, cycles.sample["f_S"][:C])
         solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"],
                             cycles.odometry[:C]["values"], progress, factors)
-        Q = solve["q"]
+        Q, turn = self._odometry_heading(solve, cycles.odometry[:C]["values"], cycle["reset"])
         v_prior = self._velocity_priors(Q, cycle["stamp"], cycle["stamp_prev"], encoder["v"])
         V = np.empty_like(v_prior)
         from_gyro = np.zeros(v_prior.shape, dtype=bool)
@@ -538,6 +539,8 @@ class Estimator:
             raise np.linalg.LinAlgError("gyro velocities: singular normal equations (velocity_regularization is 0 "
                                         "and the gyros do not observe every free velocity)")
         errors = np.empty((C, len(self._names)))
+        if turn is not None:  # the observations turned with the solution: the errors of the solve
+            R_GS = self._turned_observations(R_GS, turn)
         sensor_errors(X_WB, observed, self._setup.body_index, self._R_BS_array,
                       np.ascontiguousarray(self._R_WG, dtype=float), R_GS, errors)
         if C:
@@ -556,6 +559,31 @@ class Estimator:
             position_names=tuple(self._plant.position_names()), velocity_names=tuple(self._plant.velocity_names()),
             articulated_names=self._setup.art_names, first_cycle=first_cycle, tree=self._tree,
             **self._summary(rejected_inputs))
+
+    def _odometry_heading(self, solve, odometry, reset):
+        """``(Q, Δ)``: the solves' q, with a floating base's yaw taken from the odometry (``use_yaw``; module
+        ``odometry_input``: each solution turned by Rz(Δ) about the world's vertical at the output, the solve itself
+        left in the IMUs' frame); the turned cycles' poses are recomputed from Q. Δ (C,) NaN where not turned, None
+        without a floating base's yaw."""
+        base = self._setup.odometry
+        if base is None or not base.target.heading:
+            return solve["q"], None
+        R_WF = np.ascontiguousarray(base.target.X_FW[:3, :3].T)
+        Q = np.empty_like(solve["q"])
+        turn = np.empty(len(Q))
+        turn_headings(solve["q"], np.ascontiguousarray(odometry[:, VALUES - 1]), reset, base.joint.position_start, R_WF,
+                      np.ascontiguousarray(base.target.X_BM[0, :3]), matrix_to_quat(R_WF), self._heading_turn, Q, turn)
+        solve["have_X_WB"][np.isfinite(turn)] = False  # the solver's poses are the unturned ones
+        return Q, turn
+
+    def _turned_observations(self, R_GS, turn):
+        """R_GS (C, n_imu, 3, 3) as the turned solution sees it: R_WG^T Rz(Δ) R_WG R_GS where Δ is finite."""
+        rows = np.flatnonzero(np.isfinite(turn))
+        turned = R_GS.copy()
+        if rows.size:
+            M = self._R_WG.T @ rotation_z(turn[rows]) @ self._R_WG
+            turned[rows] = np.einsum("cij,cnjk->cnik", M, R_GS[rows])
+        return np.ascontiguousarray(turned)
 
     def _weight_factors(self, R_var):
         """(C, n_imu) each sample's weight factor in the orientation solve with ``imu_covariance_weighting``:

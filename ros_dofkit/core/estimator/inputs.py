@@ -318,7 +318,8 @@ def parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present=True
             if covariance.size != 9:
                 return rejected(RejectReason.MISMATCHED_ARRAYS,
                                 f"orientation_covariance needs 9 entries (3x3 row-major), got {covariance.size}"), None
-            if orientation_variance(covariance)[0] != COVARIANCE_OK:
+            # the compiled rule's own Python (an explanation path: no kernel compiled for it)
+            if orientation_variance.py_func(covariance)[0] != COVARIANCE_OK:
                 return rejected(RejectReason.BAD_COVARIANCE, describe_covariance_problem(covariance)), None
     if angular_velocity_present and angular_velocity is not None:
         w_S = np.asarray(angular_velocity, dtype=float).reshape(-1)

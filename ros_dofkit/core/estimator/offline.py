@@ -157,7 +157,7 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odom
     if n_odom and odometry is None:
         raise OfflineInputError(f"{n_odom} odometry inputs, but the estimator has no odometry configured")
     odom_code = np.empty(n_odom, dtype=np.int64)
-    odom_values = np.empty((n_odom, 3))
+    odom_values = np.empty((n_odom, odometry_input.VALUES))
     if n_odom:
         odometry_input.validate_odometries(
             np.ascontiguousarray(inputs.odom_position, dtype=float),

@@ -749,7 +749,7 @@ WindowInputs.__doc__ = """A window of validated inputs in offering order: ``kind
 state, 2 = odometry; ``row`` its row in the IMU arrays, joint-state index or odometry arrays; ``now`` (M,) receive
 clock (NaN: none); ``stamp_ns`` (M,); per IMU sample its sensor, validation code and :data:`SAMPLE` (stamps filled,
 NaN = absent); per joint state its stamp, code and its coordinates' CSR slice (``js_offsets``) of indices,
-positions and velocities; per odometry message its stamp, validation code and base coordinates (3,)."""
+positions and velocities; per odometry message its stamp, validation code and values (``odometry_input.VALUES``,)."""
 
 
 @njit(cache=True, error_model="numpy")
