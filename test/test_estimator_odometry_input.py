@@ -26,6 +26,7 @@ from ros_dofkit.core.estimator.odometry_input import (
     validate_odometries,
     validate_odometry,
 )
+from ros_dofkit.core.estimator.odometry import UNOBSERVED_VARIANCE, SolveCovarianceModel, base_odometries
 from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
@@ -344,7 +345,8 @@ def test_floating_base_yaw_follows_the_odometry_while_the_imus_share_a_drifting_
     stays in the IMUs' frame and each solution is turned about the vertical: in every cycle whose odometry is of
     its own instant the published trunk orientation and angular velocity are the truth's; the estimated joints are
     bit for bit those solved without the odometry's yaw (the solve is invariant to the common heading), the sensor
-    errors too (every body turned with the trunk); the node's path equals replay's bit for bit."""
+    errors too (every body turned with the trunk); the node's path equals replay's bit for bit. The Odometry
+    output's yaw variance is the unobserved one (the yaw is a copy of the input's), roll and pitch the solve's."""
     plant = quadruped()
     imus = (ImuConfig("trunk", "trunk_imu_link"), ImuConfig("thigh", "fl_thigh"), ImuConfig("shank", "fl_shank"))
     leg = ("fl_hip_abduction", "fl_hip_flexion", "fl_knee")
@@ -373,6 +375,11 @@ def test_floating_base_yaw_follows_the_odometry_while_the_imus_share_a_drifting_
             np.testing.assert_array_equal(got.q, expected.q)
             np.testing.assert_array_equal(got.v, expected.v)
         results[use_yaw] = streaming
+        # the Odometry output: the yaw is the input's, so its variance is the unobserved one; roll, pitch solved
+        covariances = SolveCovarianceModel(estimator, 1e-4, 1e-4).covariances(streaming[-1])
+        base = base_odometries(plant)[0]
+        pose = base.covariance(streaming[-1].X_WB[base.body][:3, :3], covariances).pose
+        assert (pose[5, 5] == UNOBSERVED_VARIANCE) == use_yaw and pose[3, 3] < 1.0 and pose[4, 4] < 1.0
     joint = plant.floating_base_joints()[0]
     qs, vs = joint.position_start, joint.velocity_start
     rotation = np.arange(qs, qs + 4)

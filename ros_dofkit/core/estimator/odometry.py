@@ -342,6 +342,10 @@ class SolveCovarianceModel:
     (``Estimator._weight_factors``, ``s²`` = ``orientation_variance``, ``v_i`` the message's mean variance):
     sensor i's noise is then ``v_i = s² weight_i / w_i`` (``s²`` where its covariance was unknown, f_i = 1), and
     with equal configured weights the orientation covariance is ``(sum_i J_iᵀ J_i / v_i)⁺``.
+
+    A floating base whose yaw comes from the odometry (``odometry_yaw``) publishes the odometry's yaw, not this
+    solve's: its rotation about the world's vertical gets :data:`UNOBSERVED_VARIANCE` (as the translation the
+    odometry gives), so that a filter fusing both counts the odometry once; roll and pitch keep the solve's.
     """
 
     def __init__(self, estimator, orientation_variance: float, angular_velocity_variance: float):
@@ -356,6 +360,10 @@ class SolveCovarianceModel:
         self._names = estimator.config.imu_names
         self._bodies = np.array([estimator.imu_body(name).index for name in self._names], dtype=np.int64)
         self._weights = np.array([imu.weight for imu in estimator.config.imus], dtype=float)
+        base = estimator.odometry_base
+        # A floating base's yaw taken from the odometry (odometry_input): not this solve's, a copy of the input's.
+        self._yaw_copied = None if base is None or not base.target.heading else (
+            base.joint.velocity_start, base.target.X_FW[:3, 2].copy())  # (first velocity, world vertical in F)
         self._orientation_variance = float(orientation_variance)
         self._angular_velocity_variance = float(angular_velocity_variance)
 
@@ -392,6 +400,11 @@ class SolveCovarianceModel:
         _cycle_covariances(self._tree, np.ascontiguousarray(q, dtype=float), self._bodies[observed],
                            np.ascontiguousarray(used), noise, self._angular_velocity_variance,
                            self._free_index, UNOBSERVED_VARIANCE, RANK_TOLERANCE, orientation, velocity)
+        if self._yaw_copied is not None:
+            start, n = self._yaw_copied  # Σ_F <- P Σ_F P + U n nᵀ, P = I - n nᵀ (n: the vertical in F)
+            block = slice(start, start + 3)
+            P = np.eye(3) - np.outer(n, n)
+            orientation[block, block] = P @ orientation[block, block] @ P + UNOBSERVED_VARIANCE * np.outer(n, n)
         return SolveCovariances(orientation=orientation, velocity=velocity, free=self.free)
 
 
