@@ -12,6 +12,7 @@ from ros_dofkit.core.errors import EstimatorConfigError, UnknownNameError
 from ros_dofkit.core.estimator.config import EstimatorConfig, ImuConfig, OdometryConfig
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.inputs import REASON_CODE, RejectReason
+from ros_dofkit.core.estimator.odometry import UNOBSERVED_VARIANCE, SolveCovarianceModel, base_odometries
 from ros_dofkit.core.estimator.odometry_input import (
     MATCH,
     MEMORY_LENGTH,
@@ -26,7 +27,6 @@ from ros_dofkit.core.estimator.odometry_input import (
     validate_odometries,
     validate_odometry,
 )
-from ros_dofkit.core.estimator.odometry import UNOBSERVED_VARIANCE, SolveCovarianceModel, base_odometries
 from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
