@@ -144,6 +144,19 @@ def quadruped_run():
     return plant, noise, run, loop
 
 
+def trunk_cycles(loop, run, qs):
+    """(result, k, R_est, rotation error in the world frame) of the replayed cycles after the first 20 that match a
+    simulated instant k and observe both trunk IMUs; ``qs`` the trunk quaternion's first coordinate."""
+    index = {round(t, 6): k for k, t in enumerate(run.times)}
+    for result in loop.results[20:]:
+        k = index.get(round(result.stamp, 6))
+        if k is None or len(result.observed_sensors) != 2:
+            continue
+        R_true = quat_to_matrix(run.q[k, qs:qs + 4])
+        R_est = quat_to_matrix(result.q[qs:qs + 4])
+        yield result, k, R_est, matrix_to_rotvec(R_est @ R_true.T)
+
+
 def test_odometry_covariance_matches_the_empirical_spread_of_a_simulated_run(quadruped_run):
     plant, noise, run, loop = quadruped_run
     joint = plant.floating_base_joints()[0]
@@ -151,15 +164,9 @@ def test_odometry_covariance_matches_the_empirical_spread_of_a_simulated_run(qua
     R_WF = np.asarray(joint.frame_on_parent.X_BF)[:3, :3]
     s_orientation = math.radians(noise.orientation_deg)
     model = SolveCovarianceModel(loop.estimator, s_orientation**2, noise.gyro**2)
-    index = {round(t, 6): k for k, t in enumerate(run.times)}
     rotation_errors, rate_errors, predicted_pose, predicted_twist = [], [], [], []
-    for result in loop.results[20:]:
-        k = index.get(round(result.stamp, 6))
-        if k is None or len(result.observed_sensors) != 2:
-            continue
-        R_true = quat_to_matrix(run.q[k, qs:qs + 4])
-        R_est = quat_to_matrix(result.q[qs:qs + 4])
-        rotation_errors.append(matrix_to_rotvec(R_est @ R_true.T))  # small rotation in the world (header) frame
+    for result, k, R_est, error in trunk_cycles(loop, run, qs):
+        rotation_errors.append(error)  # small rotation in the world (header) frame
         rate_errors.append(R_est.T @ (result.v[vs:vs + 3] - run.v[k, vs:vs + 3]))  # in the child frame
         covariance = floating_base_covariance(vs, R_WF, R_est, *(lambda c: (c.orientation, c.velocity))(
             model.covariances(result)))
@@ -257,7 +264,6 @@ def test_covariance_weighted_odometry_covariance_matches_the_empirical_spread():
     joint = plant.floating_base_joints()[0]
     qs, vs = joint.position_start, joint.velocity_start
     R_WF = np.asarray(joint.frame_on_parent.X_BF)[:3, :3]
-    index = {round(t, 6): k for k, t in enumerate(run.times)}
     spread = {}
     for weighting in (True, False):
         config = EstimatorConfig(imus=(ImuConfig("a", "trunk_imu_link"), ImuConfig("b", "trunk", mounting=mounting)),
@@ -268,13 +274,8 @@ def test_covariance_weighted_odometry_covariance_matches_the_empirical_spread():
             loop.feed(item)
         model = SolveCovarianceModel(loop.estimator, stddev["a"] ** 2, 0.01 ** 2)
         errors, predicted = [], []
-        for result in loop.results[20:]:
-            k = index.get(round(result.stamp, 6))
-            if k is None or len(result.observed_sensors) != 2:
-                continue
-            R_true = quat_to_matrix(run.q[k, qs:qs + 4])
-            R_est = quat_to_matrix(result.q[qs:qs + 4])
-            errors.append(matrix_to_rotvec(R_est @ R_true.T))
+        for result, _, R_est, error in trunk_cycles(loop, run, qs):
+            errors.append(error)
             covariances = model.covariances(result)
             predicted.append(np.diag(floating_base_covariance(vs, R_WF, R_est, covariances.orientation,
                                                               covariances.velocity).pose)[3:])

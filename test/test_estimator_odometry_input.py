@@ -221,6 +221,19 @@ def stream(estimator, messages, with_clock):
     return results
 
 
+def streaming_equals_batch(plant, config, estimator, messages, with_clock):
+    """``messages`` through the node's path (``estimator``, one message at a time) and replay's (a new Estimator of
+    ``config``, one window): asserts the same bits; returns the streamed results."""
+    streaming = stream(estimator, messages, with_clock)
+    batch = list(Estimator(plant, config).run(as_window(messages, list(config.imu_names), with_clock)).results())
+    assert len(batch) == len(streaming) > 90
+    for expected, got in zip(streaming, batch, strict=True):
+        assert got.stamp == expected.stamp
+        np.testing.assert_array_equal(got.q, expected.q)
+        np.testing.assert_array_equal(got.v, expected.v)
+    return streaming
+
+
 def as_window(messages, imu_names, with_clock):
     kind = np.array([m[1] for m in messages], dtype=np.int64)
     rows = [[m for m in messages if m[1] == k] for k in range(3)]
@@ -261,13 +274,7 @@ def test_planar_base_follows_the_odometry_streaming_equals_batch_bit_for_bit(wit
         measured = [n for i, n in enumerate(names) if not estimator.estimated_mask[i] and i not in base.art_index]
         run = simulated(plant, [SimulatedImu(i.name, i.body) for i in imus], measured)
         messages = messages_with_odometry(plant, base, run, {"base": 0.008}, with_clock)
-        streaming = stream(estimator, messages, with_clock)
-        batch = list(Estimator(plant, config).run(as_window(messages, list(config.imu_names), with_clock)).results())
-        assert len(batch) == len(streaming) > 90
-        for expected, got in zip(streaming, batch, strict=True):
-            assert got.stamp == expected.stamp
-            np.testing.assert_array_equal(got.q, expected.q)
-            np.testing.assert_array_equal(got.v, expected.v)
+        streaming = streaming_equals_batch(plant, config, estimator, messages, with_clock)
         counts = estimator.reject_counts_by_source()
         expected_counts = {("odometry", reason): 1 for reason in ("non_finite", "unknown_frame", "zero_quaternion",
                                                                   "repeated_stamp")}
@@ -306,14 +313,8 @@ def test_floating_base_translation_from_odometry_rotation_from_the_imu_with_time
             m = (m[0] - 0.002, 2, m[2], m[3] + 0.012, m[4])
         messages.append(m)
     messages.sort(key=lambda m: m[0])
-    streaming = stream(estimator, messages, True)
-    batch = list(Estimator(plant, config).run(as_window(messages, ["trunk"], True)).results())
-    assert len(batch) == len(streaming) > 90
+    streaming = streaming_equals_batch(plant, config, estimator, messages, True)
     times = np.asarray(run.times)
-    for expected, got in zip(streaming, batch, strict=True):
-        assert got.stamp == expected.stamp
-        np.testing.assert_array_equal(got.q, expected.q)
-        np.testing.assert_array_equal(got.v, expected.v)
     for result in streaming[10:]:
         k = int(np.argmin(np.abs(times - result.stamp)))
         assert abs(times[k] - result.stamp) < 1e-9
@@ -367,13 +368,7 @@ def test_floating_base_yaw_follows_the_odometry_while_the_imus_share_a_drifting_
                 arrival -= 0.002
             messages.append((arrival, kind, name, stamp, payload))
         messages.sort(key=lambda m: m[0])
-        streaming = stream(estimator, messages, True)
-        batch = list(Estimator(plant, config).run(as_window(messages, list(config.imu_names), True)).results())
-        assert len(batch) == len(streaming) > 90
-        for expected, got in zip(streaming, batch, strict=True):
-            assert got.stamp == expected.stamp
-            np.testing.assert_array_equal(got.q, expected.q)
-            np.testing.assert_array_equal(got.v, expected.v)
+        streaming = streaming_equals_batch(plant, config, estimator, messages, True)
         results[use_yaw] = streaming
         # the Odometry output: the yaw is the input's, so its variance is the unobserved one; roll, pitch solved
         covariances = SolveCovarianceModel(estimator, 1e-4, 1e-4).covariances(streaming[-1])

@@ -916,6 +916,14 @@ def start_node(ros_processes, tmp_path, params: str):
     return process
 
 
+def start_quadruped(ros_node, ros_processes, tmp_path, params: str):
+    """The quadruped's estimator on QUADRUPED_PARAMS and ``params`` (its IMUs, inputs) with diagnostics every 0.2 s
+    and unthrottled warnings: ``(process, its trunk Odometry collector, the /diagnostics collector)``."""
+    process = start_node(ros_processes, tmp_path, params + "diagnostics_period: 0.2\nlog_throttle: 0.0\n")
+    return (process, ros_node.collect(Odometry, "/q/out/odometry/quadruped", output_qos()),
+            ros_node.collect(DiagnosticArray, "/diagnostics", output_qos()))
+
+
 def odometry_msg(sec, nanosec, X_WB, frame_id="odom", child_frame_id="trunk"):
     msg = Odometry()
     msg.header.stamp.sec, msg.header.stamp.nanosec = int(sec), int(nanosec)
@@ -940,12 +948,8 @@ imus:
 world_frame: odom
 odometry_topic: /q/legged_odometry
 odometry_yaw: true
-diagnostics_period: 0.2
-log_throttle: 0.0
 """
-    process = start_node(ros_processes, tmp_path, params)
-    outputs = ros_node.collect(Odometry, "/q/out/odometry/quadruped", output_qos())
-    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    process, outputs, diagnostics = start_quadruped(ros_node, ros_processes, tmp_path, params)
     w_W = np.array([0.2, -0.1, 0.6])
     default = plant.default_positions()
 
@@ -1032,12 +1036,8 @@ imus:
   a: {body: trunk, topic: /q/imu/a}
   b: {body: trunk, topic: /q/imu/b}
 imu_covariance_weighting: true
-diagnostics_period: 0.2
-log_throttle: 0.0
 """
-    process = start_node(ros_processes, tmp_path, params)
-    outputs = ros_node.collect(Odometry, "/q/out/odometry/quadruped", output_qos())
-    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    process, outputs, diagnostics = start_quadruped(ros_node, ros_processes, tmp_path, params)
     publishers = {name: ros_node.create_publisher(Imu, f"/q/imu/{name}", RELIABLE) for name in "ab"}
     joints = ros_node.create_publisher(JointState, "/q/joint_states", RELIABLE)
     for publisher in [*publishers.values(), joints]:

@@ -27,7 +27,7 @@ from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
 from ros_dofkit.core.estimator.heading import HeadingFilter, fill_accelerations
 from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
-from ros_dofkit.core.estimator.odometry_input import VALUES, turn_headings, validate_odometry
+from ros_dofkit.core.estimator.odometry_input import VALUES, YAW, turn_headings, validate_odometry
 from ros_dofkit.core.estimator.offline import (
     EstimatorResult,
     OfflineInputs,
@@ -571,7 +571,7 @@ class Estimator:
         R_WF = np.ascontiguousarray(base.target.X_FW[:3, :3].T)
         Q = np.empty_like(solve["q"])
         turn = np.empty(len(Q))
-        turn_headings(solve["q"], np.ascontiguousarray(odometry[:, VALUES - 1]), reset, base.joint.position_start, R_WF,
+        turn_headings(solve["q"], np.ascontiguousarray(odometry[:, YAW]), reset, base.joint.position_start, R_WF,
                       np.ascontiguousarray(base.target.X_BM[0, :3]), matrix_to_quat(R_WF), self._heading_turn, Q, turn)
         solve["have_X_WB"][np.isfinite(turn)] = False  # the solver's poses are the unturned ones
         return Q, turn
