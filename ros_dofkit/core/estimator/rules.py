@@ -44,11 +44,12 @@ The rules (DESIGN.md's data flow; ``now`` NaN = no receive clock, as offline):
     filter whose gains are a least-squares line's through the j references so far (a = 2 (2j - 1) / (j (j + 1)),
     b = 6 / (j (j + 1))) down to :data:`PHASE_GAIN` and :data:`PERIOD_GAIN`: the grid averages the stamp errors
     of many instants, and a sample of instant k is in it while its stamp error plus the grid's is under P / 2.
-  - *While it starts* (the first :data:`GRID_START` instants after a reset) there is no grid: every waited IMU is
-    waited for (bounded as above), and the instant's window ends :data:`START_WINDOW` times the IMUs' median
-    period after the lower median of their oldest queued stamps (a dropout's next sample, a period later, stays
-    out). The instant's reference is the mean of its stamps (one within half that period of the last is a split
-    instant: no reference), and P the mean step from the first reference to the last.
+  - *While it starts* (the first :data:`GRID_START` instants after a reset) the grid does not choose: every waited
+    IMU is waited for (bounded as above), and the instant's window ends :data:`START_WINDOW` times the IMUs'
+    median period after the lower median of their oldest queued stamps (a dropout's next sample, a period later,
+    stays out). The filter takes the mean of the instant's stamps as its reference, one step after the last (an
+    instant within half that period of the last is a split one: not taken), so the grid starts as the
+    least-squares line through the first instants.
 
   So samples of one instant make one cycle whatever their arrival order while every delay is under
   ``stale_timeout_s``, and under stamp errors up to about P / 3 (test_estimator_rules' jittered-stamp tests state
@@ -117,8 +118,8 @@ CLOCK = np.dtype([
     # ones stamped before ``window_end`` (+inf: any); ``predicted`` its grid point (NaN: the grid is starting).
     ("window_end", np.float64), ("predicted", np.float64),
     ("reference", np.float64),  # the last instant's reference time on the grid (NaN: none since the last reset)
-    ("spacing", np.float64),  # the grid's period; while starting, the IMUs' median period (NaN: unknown)
-    ("origin", np.float64),  # the first instant's reference since the last reset
+    ("spacing", np.float64),  # the grid's period (NaN: unknown)
+    ("start_period", np.float64),  # while the grid starts, the IMUs' median period (NaN: unknown)
     ("references", np.int64),  # instants referenced since the last reset
     ("cycles", np.int64), ("resets", np.int64), ("overwritten", np.int64), ("flushed", np.int64),
 ], align=True)
@@ -303,7 +304,7 @@ def reset(state, settings):
     clock.js_stamp = np.nan
     clock.reference = np.nan
     clock.spacing = np.nan
-    clock.origin = np.nan
+    clock.start_period = np.nan
     clock.references = 0
     odometry_input.forget(state.odometry[0])
     _start_waiting(clock, True)
@@ -639,7 +640,7 @@ def _grid_point(clock, oldest):
 def _start_window(clock, imu, queue):
     """While the grid is starting: the end of the pending instant's window, START_WINDOW IMU periods (their
     median; the window is unbounded while no period is known) past the lower median of the IMUs' oldest queued
-    stamps. Sets ``spacing`` to that median period."""
+    stamps. Sets ``start_period`` to that median period."""
     n_imu = imu.shape[0]
     values = np.empty(n_imu)
     m = 0
@@ -647,15 +648,15 @@ def _start_window(clock, imu, queue):
         if imu[i].period > 0.0:
             values[m] = imu[i].period
             m += 1
-    clock.spacing = np.sort(values[:m])[m // 2] if m > 0 else np.nan
+    clock.start_period = np.sort(values[:m])[m // 2] if m > 0 else np.nan
     m = 0
     for i in range(n_imu):
         if imu[i].count > 0:
             values[m] = queue[i, imu[i].head].stamp
             m += 1
-    if not clock.spacing > 0.0:
+    if not clock.start_period > 0.0:
         return np.inf
-    return np.sort(values[:m])[(m - 1) // 2] + START_WINDOW * clock.spacing
+    return np.sort(values[:m])[(m - 1) // 2] + START_WINDOW * clock.start_period
 
 
 @njit(cache=True, error_model="numpy")
@@ -711,28 +712,34 @@ def _ready_free_running(clock, imu, used, queue, settings):
 @njit(cache=True, inline="always", error_model="numpy")
 def _advance_grid(clock, count, stamp_sum, residual_count, residual_sum):
     """After a free-running cycle whose ``count`` samples' stamps sum to ``stamp_sum`` (``residual_sum`` the sum of
-    the ``residual_count`` stamp - grid point within half a spacing of it): the instant's reference and the grid's
-    period (module docstring, the instant grid)."""
+    the ``residual_count`` stamp - grid point within half a spacing of it): the grid's next reference and period
+    (module docstring, the instant grid)."""
     if count == 0:
         return
-    if math.isnan(clock.predicted):
+    if math.isnan(clock.predicted):  # starting: the instant's mean stamp, one step after the last reference
         if clock.references >= GRID_START:
             return  # a cycle the grid did not schedule (a joint state's flush): no reference
-        reference = stamp_sum / count
-        if clock.references > 0 and reference - clock.reference < 0.5 * clock.spacing:
+        measured = stamp_sum / count
+        if clock.references > 0 and measured - clock.reference < 0.5 * clock.start_period:
             return  # a split of the last instant (a stamp error past the start-up window): no new reference
-        if clock.references == 0:
-            clock.origin = reference
-        clock.reference = reference
         clock.references += 1
-        if clock.references == GRID_START:
-            clock.spacing = (reference - clock.origin) / (GRID_START - 1)
-        return
-    steps = max(1.0, round((clock.predicted - clock.reference) / clock.spacing))
-    residual = residual_sum / residual_count if residual_count > 0 else 0.0
-    j = float(clock.references + 1)
-    clock.references += 1
-    clock.reference = clock.predicted + max(PHASE_GAIN, 2.0 * (2.0 * j - 1.0) / (j * (j + 1.0))) * residual
+        if clock.references == 1:
+            clock.reference = measured
+            return
+        if clock.references == 2:
+            clock.spacing = measured - clock.reference
+            clock.reference = measured
+            return
+        steps = 1.0
+        predicted = clock.reference + clock.spacing
+        residual = measured - predicted
+    else:
+        predicted = clock.predicted
+        steps = max(1.0, round((predicted - clock.reference) / clock.spacing))
+        residual = residual_sum / residual_count if residual_count > 0 else 0.0
+        clock.references += 1
+    j = float(clock.references)
+    clock.reference = predicted + max(PHASE_GAIN, 2.0 * (2.0 * j - 1.0) / (j * (j + 1.0))) * residual
     clock.spacing += max(PERIOD_GAIN, 6.0 / (j * (j + 1.0))) * residual / steps
 
 
