@@ -22,6 +22,9 @@ Pipeline:
    (``imus.<name>.orientation: filter``, a VQF per IMU; the devices' quaternions unused), twice:
    - *raw, mountings from the stand*: calibrated on the same 0.5 s like step 2. Without a magnetometer each raw
      IMU's heading is its own, which a standing calibration cannot separate from the mounting (issue 19.2);
+   - *raw, mountings from the stand and the hinges* (raw data alone): the same, with ``--hinge-calibration``: each
+     raw IMU's heading turned so that the knee (and, approximately, the ankle) axis fitted to the gyros over the
+     recording is the model's (``ros_dofkit.core.assembly.hinge_calibration``, Seel et al. 2012);
    - *raw, mountings from step 2*: the mountings R_BS and world alignment of step 2's calibrated file (known
      mountings), the raw IMUs' headings aligned with the model on the stand (``Estimator.calibrate``).
    Printed: knee flexion RMS against imumocap and against step 2's orientation-based estimate.
@@ -51,6 +54,8 @@ CONFIG = REPO / "config" / "lower_body.yaml"
 SIDES = ("left", "right")
 ANGLES = ("hip_flexion", "hip_adduction", "hip_rotation", "knee_flexion", "ankle_dorsiflexion", "ankle_inversion")
 JOINT_NAMES = tuple(f"{side}_{angle}" for side in SIDES for angle in ANGLES)
+#: The raw-only run of step 5 (issue 19.5): mountings from the stand, headings from the hinges.
+RAW_HINGES = "raw, mountings from the stand and the hinges"
 
 
 class XIMU3PipelineError(RuntimeError):
@@ -71,10 +76,11 @@ def import_recording(recording: Path, bag: Path) -> None:
 
 
 def replay(bag: Path, config: Path, out: Path, plot: Path | None = None, calibration_seconds: float | None = None,
-           calibrated_config: Path | None = None) -> None:
-    """``dofkit replay BAG --config CONFIG --out OUT [--calibrate 0 SECONDS --calibrated-config FILE] [--plot PNG]
-    --quiet``."""
+           calibrated_config: Path | None = None, hinges: bool = False) -> None:
+    """``dofkit replay BAG --config CONFIG --out OUT [--calibrate 0 SECONDS [--hinge-calibration] --calibrated-config
+    FILE] [--plot PNG] --quiet``."""
     calibrate = [] if calibration_seconds is None else ["--calibrate", 0, calibration_seconds]
+    calibrate += ["--hinge-calibration"] if hinges else []
     if calibrated_config is not None:
         calibrate += ["--calibrated-config", calibrated_config]
     dofkit("replay", bag, "--config", config, "--out", out, *calibrate, *(["--plot", plot] if plot else []), "--quiet")
@@ -165,9 +171,10 @@ def knee_agreement(estimate: ReplayEstimate, reference: np.ndarray, until_s: flo
 
 # ---------------------------------------------------------------------------------------------- one run
 def run_pipeline(recording: Path, work: Path, config: Path = CONFIG, calibration_seconds: float = 0.5,
-                 joint_limits: bool = True, replay_plot: Path | None = None):
-    """Import ``recording`` into ``work``/bag, replay it calibrated on its first ``calibration_seconds``; returns
-    (estimate, calibration, calibrated parameter file written by ``dofkit replay --calibrated-config``)."""
+                 joint_limits: bool = True, replay_plot: Path | None = None, hinges: bool = False):
+    """Import ``recording`` into ``work``/bag, replay it calibrated on its first ``calibration_seconds`` (and with
+    ``--hinge-calibration`` when ``hinges``); returns (estimate, calibration, calibrated parameter file written by
+    ``dofkit replay --calibrated-config``)."""
     bag = work / "bag"
     import_recording(recording, bag)
     values = load_parameter_file(config)
@@ -177,7 +184,7 @@ def run_pipeline(recording: Path, work: Path, config: Path = CONFIG, calibration
                          "(benchmarks/ximu3_estimate.py)")
     calibrated_config = work / "lower_body.calibrated.yaml"
     out = work / "estimated"
-    replay(bag, replay_config, out, replay_plot, calibration_seconds, calibrated_config)
+    replay(bag, replay_config, out, replay_plot, calibration_seconds, calibrated_config, hinges)
     calibration = calibration_of(bag, values, calibration_seconds)
     return read_replay_output(out), calibration, calibrated_config
 
@@ -193,18 +200,21 @@ def raw_config(values: dict, path: Path) -> Path:
 
 def run_raw_pipelines(recording: Path, work: Path, calibrated_config: Path, config: Path = CONFIG,
                       calibration_seconds: float = 0.5, joint_limits: bool = True) -> dict:
-    """The raw-IMU replays of step 5: ``{"raw, mountings from the stand": estimate, "raw, mountings from the
-    orientation calibration": estimate}`` (each in its own folder of ``work``)."""
+    """The raw-IMU replays of step 5: ``{"raw, mountings from the stand": estimate, "raw, mountings from the stand and
+    the hinges": estimate, "raw, mountings from the orientation calibration": estimate}`` (each in its own folder of
+    ``work``)."""
     values = load_parameter_file(config)
     values["use_joint_limits"] = joint_limits
     known = load_parameter_file(calibrated_config)
     known["use_joint_limits"] = joint_limits
     estimates = {}
-    for label, folder, base in (("raw, mountings from the stand", "raw_stand", values),
-                                ("raw, mountings from the orientation calibration", "raw_known", known)):
+    for label, folder, base, hinges in (
+            ("raw, mountings from the stand", "raw_stand", values, False),
+            (RAW_HINGES, "raw_hinges", values, True),
+            ("raw, mountings from the orientation calibration", "raw_known", known, False)):
         (work / folder).mkdir(parents=True, exist_ok=True)
         estimates[label] = run_pipeline(recording, work / folder, raw_config(base, work / folder / "raw.yaml"),
-                                        calibration_seconds, joint_limits)[0]
+                                        calibration_seconds, joint_limits, hinges=hinges)[0]
     return estimates
 
 
