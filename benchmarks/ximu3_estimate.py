@@ -336,6 +336,12 @@ def main(argv=None) -> int:
         between = knee_rms_between(estimate, raw_estimate)
         print(f"  {label:50s} " + "  ".join(f"{side} {versus[side][0]:5.2f} / {between[side]:5.2f}"
                                             for side in SIDES))
+    print("median sensor residual (deg) and hip adduction, 2nd..98th percentile (deg), per run:")
+    for label, run in (("orientation-based", estimate), *raw.items()):
+        medians = " ".join(f"{name} {np.nanmedian(values):.1f}" for name, values in run.residuals_deg.items())
+        adduction = "  ".join(f"{side} {np.percentile(run.angles_deg[f'{side}_hip_adduction'], 2):.1f}.."
+                              f"{np.percentile(run.angles_deg[f'{side}_hip_adduction'], 98):.1f}" for side in SIDES)
+        print(f"  {label:50s} {medians} | {adduction}")
     if args.figures is not None:
         args.figures.mkdir(parents=True, exist_ok=True)
         plot_knees(estimate, reference, agreement, args.figures / "ximu3_knee_vs_imumocap.png")
