@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "test"))
 
 from benchmarks.drift import simulation_window  # noqa: E402
 from raw_imu_scenarios import NOISE, HoldThenMove  # noqa: E402
+from ros_dofkit import cli  # noqa: E402
 from ros_dofkit.core.estimator.estimator import Estimator  # noqa: E402
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
 from ros_dofkit.core.spatial import rotation_angle, rotation_x, rotation_z  # noqa: E402
@@ -108,3 +109,10 @@ def test_without_raw_imus_there_is_nothing_to_turn(simulated):
     static = calibrate_from_inputs(simulated["inputs"], setup, *STAND_S)
     with pytest.raises(ReplayError, match="no raw IMU calibrated on the static window shares a hinge"):
         hinge_calibrated(simulated["inputs"], setup, static)
+
+
+def test_the_option_needs_a_static_calibration(tmp_path, capsys):
+    assert cli.main(["replay", str(tmp_path / "bag"), "--config", str(ROOT / "config" / "lower_body.yaml"), "--out",
+                     str(tmp_path / "out"), "--hinge-calibration"]) == 1
+    assert "--hinge-calibration needs --calibrate START END" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
