@@ -19,12 +19,13 @@ Pipeline:
    (test/fixtures/ximu3/imumocap_knee_flexion.csv, from benchmarks/ximu3_imumocap_reference.py; the estimate is
    interpolated onto its 50 Hz time base). Figures: knee flexion side by side with imumocap, and the joint angles.
 5. Raw IMUs (issue 19.5): the same bag replayed with every IMU's orientation from its gyro + accelerometer alone
-   (``imus.<name>.orientation: filter``, a VQF per IMU; the devices' quaternions unused), twice:
+   (``imus.<name>.orientation: filter``, a VQF per IMU; the devices' quaternions unused), three times:
    - *raw, mountings from the stand*: calibrated on the same 0.5 s like step 2. Without a magnetometer each raw
      IMU's heading is its own, which a standing calibration cannot separate from the mounting (issue 19.2);
    - *raw, mountings from the stand and the hinges* (raw data alone): the same, with ``--hinge-calibration``: each
-     raw IMU's heading turned so that the knee (and, approximately, the ankle) axis fitted to the gyros over the
-     recording is the model's (``ros_dofkit.core.assembly.hinge_calibration``, Seel et al. 2012);
+     raw IMU's heading (stream and mounting together) turned so that thigh and shank see one knee axis and the
+     ankle's two axes keep their angle over the recording (``ros_dofkit.core.assembly.hinge_calibration``, Laidig et
+     al. 2017, 2019);
    - *raw, mountings from step 2*: the mountings R_BS and world alignment of step 2's calibrated file (known
      mountings), the raw IMUs' headings aligned with the model on the stand (``Estimator.calibrate``).
    Printed: knee flexion RMS against imumocap and against step 2's orientation-based estimate.

@@ -27,9 +27,9 @@ a person: standing upright). The estimator calibrates on the inputs stamped in [
 node's ~/calibrate service would, then replays the whole bag with the calibrated mountings and world alignment;
 --calibrated-config saves them as a parameter file the live node can start from. Raw IMUs (gyro + accelerometer,
 no magnetometer) each have a heading of their own, which a static pose cannot tell from the mounting:
---hinge-calibration then fits the axis of every hinge between two IMUs (knees; 2-dof ankles approximately) to
-their gyros from START to the bag's end and turns each raw IMU's heading and mounting onto the model's axis
-(Seel, Schauer & Raisch 2012). A replay that produces no
+--hinge-calibration then turns each raw IMU's heading and mounting together so that every hinge between two IMUs
+(knees) has one axis seen from both and every 2-dof joint (ankles) keeps the angle between its axes, over the bag
+from START to its end (Laidig et al. 2017, 2019). A replay that produces no
 estimate at all fails (exit status 1) and says why.
 """
 
@@ -53,9 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "alignment) for the live node")
     parser.add_argument("--hinge-calibration", action="store_true",
                         help="with --calibrate: turn the headings of raw IMUs (gyro + accelerometer, no "
-                        "magnetometer) from the hinges they share (knees; 2-dof ankles approximately), fitted to the "
-                        "gyros from START to the bag's end (Seel et al. 2012); the bag must start in the calibration "
-                        "pose and then move those joints")
+                        "magnetometer) so that every hinge between two IMUs (knees) has one axis seen from both and "
+                        "every 2-dof joint (ankles) keeps its axes' angle, over their orientation filters from START "
+                        "to the bag's end (Laidig et al. 2017, 2019); the bag must move those joints after START")
     parser.add_argument("--calibration-max-spread", type=float, default=2.0, metavar="DEG",
                         help="with --calibrate: largest angle a sample may lie from its IMU's mean over the window "
                         "(default 2 deg; the pose must be held still)")

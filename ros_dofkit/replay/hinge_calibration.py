@@ -6,10 +6,11 @@ You are in ``ros_dofkit.replay``; imports the core's ``assembly.hinge_calibratio
 
 Why: a raw IMU (gyro + accelerometer, no magnetometer) calibrated on a static pose keeps its own heading inside its
 mounting (a turn about the body's vertical at the pose, for a standing person each segment's long axis), and the
-joints it spans come out wrong as soon as the segments tilt. The hinges between IMUs (knees; 2-dof ankles as
-approximate hinges) fix each such IMU's heading from the gyros over the bag from the static window's start to its
-end: the calibrated parameters then carry, per turned IMU, the turned mounting and ``filter_heading`` (the same turn
-added to its filter's output), and the whole bag replays with them as with any known mounting.
+joints it spans come out wrong as soon as the segments tilt. The joints between IMUs (knee hinges, 2-dof ankles)
+fix each such IMU's heading from its orientation filter's output over the bag, from the static window's start to its
+end (a fresh run of the filter, the same as the static calibration's): the calibrated parameters then carry, per
+turned IMU, the turned mounting and ``filter_heading`` (the same turn added to its filter's output), and the whole bag
+replays with them as with any known mounting.
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ def orientation_series(inputs, config, R_WG, first_ns: int, start_s: float, name
 
 def hinge_calibrated(inputs, setup, calibration: BagCalibration, source: str = "the bag") -> BagCalibration:
     """``calibration`` (the static one, on ``setup``: the configuration before it) with the headings of its raw,
-    statically calibrated IMUs turned from the hinges (``core.assembly.hinge_calibration``); its ``hinge`` field
-    holds the :class:`~ros_dofkit.core.assembly.hinge_calibration.HingeCalibration`. Raises :class:`ReplayError`
-    when no such IMU shares a hinge, a hinge moved too little, or the world alignment does not keep the vertical."""
+    statically calibrated IMUs turned from the joints between IMUs (``core.assembly.hinge_calibration``); its
+    ``hinge`` field holds the :class:`~ros_dofkit.core.assembly.hinge_calibration.HingeCalibration`. Raises
+    :class:`ReplayError` when no such IMU shares a joint with another IMU, a joint moved too little, or the world
+    alignment does not keep the vertical."""
     result = calibration.result
     config = setup.config
     turnable = [name for name in raw_imus(inputs, config) if name in result.R_BS]

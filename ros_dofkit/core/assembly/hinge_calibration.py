@@ -3,7 +3,7 @@ and the shank's orientation filters while the subject moves, fixes each sensor's
 standing pose cannot.
 
 Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy, SciPy's least squares,
-``core.spatial``, ``multibody.tree`` (joint codes) and ``calibration`` (rotation means). Used by
+``core.spatial``, ``multibody.tree`` (joint codes) and this package's errors. Used by
 ``replay.hinge_calibration`` (``dofkit replay --calibrate START END --hinge-calibration``).
 
 Why. A raw IMU (gyro + accelerometer, no magnetometer) has a heading of its own: its filter's earth frame is turned
@@ -21,12 +21,12 @@ the vector in G at the calibration pose q_cal):
 * a hinge (one revolute joint between the bodies of IMUs p and c): its axis a is fixed in both bodies, so
   ``e(t) = u_p(ψ_p, t) - u_c(ψ_c, t) = 0`` with v = a (Laidig, Schauer & Seel 2017, "Exploiting kinematic
   constraints to compensate magnetic disturbances when calculating joint angles of approximate hinge joints from
-  orientation estimates of inertial sensors", IEEE ICORR, pp. 971-976: the heading offset that makes both sensors
+  orientation estimates of inertial sensors", IEEE ICORR 2017: the heading offset that makes both sensors
   see the same axis);
 * two revolute joints in a row (a 2-dof ankle: a1 fixed in the parent, a2 in the child): the angle between the
   axes is constant, ``e(t) = u_p(ψ_p, t)·u_c(ψ_c, t) - a1·a2 = 0`` with v_p = a1, v_c = a2 (Laidig, Lehmann, Bégin
   & Seel 2019, "Magnetometer-free realtime inertial motion tracking by exploitation of kinematic constraints in
-  2-DoF joints", IEEE EMBC, pp. 1233-1238).
+  2-DoF joints", IEEE EMBC 2019).
 
 The headings minimise Σ_t |e(t)|²: first on a 5 deg grid of (ψ_p, ψ_c) (the cost is not convex), then by SciPy's
 ``least_squares`` from the best grid point. A hinge's cost does not change when both sensors turn by π (the same
