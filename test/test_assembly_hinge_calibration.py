@@ -118,3 +118,17 @@ def test_a_window_without_joint_motion_is_refused(lower_body):
     with pytest.raises(AssemblyValueError, match="turned .* deg in the window, at least 10 needed"):
         calibrate_hinge_headings(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"],
                                  lower_body["static"], still, LEG_IMUS)
+
+
+def test_missing_mountings_and_disjoint_samples_are_refused(lower_body):
+    static = dict(lower_body["static"])
+    del static["left_foot"]
+    with pytest.raises(AssemblyValueError, match=r"no mounting R_BS for IMU\(s\) \['left_foot'\]"):
+        calibrate_hinge_headings(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"], static,
+                                 lower_body["orientations"], LEG_IMUS)
+    orientations = dict(lower_body["orientations"])
+    shank = orientations["left_lower_leg"]
+    orientations["left_lower_leg"] = OrientationSeries(shank.stamps + 2.0 * SECONDS, shank.R_GS)  # never together
+    with pytest.raises(AssemblyValueError, match="0 samples where both have an orientation, at least 20 needed"):
+        calibrate_hinge_headings(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"],
+                                 lower_body["static"], orientations, LEG_IMUS)

@@ -53,6 +53,8 @@ from ros_dofkit.core.spatial import matrix_to_rotvec, rotation_z, rotvec_to_matr
 
 #: The joint's angle (rotation about its first axis since q_cal) must span at least this (rad) in the window.
 MIN_MOTION_RAD = math.radians(10.0)
+#: Fewest samples of a pair at which both IMUs have an orientation (the child's interpolated at the parent's stamps).
+MIN_SAMPLES = 20
 #: Grid step (rad) of the first search over each turn.
 GRID_STEP_RAD = math.radians(5.0)
 #: Samples of a pair the grid search uses at most (evenly picked); the refinement uses all.
@@ -223,6 +225,10 @@ def calibrate_hinge_headings(plant, q_cal, imu_bodies: dict, R_BS: dict, orienta
         held = tuple(None if name in turnable and name not in turns else turns.get(name, 0.0) for name in names)
         if all(h is not None for h in held) or any(name not in orientations for name in names):
             continue
+        missing = [name for name in names if name not in R_BS or R_BS[name] is None]
+        if missing:
+            raise AssemblyValueError(f"hinge calibration: no mounting R_BS for IMU(s) {missing} (the static "
+                                     f"calibration's, or the known one); got mountings for {sorted(R_BS)}")
         R_GS0 = {name: X_WB[imu_bodies[name], :3, :3] @ np.asarray(R_BS[name], dtype=float) for name in names}
         fit = _fit_pair(plant, q_cal, X_WB, pair, orientations, R_GS0, held)
         turns.update(fit.turns)
@@ -253,6 +259,9 @@ def _fit_pair(plant, q_cal, X_WB, pair: JointPair, orientations: dict, R_GS0: di
     period = float(np.median(np.diff(parent.stamps))) if len(parent.stamps) > 1 else 0.0
     R_c = _slerp_at(child, parent.stamps, max(4.0 * period, 1e-9))
     keep = np.isfinite(R_c).all(axis=(1, 2)) & np.isfinite(parent.R_GS).all(axis=(1, 2))
+    if int(keep.sum()) < MIN_SAMPLES:
+        raise AssemblyValueError(f"hinge calibration of {pair.parent_imu!r} and {pair.child_imu!r}: {int(keep.sum())} "
+                                 f"samples where both have an orientation, at least {MIN_SAMPLES} needed")
     delta_p = parent.R_GS[keep] @ R_GS0[pair.parent_imu].T
     delta_c = R_c[keep] @ R_GS0[pair.child_imu].T
     arrays = (delta_p, delta_c, v_p, v_c, cosine)
