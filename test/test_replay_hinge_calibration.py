@@ -21,6 +21,7 @@ from ros_dofkit import cli  # noqa: E402
 from ros_dofkit.core.estimator.estimator import Estimator  # noqa: E402
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
 from ros_dofkit.core.spatial import rotation_angle, rotation_x, rotation_z  # noqa: E402
+from ros_dofkit.replay.bag_replay import replay_bag  # noqa: E402
 from ros_dofkit.replay.calibration import calibrate_from_inputs  # noqa: E402
 from ros_dofkit.replay.hinge_calibration import hinge_calibrated, raw_imus  # noqa: E402
 from ros_dofkit.replay.pipeline import ReplayError  # noqa: E402
@@ -111,8 +112,11 @@ def test_without_raw_imus_there_is_nothing_to_turn(simulated):
         hinge_calibrated(simulated["inputs"], setup, static)
 
 
-def test_the_option_needs_a_static_calibration(tmp_path, capsys):
+def test_the_option_needs_a_static_calibration(simulated, tmp_path, capsys):
     assert cli.main(["replay", str(tmp_path / "bag"), "--config", str(ROOT / "config" / "lower_body.yaml"), "--out",
                      str(tmp_path / "out"), "--hinge-calibration"]) == 1
     assert "--hinge-calibration needs --calibrate START END" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ReplayError, match="it needs calibration=\\(start, end\\)"):
+        replay_bag(tmp_path / "bag", simulated["setup"], tmp_path / "out", hinge_calibration=True)
     assert not (tmp_path / "out").exists()

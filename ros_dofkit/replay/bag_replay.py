@@ -102,6 +102,8 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     remove_abandoned_partials(out_path)  # now, before any progress line: its note is one line of its own
     calibrated = None
     read = None
+    if hinge_calibration and calibration is None:
+        raise ReplayError("hinge_calibration refines a static calibration: it needs calibration=(start, end)")
     if calibration is not None:
         if progress is not None:
             progress(0.0, "reading for calibration")
