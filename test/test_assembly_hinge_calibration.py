@@ -140,6 +140,18 @@ def test_missing_mountings_and_disjoint_samples_are_refused(lower_body):
     with pytest.raises(AssemblyValueError, match="0 samples where both have an orientation, at least 20 needed"):
         calibrate_hinge_headings(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"],
                                  lower_body["static"], orientations, LEG_IMUS)
+    knee = next(p for p in joint_pairs(lower_body["plant"], lower_body["bodies"]) if p.child_imu == "left_lower_leg")
+    with pytest.raises(AssemblyValueError, match="0 samples where both have an orientation"):
+        pair_misfit(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"], lower_body["static"],
+                    orientations, knee, {})
+    del orientations["left_lower_leg"]
+    with pytest.raises(AssemblyValueError, match=r"hinge misfit: no orientations for IMU\(s\) \['left_lower_leg'\]"):
+        pair_misfit(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"], lower_body["static"],
+                    orientations, knee, {})
+    with pytest.raises(AssemblyValueError, match=r"no mounting R_BS for IMU\(s\) \['left_foot'\]"):
+        pair_misfit(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"], static, lower_body["orientations"],
+                    next(p for p in joint_pairs(lower_body["plant"], lower_body["bodies"])
+                         if p.child_imu == "left_foot"), {})
 
 
 def test_misfit_at_the_fitted_turns_is_the_fits_rms(lower_body):

@@ -286,7 +286,12 @@ def pair_misfit(plant, q_cal, imu_bodies: dict, R_BS: dict, orientations: dict, 
                 turns: dict) -> PairMisfit:
     """The constraint e(t) of ``pair`` per sample with the IMUs' headings turned by ``turns`` {IMU: ψ (rad)}, 0 for
     an IMU not named (module docstring; arguments as :func:`calibrate_hinge_headings`'). A hinge's misfit is the
-    angle between the axes both sides see, ``2 asin(|e|/2)``; a 2-dof joint's the error of the axes' cosine."""
+    angle between the axes both sides see, ``2 asin(|e|/2)``; a 2-dof joint's the error of the axes' cosine.
+    Raises :class:`AssemblyValueError` for a side without orientations or mounting, or too few common samples."""
+    missing = [name for name in (pair.parent_imu, pair.child_imu) if name not in orientations]
+    if missing:
+        raise AssemblyValueError(f"hinge misfit: no orientations for IMU(s) {missing}; got orientations for "
+                                 f"{sorted(orientations)}")
     q_cal = np.asarray(q_cal, dtype=float)
     X_WB = plant.calc_body_poses(q_cal)
     R_GS0 = _orientations_at_calibration(X_WB, pair, imu_bodies, R_BS)
