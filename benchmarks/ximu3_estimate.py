@@ -251,6 +251,14 @@ def knee_rms_between(a: ReplayEstimate, b: ReplayEstimate) -> dict:
             for side in SIDES}
 
 
+def hip_adduction(run: ReplayEstimate, side: str) -> str:
+    """``"P2..P98 (median at the top 5 % of hip flexion)"`` of a side's hip adduction (deg): flexion leaking into
+    adduction (a thigh heading off the pelvis') shows at full flexion."""
+    adduction, flexion = run.angles_deg[f"{side}_hip_adduction"], run.angles_deg[f"{side}_hip_flexion"]
+    top = np.median(adduction[flexion >= np.percentile(flexion, 95)])
+    return f"{np.percentile(adduction, 2):.1f}..{np.percentile(adduction, 98):.1f} ({top:.1f})"
+
+
 # ---------------------------------------------------------------------------------------------- step 6
 #: The end of the recording whose knee misfit is shown apart (the subject stands still, knees straight).
 FINAL_STAND_S = 3.0
@@ -393,7 +401,8 @@ def print_heading_check(check: HeadingCheck, estimate: ReplayEstimate, raw_only:
     for side, knee in zip(SIDES, check.axis_turn_deg, strict=True):
         print(f"    {knee:16s} turn {check.axis_turn_deg[knee]:6.1f}  misfit {check.stand_axis_misfit_deg[knee]:5.2f} "
               f"-> {check.functional_axis_misfit_deg[knee]:5.2f};  {side} knee {versus[side][0]:5.2f} / "
-              f"{between[side]:5.2f} / {raw_between[side]:5.2f}")
+              f"{between[side]:5.2f} / {raw_between[side]:5.2f};  hip adduction "
+              f"{hip_adduction(check.functional_axis, side)}")
 
 
 # ---------------------------------------------------------------------------------------------- figures
@@ -509,12 +518,11 @@ def main(argv=None) -> int:
         between = knee_rms_between(estimate, raw_estimate)
         print(f"  {label:50s} " + "  ".join(f"{side} {versus[side][0]:5.2f} / {between[side]:5.2f}"
                                             for side in SIDES))
-    print("median sensor residual (deg) and hip adduction, 2nd..98th percentile (deg), per run:")
+    print("median sensor residual (deg) and hip adduction: 2nd..98th percentile, median at the top 5 % of hip "
+          "flexion (deg), per run:")
     for label, run in (("orientation-based", estimate), *raw.items()):
         medians = " ".join(f"{name} {np.nanmedian(values):.1f}" for name, values in run.residuals_deg.items())
-        adduction = "  ".join(f"{side} {np.percentile(run.angles_deg[f'{side}_hip_adduction'], 2):.1f}.."
-                              f"{np.percentile(run.angles_deg[f'{side}_hip_adduction'], 98):.1f}" for side in SIDES)
-        print(f"  {label:50s} {medians} | {adduction}")
+        print(f"  {label:50s} {medians} | " + "  ".join(f"{side} {hip_adduction(run, side)}" for side in SIDES))
     print_heading_check(check, estimate, raw[RAW_HINGES], reference)
     if args.figures is not None:
         args.figures.mkdir(parents=True, exist_ok=True)
