@@ -332,9 +332,8 @@ def _functional_axis(plant, bodies: dict, calibration, series: dict) -> tuple:
         costs = [float(np.sqrt(np.mean(pair_misfit(plant, q_cal, bodies, R_BS, series, pair,
                                                    {pair.parent_imu: psi, pair.child_imu: psi}).misfit ** 2)))
                  for psi in grid]
-        best = int(np.argmin(costs))
-        turns[pair.child_imu] = (math.degrees(grid[best]), math.degrees(costs[len(grid) // 2]),
-                                 math.degrees(costs[best]))
+        best, zero = int(np.argmin(costs)), int(np.argmin(np.abs(grid)))
+        turns[pair.child_imu] = (math.degrees(grid[best]), math.degrees(costs[zero]), math.degrees(costs[best]))
         for name in (pair.parent_imu, pair.child_imu):
             R_W0 = X_WB[bodies[name], :3, :3]
             mountings[name] = R_W0.T @ rotation_z(grid[best]) @ R_W0 @ R_BS[name]
@@ -398,7 +397,8 @@ def print_heading_check(check: HeadingCheck, estimate: ReplayEstimate, raw_only:
     versus = knee_agreement(check.functional_axis, reference)
     between = knee_rms_between(check.functional_axis, estimate)
     raw_between = knee_rms_between(check.functional_axis, raw_only)
-    for side, knee in zip(SIDES, check.axis_turn_deg, strict=True):
+    for knee in check.axis_turn_deg:
+        side = next(side for side in SIDES if knee.startswith(side))
         print(f"    {knee:16s} turn {check.axis_turn_deg[knee]:6.1f}  misfit {check.stand_axis_misfit_deg[knee]:5.2f} "
               f"-> {check.functional_axis_misfit_deg[knee]:5.2f};  {side} knee {versus[side][0]:5.2f} / "
               f"{between[side]:5.2f} / {raw_between[side]:5.2f};  hip adduction "
