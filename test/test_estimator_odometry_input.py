@@ -339,6 +339,22 @@ def test_a_time_offset_moves_the_stamp_every_rule_sees():
     assert status.ok and [r.stamp for r in results] == [1_049_000_000 * 1e-9]  # from integer nanoseconds
 
 
+def drifting_headings(plant, base, run, relative):
+    """:func:`messages_with_odometry` (with a clock) whose IMU samples are seen in earth frames turned about the
+    vertical by a common 0.7 rad + 3 deg/s plus ``relative`` {name: rad} (0 for those not named), and whose
+    odometry is delivered before its instant's IMU samples (so that the instant's cycle can use it)."""
+    messages = []
+    for arrival, kind, name, stamp, payload in messages_with_odometry(plant, base, run, {}, True):
+        if kind == 0:
+            R_GS = rotation_z(0.7 + math.radians(3.0) * stamp + relative.get(name, 0.0)) @ quat_to_matrix(payload[0])
+            payload = (matrix_to_quat(R_GS), payload[1])
+        elif kind == 2:
+            arrival -= 0.002
+        messages.append((arrival, kind, name, stamp, payload))
+    messages.sort(key=lambda m: m[0])
+    return messages
+
+
 def test_floating_base_yaw_follows_the_odometry_while_the_imus_share_a_drifting_heading():
     """The quadruped with a trunk IMU and IMUs on the front-left thigh and shank estimating that leg (the other legs
     measured). Every IMU's earth frame shares a heading offset of 0.7 rad that drifts at 3 deg/s (their common
@@ -358,16 +374,7 @@ def test_floating_base_yaw_follows_the_odometry_while_the_imus_share_a_drifting_
         config = EstimatorConfig(imus=imus, estimated_joints={"quadruped": leg},
                                  odometry=OdometryConfig(use_yaw=use_yaw), sync_tolerance_s=1e-4, accuracy=1e-9)
         estimator = Estimator(plant, config)
-        messages = []
-        for arrival, kind, name, stamp, payload in messages_with_odometry(plant, estimator.odometry_base, run, {},
-                                                                          True):
-            if kind == 0:  # the IMUs' common earth frame, turned about the vertical
-                R_GS = rotation_z(0.7 + math.radians(3.0) * stamp) @ quat_to_matrix(payload[0])
-                payload = (matrix_to_quat(R_GS), payload[1])
-            elif kind == 2:  # delivered before the instant's IMU samples, so that its cycle can use it
-                arrival -= 0.002
-            messages.append((arrival, kind, name, stamp, payload))
-        messages.sort(key=lambda m: m[0])
+        messages = drifting_headings(plant, estimator.odometry_base, run, {})
         streaming = streaming_equals_batch(plant, config, estimator, messages, True)
         results[use_yaw] = streaming
         # the Odometry output: the yaw is the input's, so its variance is the unobserved one; roll, pitch solved
@@ -415,15 +422,7 @@ def test_floating_base_yaw_from_odometry_with_the_heading_filter_on():
         accuracy=1e-9, heading_estimation=HeadingEstimation(enabled=True, reference_imu="trunk", initial_deg=5.0,
                                                             acceleration_noise=0.0, gyro_bias_time_constant_s=0.0))
     estimator = Estimator(plant, config)
-    messages = []
-    for arrival, kind, name, stamp, payload in messages_with_odometry(plant, estimator.odometry_base, run, {}, True):
-        if kind == 0:
-            R_GS = rotation_z(0.7 + math.radians(3.0) * stamp + relative[name]) @ quat_to_matrix(payload[0])
-            payload = (matrix_to_quat(R_GS), payload[1])
-        elif kind == 2:  # delivered before the instant's IMU samples, so that its cycle can use it
-            arrival -= 0.002
-        messages.append((arrival, kind, name, stamp, payload))
-    messages.sort(key=lambda m: m[0])
+    messages = drifting_headings(plant, estimator.odometry_base, run, relative)
     streaming = streaming_equals_batch(plant, config, estimator, messages, True)
     times = np.asarray(run.times)
     checked = 0
