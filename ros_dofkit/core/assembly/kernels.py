@@ -551,94 +551,6 @@ def make_solver_work(problem, nq):
             np.empty((m_err, n)), np.empty(n), np.empty((n, n)), np.empty(n))
 
 
-# The steps of one iteration of :func:`solve`, each inlined into it (one compiled loop, as the performance notes above
-# ask): which variables move, their Jacobian columns, the damped step, the step in full velocities, the trial point.
-@njit(cache=True, inline="always")
-def _free_set(J_g, r_g, m_goal, free_v, q, bound_q, lo, hi, g_free, active):
-    """This iteration's free set: the goal's gradient over the free velocities, ``g_free[j] = Σ_k J_g[k, free_v[j]]
-    r_g[k]``, and the variables held this step (``active``: on a bound with the gradient pushing outward,
-    :func:`select_active_bounds`). Returns the number of variables the step moves and the largest |g_free| among
-    them (0 at a stationary point of the free set)."""
-    nv = free_v.shape[0]
-    for j in range(nv):
-        c = free_v[j]
-        s = 0.0
-        for k in range(m_goal):
-            s += J_g[k, c] * r_g[k]
-        g_free[j] = s
-    select_active_bounds(q, g_free, bound_q, lo, hi, active)
-    n_step = 0
-    gmax = 0.0
-    for j in range(nv):
-        if not active[j]:
-            gmax = max(gmax, abs(g_free[j]))
-            n_step += 1
-    return n_step, gmax
-
-
-@njit(cache=True, inline="always")
-def _free_columns(J_g, J_c, m_goal, m_err, free_v, active, A, C):
-    """A, C = the goal and error Jacobians' columns of the free set, in order, in their first columns (full-size
-    buffers: no per-iteration views)."""
-    col = 0
-    for j in range(free_v.shape[0]):
-        if active[j]:
-            continue
-        c = free_v[j]
-        for k in range(m_goal):
-            A[k, col] = J_g[k, c]
-        for k in range(m_err):
-            C[k, col] = J_c[k, c]
-        col += 1
-
-
-@njit(cache=True, inline="always")
-def _leading_columns(M, n):
-    """A new C-ordered array of the first n columns of M (what the SVD of :func:`_constrained_step` takes)."""
-    out = np.empty((M.shape[0], n))
-    for k in range(M.shape[0]):
-        for j in range(n):
-            out[k, j] = M[k, j]
-    return out
-
-
-@njit(cache=True, inline="always")
-def _damped_step(A, C, n_step, m_err, r_g, r_c, lam, d, H, g):
-    """The damped step d[:n_step] on the free set's columns of A and C (:func:`compute_step`'s two cases, the
-    unconstrained one in the solver's buffers H, g); False when the damped system has no solution."""
-    for j in range(n_step):
-        d[j] = 0.0
-    if m_err == 0:
-        return _unconstrained_step(A, n_step, r_g, lam, d, H, g)
-    return _constrained_step(_leading_columns(A, n_step), r_g, _leading_columns(C, n_step), r_c, lam, d)
-
-
-@njit(cache=True, inline="always")
-def _full_step(d, free_v, active, dv):
-    """dv = the free set's step d as a full velocity vector (0 for held and locked velocities); returns |d|∞."""
-    dv[:] = 0.0
-    col = 0
-    step = 0.0
-    for j in range(free_v.shape[0]):
-        if active[j]:
-            continue
-        dv[free_v[j]] = d[col]
-        step = max(step, abs(d[col]))
-        col += 1
-    return step
-
-
-@njit(cache=True, inline="always")
-def _evaluate_trial(tracker, tree, q, dv, bound_q, lo, hi, use_rms, stats, q_trial, r_g2, r_c2):
-    """The trial point q' = clip(q ⊕ dv) into q_trial and its residuals into r_g2, r_c2; returns its goal and error
-    norm. The evaluation overwrites the kinematics in the tracker's ``work``: the Jacobians at q are already taken."""
-    integrate_positions(tree, q, dv, q_trial)
-    clip_to_bounds(q_trial, bound_q, lo, hi)
-    evaluate_residuals(tracker, q_trial, r_g2, r_c2)
-    stats[0] += 1
-    return _goal(r_g2), error_norm(r_c2, use_rms)
-
-
 @njit(cache=True, inline="always")
 def solve(tracker, q, r_g, r_c, evaluated):
     """Minimize ½|r_g|² subject to r_c = 0 over the free velocities, starting from (and overwriting) q.
@@ -648,13 +560,12 @@ def solve(tracker, q, r_g, r_c, evaluated):
     :func:`make_work`) and ``solver_work`` (:func:`make_solver_work`); neither carries anything from one call to the
     next that changes the result. If ``evaluated``, ``work``, r_g and r_c already hold the evaluation at q.
 
-    Iteration: Jacobians at q; hold variables on an outward-pushed bound (:func:`_free_set`); damped step on the
-    others (:func:`_damped_step`, :func:`compute_step`'s math); trial q' = clip(q ⊕ d) (:func:`_evaluate_trial`);
-    accept or reject (:func:`accept_step`) with λ divided by 3 on acceptance (down to 1e-8) and multiplied by 4 on
-    rejection. Converged, after an accepted step, when the error norm is within ``tolerance`` and either
-    |d|∞ <= accuracy or the goal decreased by at most accuracy² of its value; also when the projected gradient and
-    the errors vanish, or when a rejected step already has |d|∞ <= accuracy with the errors within tolerance. Stops
-    as stalled when λ exceeds 1e16 and after ``max_iterations`` steps.
+    Iteration: Jacobians at q; hold variables on an outward-pushed bound; damped step (:func:`compute_step`);
+    trial q' = clip(q ⊕ d); accept or reject (:func:`accept_step`) with λ divided by 3 on acceptance (down to 1e-8)
+    and multiplied by 4 on rejection. Converged, after an accepted step, when the error norm is within
+    ``tolerance`` and either |d|∞ <= accuracy or the goal decreased by at most accuracy² of its value; also when
+    the projected gradient and the errors vanish, or when a rejected step already has |d|∞ <= accuracy with the
+    errors within tolerance. Stops as stalled when λ exceeds 1e16 and after ``max_iterations`` steps.
 
     ``stats`` (int64[3]) is incremented: [residual evaluations, Jacobian evaluations, iterations].
     Returns (status, goal F = ½|r_g|², error norm); r_g, r_c end as the residuals at the returned q.
@@ -662,10 +573,12 @@ def solve(tracker, q, r_g, r_c, evaluated):
     tree, solver_work, stats = tracker.tree, tracker.solver_work, tracker.stats
     m_goal, m_err, nv_full, free_v, bound_q, lo, hi = tracker.problem
     accuracy, tolerance, use_rms, max_iterations, lam0 = tracker.settings
+    nv = free_v.shape[0]
     J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active = (solver_work[0], solver_work[1], solver_work[2],
                                                          solver_work[3], solver_work[4], solver_work[5],
                                                          solver_work[6], solver_work[7])
-    # A, C: the Jacobians' columns of this step's free set; d, H, g: the step and the normal equations.
+    # A, C: the Jacobians' columns of this step's free set (the first n_step columns); d, H, g: the step and the
+    # normal equations (leading blocks). Full-size buffers: no per-iteration views.
     A, C, d, H, g = solver_work[8], solver_work[9], solver_work[10], solver_work[11], solver_work[12]
     if clip_to_bounds(q, bound_q, lo, hi) or not evaluated:
         evaluate_residuals(tracker, q, r_g, r_c)
@@ -678,21 +591,64 @@ def solve(tracker, q, r_g, r_c, evaluated):
     status = STATUS_MAX_ITERATIONS
     iterations = 0
     while iterations < max_iterations:
-        n_step, gmax = _free_set(J_g, r_g, m_goal, free_v, q, bound_q, lo, hi, g_free, active)
+        # Projected gradient and the free set of this step.
+        for j in range(nv):
+            c = free_v[j]
+            s = 0.0
+            for k in range(m_goal):
+                s += J_g[k, c] * r_g[k]
+            g_free[j] = s
+        select_active_bounds(q, g_free, bound_q, lo, hi, active)
+        n_step = 0
+        gmax = 0.0
+        for j in range(nv):
+            if not active[j]:
+                gmax = max(gmax, abs(g_free[j]))
+                n_step += 1
         if gmax == 0.0 and e <= tolerance:
             status = STATUS_CONVERGED
             break
-        _free_columns(J_g, J_c, m_goal, m_err, free_v, active, A, C)
+        col = 0
+        for j in range(nv):
+            if active[j]:
+                continue
+            c = free_v[j]
+            for k in range(m_goal):
+                A[k, col] = J_g[k, c]
+            for k in range(m_err):
+                C[k, col] = J_c[k, c]
+            col += 1
+        for j in range(n_step):
+            d[j] = 0.0
         iterations += 1
         stats[2] += 1
-        if not _damped_step(A, C, n_step, m_err, r_g, r_c, lam, d, H, g):
+        if m_err == 0:
+            found = _unconstrained_step(A, n_step, r_g, lam, d, H, g)
+        else:
+            found = _constrained_step(np.ascontiguousarray(A[:, :n_step]), r_g, np.ascontiguousarray(C[:, :n_step]),
+                                      r_c, lam, d)
+        if not found:
             lam *= 4.0
             if lam > _LAMBDA_MAX:
                 status = STATUS_STALLED
                 break
             continue
-        step = _full_step(d, free_v, active, dv)
-        F_new, e_new = _evaluate_trial(tracker, tree, q, dv, bound_q, lo, hi, use_rms, stats, q_trial, r_g2, r_c2)
+        dv[:] = 0.0
+        col = 0
+        step = 0.0
+        for j in range(nv):
+            if active[j]:
+                continue
+            dv[free_v[j]] = d[col]
+            step = max(step, abs(d[col]))
+            col += 1
+        integrate_positions(tree, q, dv, q_trial)
+        clip_to_bounds(q_trial, bound_q, lo, hi)
+        # The trial overwrites the kinematics in `work`; the Jacobians at q are already in J_g / J_c.
+        evaluate_residuals(tracker, q_trial, r_g2, r_c2)
+        stats[0] += 1
+        F_new = _goal(r_g2)
+        e_new = error_norm(r_c2, use_rms)
         if accept_step(F, F_new, e, e_new, tolerance, m_err > 0):
             decrease = F - F_new
             F_old = F
