@@ -33,6 +33,9 @@ def test_replay_benchmark_runs_end_to_end_with_its_memory_runs():
     assert cpu and all(float(value) > 0 for value in cpu.groups()), out
     assert re.search(r"(PASS|MISS)  replay >= 150x real time: [0-9.]+x \(worst of 1 round: [0-9.]+x\)", out), out
     assert re.search(r"(PASS|MISS)  replay >= 10x a rosbags-only read of the same bag: [0-9.]+x", out), out
+    reach = re.search(r"10x the rosbags-only read allows the whole replay ([0-9.]+) ms CPU; the compiled IK alone "
+                      r"takes ([0-9.]+) ms CPU \(([0-9.]+)x the allowance, (within it|beyond it)", out)
+    assert reach and all(float(value) > 0 for value in reach.groups()[:3]), out
     memory = re.search(r"1.5 s of input ([0-9.]+) s wall, peak ([0-9]+) MB; 3 s of input ([0-9.]+) s wall .*peak "
                        r"([0-9]+) MB", out)
     assert memory, out
@@ -48,6 +51,16 @@ def test_budget_lines_take_the_worst_round():
     assert peer.startswith("MISS") and "9.5x" in peer
     factor, peer = replay_speed.budget_lines([150.0], [10.0])
     assert factor.startswith("PASS") and peer.startswith("PASS") and "worst of 1 round:" in factor
+
+
+def test_reach_line_compares_the_ik_alone_with_a_tenth_of_the_read():
+    sys.path.insert(0, str(REPO))
+    from benchmarks import replay_speed
+
+    beyond = replay_speed.reach_line(0.160, 0.020)
+    assert "allows the whole replay 16.0 ms CPU" in beyond and "20.0 ms CPU (1.25x" in beyond
+    assert "unreachable on one core" in beyond
+    assert "within it" in replay_speed.reach_line(0.160, 0.012)
 
 
 def _py_spy_available() -> bool:
