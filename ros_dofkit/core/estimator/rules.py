@@ -712,9 +712,11 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     clock.cycles += 1
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def run_due_cycles(state, settings, input_index, out):
-    """Every cycle that is ready now (several when queued instants wait), while ``out`` has room."""
+    """Every cycle that is ready now (several when queued instants wait), while ``out`` has room. Inlined into the
+    offers: as a call it cost ~300 ns per input, 40 % of :func:`schedule` (12.0 -> 7.0 ms for replay_speed's bag,
+    compile time unchanged)."""
     clock = state.clock[0]
     while out.size[0] < out.cycle.shape[0] and ready(state, settings):
         take_cycle(state, settings, clock.instant, clock.instant_ns, input_index, out)
