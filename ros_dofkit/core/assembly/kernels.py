@@ -815,7 +815,7 @@ def track_one(tracker, q):
     return solve_frame(tracker, q, tracker.obs_rot, tracker.obs_pos)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # nogil: replay.overlap reads and writes meanwhile
 def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, locked_q, positions, Q_out, goal_out, err_out, status_out,
                  X_WB_out):
     """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve) with

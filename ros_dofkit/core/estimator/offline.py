@@ -235,7 +235,7 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
 
 
 # ---------------------------------------------------------------------------------------------- velocities
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # nogil: replay.overlap reads and writes meanwhile
 def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies, R_BS, free_v, regularization,
                               X_WB_out, V_out, from_gyro_out):
     """Per cycle c: X_WB at Q[c] into X_WB_out[c] (unless have_X_WB[c]: the solver already put its poses at Q[c]
@@ -365,7 +365,7 @@ def relative_poses(X_WB, parents, bodies) -> np.ndarray:
     return X_PC.reshape(lead + (bodies.size, 4, 4))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sensor_errors(X_WB, observed, bodies, R_BS, R_WG, R_GS, errors_out):
     """errors_out[c, i] (deg) = the angle between R_WS and R_WO for each observed (cycle, IMU): R_WS = R_WB R_BS
     at the cycle's solution, R_WO = R_WG R_GS[c, i] of the sample the cycle used; NaN where not observed.

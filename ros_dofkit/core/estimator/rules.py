@@ -734,7 +734,7 @@ NaN = absent); per joint state its stamp, code and its coordinates' CSR slice (`
 positions and velocities; per odometry message its stamp, validation code and base coordinates (3,)."""
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")  # nogil: replay.overlap reads and writes meanwhile
 def schedule(state, settings, inputs, out, status):
     """Offer every input of the window in order (:func:`offer_imu` / :func:`offer_joint_state`), running the
     cycles they complete into ``out``; ``status`` (M,) receives each input's status code."""
