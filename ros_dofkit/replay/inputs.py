@@ -101,7 +101,7 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
         accel = None if arrays["linear_acceleration_covariance"][0, 0] == -1 else arrays["linear_acceleration"]
         yield arrays["stamp_ns"], ImuInput(setup.imu_topics[record.topic], seconds(arrays["stamp_ns"]),
                                            quaternion, gyro if gyro_present else None, orientation_present,
-                                           gyro_present, accel)
+                                           gyro_present, accel, arrays["orientation_covariance"].reshape(-1))
 
 
 @dataclass(frozen=True)

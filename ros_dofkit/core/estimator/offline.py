@@ -51,6 +51,8 @@ class OfflineInputs:
     ``field_sensor`` (n_f,), ``field_stamp`` (n_f,) s, ``field_vector`` (n_f, 3) tesla in S, ``field_position``
     (n_f,), optional: magnetometer samples of raw IMUs, each offered before input ``field_position`` (the number of
     inputs offered before it; M = after the last), in order (``orientation_filter`` matching rule).
+    ``imu_orientation_covariance`` (n_imu, 9), optional: each IMU message's orientation_covariance, which
+    ``imu_covariance_weighting`` reads (``Estimator.process_imu``'s ``orientation_covariance``).
     """
 
     kind: np.ndarray
@@ -77,6 +79,7 @@ class OfflineInputs:
     field_stamp: np.ndarray | None = None
     field_vector: np.ndarray | None = None
     field_position: np.ndarray | None = None
+    imu_orientation_covariance: np.ndarray | None = None  # (n_imu, 9) row-major per sample (REP-145); None: unknown
 
     def __post_init__(self):
         m = len(self.kind)
@@ -91,6 +94,9 @@ class OfflineInputs:
             raise OfflineInputError(f"expected imu_quaternion_wxyz ({n_imu}, 4) and imu_angular_velocity "
                                     f"({n_imu}, 3), got {np.shape(self.imu_quaternion_wxyz)} and "
                                     f"{np.shape(self.imu_angular_velocity)}")
+        if self.imu_orientation_covariance is not None and np.shape(self.imu_orientation_covariance) != (n_imu, 9):
+            raise OfflineInputError(f"imu_orientation_covariance: expected ({n_imu}, 9), got "
+                                    f"{np.shape(self.imu_orientation_covariance)}")
         n_js = len(self.js_stamp)
         if not (len(self.js_names) == len(self.js_positions) == len(self.js_velocities) == n_js):
             raise OfflineInputError("js_stamp, js_names, js_positions and js_velocities must have equal lengths")
@@ -118,9 +124,11 @@ class OfflineInputs:
         return stamps
 
 
-def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odometry=None) -> rules.WindowInputs:
+def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odometry=None,
+                    covariance_weighting: bool = False) -> rules.WindowInputs:
     """The window's inputs validated, as the compiled rules take them (see ``rules.WindowInputs``); ``odometry``
-    the ``odometry_input.OdometryTarget`` of the driven base (None: odometry rows are refused)."""
+    the ``odometry_input.OdometryTarget`` of the driven base (None: odometry rows are refused); with
+    ``covariance_weighting`` the IMUs' orientation covariances are read (``imu_covariance_weighting``)."""
     imu_sensor = np.asarray(inputs.imu_sensor, dtype=np.int64)
     if imu_sensor.size and (imu_sensor.min() < 0 or imu_sensor.max() >= n_imu):
         raise OfflineInputError(f"imu_sensor must index the {n_imu} configured IMUs, got values in "
@@ -128,10 +136,12 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odom
     n = len(imu_sensor)
     imu_code = np.empty(n, dtype=np.int64)
     samples = np.empty(n, dtype=rules.SAMPLE)
+    read = covariance_weighting and inputs.imu_orientation_covariance is not None
+    covariance = np.ascontiguousarray(inputs.imu_orientation_covariance, dtype=float) if read else np.zeros((n, 0))
     rules.validate_imus(np.ascontiguousarray(inputs.imu_quaternion_wxyz, dtype=float),
                         np.ascontiguousarray(inputs.imu_angular_velocity, dtype=float),
                         np.asarray(inputs.imu_orientation_present, dtype=np.bool_),
-                        np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), imu_code, samples)
+                        np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), covariance, imu_code, samples)
     fill_accelerations(samples["f_S"], inputs.imu_linear_acceleration, inputs.imu_linear_acceleration_present)
     js_code, js_offsets, js_index, js_position, js_velocity = _validate_joint_states(inputs, name_to_index)
     if inputs.stamp_ns is None:
@@ -147,7 +157,7 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odom
     if n_odom and odometry is None:
         raise OfflineInputError(f"{n_odom} odometry inputs, but the estimator has no odometry configured")
     odom_code = np.empty(n_odom, dtype=np.int64)
-    odom_values = np.empty((n_odom, 3))
+    odom_values = np.empty((n_odom, odometry_input.VALUES))
     if n_odom:
         odometry_input.validate_odometries(
             np.ascontiguousarray(inputs.odom_position, dtype=float),
@@ -424,6 +434,8 @@ class EstimatorResult:
         cycle: running cycle counter (from 1).
         initialized: the estimated coordinates have been solved at least once since the last reset (or there
             are none); before that they hold default values and should not be published as estimates.
+        sensor_weights: {sensor name: its weight in this cycle's orientation solve} for the observed sensors (the
+            configured weight, times its covariance factor with ``imu_covariance_weighting``).
     """
 
     stamp: float
@@ -445,6 +457,7 @@ class EstimatorResult:
     tracking_reset: bool
     cycle: int
     initialized: bool
+    sensor_weights: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -454,7 +467,8 @@ class OfflineRun:
     ``stamp`` (C,) s; ``stamp_ns`` (C,) the integer stamp of the input whose stamp the cycle carries; ``input``
     (C,) index of the input whose offering ran the cycle; ``q`` (C, nq); ``v`` (C, nv); ``velocity_from_gyro``
     (C, nv); ``X_WB`` (C, nb, 4, 4); ``goal``, ``solved``, ``failure`` (C,); ``sensor_errors_deg`` (C, n_imu)
-    in ``sensor_names`` order (NaN = not observed); ``observed`` / ``stale`` (C, n_imu) bool;
+    in ``sensor_names`` order (NaN = not observed); ``observed`` / ``stale`` (C, n_imu) bool; ``weights``
+    (C, n_imu) each observed sensor's weight in the orientation solve (0 = not observed);
     ``uncalibrated`` (C, n_imu) bool (not stale, waiting for calibration); ``missing`` (C, n_art) bool (measured,
     never received); ``tracking_reset``, ``initialized`` (C,) bool;
     ``solve_time_s`` (C,); ``rejected`` (M,) bool per input; ``counts_by_reason`` / ``counts_by_source`` as
@@ -476,6 +490,7 @@ class OfflineRun:
     failure: list
     sensor_errors_deg: np.ndarray
     observed: np.ndarray
+    weights: np.ndarray
     stale: np.ndarray
     uncalibrated: np.ndarray
     missing: np.ndarray
@@ -498,7 +513,8 @@ class OfflineRun:
 
     #: Per-cycle fields (first axis = cycle) that :meth:`concatenate` joins.
     CYCLE_FIELDS = ("stamp", "stamp_ns", "q", "v", "velocity_from_gyro", "goal", "solved", "sensor_errors_deg",
-                    "observed", "stale", "uncalibrated", "missing", "tracking_reset", "initialized", "solve_time_s")
+                    "observed", "weights", "stale", "uncalibrated", "missing", "tracking_reset", "initialized",
+                    "solve_time_s")
 
     @classmethod
     def concatenate(cls, runs, keep_poses: bool = True) -> OfflineRun:
@@ -557,6 +573,7 @@ class OfflineRun:
             missing_encoders=tuple(n for n, m in zip(self.articulated_names, self.missing[k], strict=True) if m),
             solve_time_s=float(self.solve_time_s[k]), tracking_reset=bool(self.tracking_reset[k]),
             cycle=self.first_cycle + k + 1, initialized=bool(self.initialized[k]),
+            sensor_weights={n: float(w) for n, o, w in zip(names, observed, self.weights[k], strict=True) if o},
         )
 
     def results(self, mask=None) -> ResultSequence:

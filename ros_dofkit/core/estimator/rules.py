@@ -84,7 +84,14 @@ from numba import njit
 # numba keys its cache of these kernels on this file's text alone: the helpers inlined from odometry_input and
 # inputs are compiled into them, so a change there is seen only once this file changes too (or the cache is cleared).
 from ros_dofkit.core.estimator import odometry_input
-from ros_dofkit.core.estimator.inputs import INVALID_STAMP, QUATERNION_OK, RejectReason, quaternion_check
+from ros_dofkit.core.estimator.inputs import (
+    COVARIANCE_OK,
+    INVALID_STAMP,
+    QUATERNION_OK,
+    RejectReason,
+    orientation_variance,
+    quaternion_check,
+)
 
 REASONS = tuple(RejectReason)
 _INDEX = {reason: i for i, reason in enumerate(REASONS)}
@@ -136,6 +143,7 @@ SAMPLE = np.dtype([
     ("R_GS", np.float64, (3, 3)),  # orientation of the sensor frame S in the IMU's world G (NaN: absent)
     ("w_S", np.float64, (3,)),  # angular velocity of S, in S, rad/s (NaN: absent)
     ("f_S", np.float64, (3,)),  # specific force (accelerometer) in S, m/s^2 (NaN: absent; filled by the caller)
+    ("R_var", np.float64),  # the orientation's mean per-axis variance trace(Σ)/3, rad^2 (NaN: unknown or not read)
 ], align=True)
 
 #: Per IMU: the newest accepted stamp and the ring queue's bookkeeping.
@@ -225,15 +233,19 @@ def cycle_capacity(num_inputs: int, n_imu: int) -> int:
 # the entry points stay separate compiled functions (inlining them too compiled about twice as long for 8 % less).
 # ---------------------------------------------------------------------------------------------- validation
 @njit(cache=True, inline="always", error_model="numpy")
-def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, samples, row):
+def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, covariance,
+                 samples, row):
     """``inputs.parse_imu``'s decision for one sample, compiled (the same bits live and offline): fills
-    ``samples[row]``'s R_GS (the normalized quaternion's matrix) and w_S, NaN where absent, and returns its status
-    code (the stamp fields are the caller's). A non-finite, zero or non-unit (beyond ``QUAT_NORM_TOLERANCE``)
-    quaternion (``inputs.quaternion_check``, shared with ``parse_imu`` and the odometry) or a non-finite gyro rejects
-    the sample; one with neither field present is dropped as
-    ``orientation_absent``; one with a gyro only is kept, counted as such."""
+    ``samples[row]``'s R_GS (the normalized quaternion's matrix), w_S and R_var (``inputs.orientation_variance``
+    of ``covariance``, the message's orientation_covariance (9,), or (0,) when not read), NaN where absent, and
+    returns its status code (the stamp fields are the caller's). A present orientation whose covariance
+    ``orientation_variance`` refuses rejects the sample (``bad_covariance``). A non-finite, zero or non-unit (beyond
+    ``QUAT_NORM_TOLERANCE``) quaternion (``inputs.quaternion_check``, shared with ``parse_imu`` and the odometry)
+    or a non-finite gyro rejects the sample; one with neither field present is dropped as ``orientation_absent``;
+    one with a gyro only is kept, counted as such."""
     R_GS = samples[row].R_GS
     w_S = samples[row].w_S
+    samples[row].R_var = np.nan
     for a in range(3):
         w_S[a] = np.nan
         samples[row].f_S[a] = np.nan
@@ -250,6 +262,11 @@ def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular
         R_GS[1, 0], R_GS[1, 1], R_GS[1, 2] = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)
         R_GS[2, 0], R_GS[2, 1], R_GS[2, 2] = 2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
         has_R = True
+        covariance_code, samples[row].R_var = orientation_variance(covariance)
+        if covariance_code != COVARIANCE_OK:
+            for b in range(9):
+                R_GS[b // 3, b % 3] = np.nan
+            return covariance_code
     if angular_velocity_present:
         for a in range(3):
             if not math.isfinite(angular_velocity[a]):
@@ -264,11 +281,13 @@ def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular
 
 
 @njit(cache=True, error_model="numpy")
-def validate_imus(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, code, samples):
-    """:func:`validate_imu` over rows (a window of samples) into ``samples`` (the stamps are the caller's)."""
+def validate_imus(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, covariance, code,
+                  samples):
+    """:func:`validate_imu` over rows (a window of samples) into ``samples`` (the stamps are the caller's);
+    ``covariance`` (n, 9), or (n, 0) when not read."""
     for n in range(code.shape[0]):
         code[n] = validate_imu(quaternion_wxyz[n], angular_velocity[n], orientation_present[n],
-                               angular_velocity_present[n], samples, n)
+                               angular_velocity_present[n], covariance[n], samples, n)
 
 
 # ---------------------------------------------------------------------------------------------- memory
@@ -277,6 +296,7 @@ def _clear_sample(sample):
     """No sample: every field at its "absent" value."""
     sample.stamp = np.nan
     sample.stamp_ns = -1
+    sample.R_var = np.nan
     for a in range(3):
         sample.w_S[a] = np.nan
         sample.f_S[a] = np.nan
@@ -843,7 +863,7 @@ WindowInputs.__doc__ = """A window of validated inputs in offering order: ``kind
 state, 2 = odometry; ``row`` its row in the IMU arrays, joint-state index or odometry arrays; ``now`` (M,) receive
 clock (NaN: none); ``stamp_ns`` (M,); per IMU sample its sensor, validation code and :data:`SAMPLE` (stamps filled,
 NaN = absent); per joint state its stamp, code and its coordinates' CSR slice (``js_offsets``) of indices,
-positions and velocities; per odometry message its stamp, validation code and base coordinates (3,)."""
+positions and velocities; per odometry message its stamp, validation code and values (``odometry_input.VALUES``,)."""
 
 
 @njit(cache=True, nogil=True, error_model="numpy")  # nogil: replay.overlap reads and writes meanwhile
