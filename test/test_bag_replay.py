@@ -16,6 +16,7 @@ import pytest
 
 from ros_dofkit import cli
 from ros_dofkit.core.spatial import quat_to_matrix
+from ros_dofkit.replay import bag_replay
 from ros_dofkit.replay.bag_replay import replay_bag
 from ros_dofkit.replay.demo import DemoOptions, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot
@@ -168,8 +169,6 @@ def test_reading_and_writing_beside_the_estimation_writes_the_sequential_bytes(t
     """On more than one core the batched replay reads and writes in threads of their own (replay.overlap): the
     output bag is byte for byte the one-thread bag, whatever the window; a window that cannot be decoded leaves
     no output and no thread behind."""
-    from ros_dofkit.replay import bag_replay
-
     bag, config = record(tmp_path, "overlap", "--duration", "2")
     setup = ReplaySetup.from_parameter_file(config)
     monkeypatch.setattr(bag_replay, "usable_cores", lambda: 1)
