@@ -152,11 +152,9 @@ def _inverse_right_jacobian(phi, out):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _cholesky_solve(H, b, n, out):
-    """Solve H out = b for the leading n x n block of a symmetric positive definite H (H is overwritten).
-
-    Returns False when a pivot is not positive (H not positive definite to working precision).
-    """
+def cholesky_factor(H, n):
+    """H = L Lᵀ for the leading n x n block of a symmetric positive definite H, L into H's lower triangle (in
+    place). Returns False when a pivot is not positive (H not positive definite to working precision)."""
     for j in range(n):
         d = H[j, j]
         for k in range(j):
@@ -170,16 +168,32 @@ def _cholesky_solve(H, b, n, out):
             for k in range(j):
                 s -= H[i, k] * H[j, k]
             H[i, j] = s / d
+    return True
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def cholesky_substitute(L, b, n, out):
+    """Solve L Lᵀ out = b with the factor :func:`cholesky_factor` left in L's lower triangle (one factor serves
+    several right-hand sides)."""
     for i in range(n):
         s = b[i]
         for k in range(i):
-            s -= H[i, k] * out[k]
-        out[i] = s / H[i, i]
+            s -= L[i, k] * out[k]
+        out[i] = s / L[i, i]
     for i in range(n - 1, -1, -1):
         s = out[i]
         for k in range(i + 1, n):
-            s -= H[k, i] * out[k]
-        out[i] = s / H[i, i]
+            s -= L[k, i] * out[k]
+        out[i] = s / L[i, i]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _cholesky_solve(H, b, n, out):
+    """Solve H out = b for the leading n x n block of a symmetric positive definite H (H is overwritten by its
+    factor). Returns False when a pivot is not positive (H not positive definite to working precision)."""
+    if not cholesky_factor(H, n):
+        return False
+    cholesky_substitute(H, b, n, out)
     return True
 
 
@@ -815,7 +829,7 @@ def complete_kinematics(tracker, q):
     update_kinematics(tracker.tree, q, tracker.work, True)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # nogil: replay.overlap reads and writes meanwhile
 def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, obs_weight_seq, locked_q, positions, Q_out, goal_out,
                  err_out, status_out, X_WB_out):
     """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve) with

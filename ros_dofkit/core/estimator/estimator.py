@@ -763,6 +763,10 @@ class Estimator:
         out["solved"][frames] = True
         out["solve_time"][frames] = elapsed / len(frames)
         self._is_initialized = True
+        out["initialized"][c:end] = True
+        if contiguous:  # every cycle observed (the usual chunk): nothing is held
+            self._q_current = Q[-1].copy()
+            return
         held = self._q_current
         for k in range(c, end):
             if any_observed[k]:
@@ -771,7 +775,6 @@ class Estimator:
                 out["q"][k] = self._locked(held.copy(), enc_q[k], odometry[k])
                 out["failure"][k] = _NOTHING_OBSERVED
                 held = out["q"][k]
-            out["initialized"][k] = True
         self._q_current = held.copy()
 
     def _velocity_priors(self, Q, stamp, stamp_prev, enc_v) -> np.ndarray:

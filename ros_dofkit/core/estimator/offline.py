@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ros_dofkit.core.assembly.kernels import _cholesky_solve
+from ros_dofkit.core.assembly.kernels import cholesky_factor, cholesky_substitute
 from ros_dofkit.core.estimator import odometry_input, rules
 from ros_dofkit.core.estimator.heading import fill_accelerations
 from ros_dofkit.core.estimator.inputs import joint_state_layout, joint_state_verdict
@@ -245,16 +245,7 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
 
 
 # ---------------------------------------------------------------------------------------------- velocities
-@njit(cache=True, inline="always")
-def _copy_square(source, target):
-    """target[:] = source element by element (a slice assignment between arrays allocates a copy in numba when it
-    cannot rule out overlap; this runs per cycle)."""
-    for i in range(source.shape[0]):
-        for j in range(source.shape[1]):
-            target[i, j] = source[i, j]
-
-
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # nogil: replay.overlap reads and writes meanwhile
 def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies, R_BS, free_v, regularization,
                               X_WB_out, V_out, from_gyro_out):
     """Per cycle c: X_WB at Q[c] into X_WB_out[c] (unless have_X_WB[c]: the solver already put its poses at Q[c]
@@ -285,7 +276,6 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     A = np.empty((3 * n_imu, n_free))
     residual = np.empty(3 * n_imu)
     lhs = np.empty((n_free, n_free))
-    factor = np.empty((n_free, n_free))  # lhs, overwritten by each solve's Cholesky factor
     rhs = np.empty(n_free)
     unit = np.zeros(n_free)
     step = np.empty(n_free)
@@ -339,16 +329,15 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
             rhs[i] = value
         for i in range(n_free):
             lhs[i, i] += regularization
-        # The step, then the resolution's diagonal: (M^-1 A^T A)_jj = 1 - reg (M^-1)_jj with M = A^T A + reg I
-        # (kernels._cholesky_solve factors in place, so each solve starts from a copy of M).
-        _copy_square(lhs, factor)
-        if not _cholesky_solve(factor, rhs, n_free, step):
+        # The step, then the resolution's diagonal: (M^-1 A^T A)_jj = 1 - reg (M^-1)_jj with M = A^T A + reg I,
+        # every right-hand side through one factor of M.
+        if not cholesky_factor(lhs, n_free):
             return False
+        cholesky_substitute(lhs, rhs, n_free, step)
         for j in range(n_free):
             V_out[c, free[j]] += step[j]
-            _copy_square(lhs, factor)
             unit[j] = 1.0
-            _cholesky_solve(factor, unit, n_free, column)
+            cholesky_substitute(lhs, unit, n_free, column)
             unit[j] = 0.0
             from_gyro_out[c, free[j]] = 1.0 - regularization * column[j] > 0.5
     return True
@@ -386,7 +375,7 @@ def relative_poses(X_WB, parents, bodies) -> np.ndarray:
     return X_PC.reshape(lead + (bodies.size, 4, 4))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sensor_errors(X_WB, observed, bodies, R_BS, R_WG, R_GS, errors_out):
     """errors_out[c, i] (deg) = the angle between R_WS and R_WO for each observed (cycle, IMU): R_WS = R_WB R_BS
     at the cycle's solution, R_WO = R_WG R_GS[c, i] of the sample the cycle used; NaN where not observed.

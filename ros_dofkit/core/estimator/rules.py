@@ -844,9 +844,11 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     clock.cycles += 1
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def run_due_cycles(state, settings, input_index, out):
-    """Every cycle that is ready now (several when queued instants wait), while ``out`` has room."""
+    """Every cycle that is ready now (several when queued instants wait), while ``out`` has room. Inlined into the
+    offers: as a call it cost ~300 ns per input, 40 % of :func:`schedule` (12.0 -> 7.0 ms for replay_speed's bag,
+    compile time unchanged)."""
     clock = state.clock[0]
     while out.size[0] < out.cycle.shape[0] and ready(state, settings):
         take_cycle(state, settings, clock.instant, clock.instant_ns, input_index, out)
@@ -864,7 +866,7 @@ NaN = absent); per joint state its stamp, code and its coordinates' CSR slice (`
 positions and velocities; per odometry message its stamp, validation code and values (``odometry_input.VALUES``,)."""
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")  # nogil: replay.overlap reads and writes meanwhile
 def schedule(state, settings, inputs, out, status):
     """Offer every input of the window in order (:func:`offer_imu` / :func:`offer_joint_state`), running the
     cycles they complete into ``out``; ``status`` (M,) receives each input's status code."""
