@@ -565,6 +565,22 @@ def make_solver_work(problem, nq):
             np.empty((m_err, n)), np.empty(n), np.empty((n, n)), np.empty(n))
 
 
+@njit(cache=True)
+def _start(tracker, q, r_g, r_c, evaluated, bound_q, lo, hi, use_rms, J_g, J_c, stats):
+    """The start of :func:`solve`, once per solve: q clipped into [lo, hi], the residuals at q into r_g, r_c (unless
+    ``evaluated`` and q was inside its bounds: then they are already there), and the Jacobians at q into J_g, J_c,
+    counted in ``stats``. Returns the goal F = ½|r_g|² and the error norm at q.
+
+    Compiled apart and called once per solve with the arrays it uses (no field of the tracker is read here, which
+    would reference-count them): solve's per-iteration loop stays one piece of code."""
+    if clip_to_bounds(q, bound_q, lo, hi) or not evaluated:
+        evaluate_residuals(tracker, q, r_g, r_c)
+        stats[0] += 1
+    evaluate_jacobians(tracker, J_g, J_c)
+    stats[1] += 1
+    return _goal(r_g), error_norm(r_c, use_rms)
+
+
 @njit(cache=True, inline="always")
 def solve(tracker, q, r_g, r_c, evaluated):
     """Minimize ½|r_g|² subject to r_c = 0 over the free velocities, starting from (and overwriting) q.
@@ -588,19 +604,11 @@ def solve(tracker, q, r_g, r_c, evaluated):
     m_goal, m_err, nv_full, free_v, bound_q, lo, hi = tracker.problem
     accuracy, tolerance, use_rms, max_iterations, lam0 = tracker.settings
     nv = free_v.shape[0]
-    J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active = (solver_work[0], solver_work[1], solver_work[2],
-                                                         solver_work[3], solver_work[4], solver_work[5],
-                                                         solver_work[6], solver_work[7])
+    J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active = solver_work[:8]
     # A, C: the Jacobians' columns of this step's free set (the first n_step columns); d, H, g: the step and the
     # normal equations (leading blocks). Full-size buffers: no per-iteration views.
-    A, C, d, H, g = solver_work[8], solver_work[9], solver_work[10], solver_work[11], solver_work[12]
-    if clip_to_bounds(q, bound_q, lo, hi) or not evaluated:
-        evaluate_residuals(tracker, q, r_g, r_c)
-        stats[0] += 1
-    evaluate_jacobians(tracker, J_g, J_c)
-    stats[1] += 1
-    F = _goal(r_g)
-    e = error_norm(r_c, use_rms)
+    A, C, d, H, g = solver_work[8:]
+    F, e = _start(tracker, q, r_g, r_c, evaluated, bound_q, lo, hi, use_rms, J_g, J_c, stats)
     lam = lam0
     status = STATUS_MAX_ITERATIONS
     iterations = 0
