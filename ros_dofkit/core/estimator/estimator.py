@@ -18,6 +18,7 @@ import math
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from itertools import compress
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from ros_dofkit.core.estimator.offline import (
     validate_window,
 )
 from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
+from ros_dofkit.core.multibody import Joint
 from ros_dofkit.core.spatial import describe_quaternion_problem
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
@@ -106,6 +108,67 @@ def _timing_detail(reason: RejectReason, stamp: float, now: float, config: Estim
     return f"stamp {stamp:.6f} s is older than the last accepted stamp of this source"
 
 
+@dataclass(frozen=True)
+class _DifferenceColumns:
+    """The plant's ``position_difference`` (dv with q0 ⊕ dv = q1) in a few array operations: q1 - q0 on the
+    coordinates of joints that keep ``Joint.difference`` (``q_index`` -> ``v_index``), every other joint's own
+    ``difference`` on its block (the plant's loop over every joint cost ~0.1 ms per cycle on
+    a humanoid)."""
+
+    nv: int
+    q_index: np.ndarray
+    v_index: np.ndarray
+    floating: tuple  # (joint, q slice, v slice) of the joints with their own difference
+
+    @classmethod
+    def of(cls, plant) -> _DifferenceColumns:
+        q_index, v_index, floating = [], [], []
+        for joint in (plant.get_joint(j) for j in range(plant.num_joints())):
+            qs, vs = joint.position_start, joint.velocity_start
+            if not joint.num_positions:
+                continue
+            if type(joint).difference is Joint.difference:  # q1 - q0
+                q_index.extend(range(qs, qs + joint.num_positions))
+                v_index.extend(range(vs, vs + joint.num_velocities))
+            else:
+                floating.append((joint, slice(qs, qs + joint.num_positions), slice(vs, vs + joint.num_velocities)))
+        return cls(plant.num_velocities(), np.array(q_index, np.int64), np.array(v_index, np.int64), tuple(floating))
+
+    def __call__(self, q0, q1) -> np.ndarray:
+        """(N, nv) differences of the rows of q0, q1 (N, nq)."""
+        dv = np.zeros((len(q0), self.nv))
+        dv[:, self.v_index] = q1[:, self.q_index] - q0[:, self.q_index]
+        for joint, qs, vs in self.floating:
+            dv[:, vs] = joint.difference(q0[:, qs], q1[:, qs])
+        return dv
+
+
+@dataclass(frozen=True)
+class _StreamBuffers:
+    """One cycle's arrays for :meth:`Estimator._stream_cycle`, allocated once per solver: the inputs and outputs
+    of the compiled kernels as a one-cycle run (leading axis 1), the types and layouts of the batch path's (the
+    same compiled specializations)."""
+
+    stamp: np.ndarray      # (1,)
+    R_GS: np.ndarray       # (1, n_imu, 3, 3) the cycle's samples
+    w_S: np.ndarray        # (1, n_imu, 3)
+    observed: np.ndarray   # (1, n_imu) bool
+    use_gyro: np.ndarray   # (1, n_imu) bool
+    R_WO: np.ndarray       # (1, solver sensors, 3, 3)
+    X_WB: np.ndarray       # (1, nb, 4, 4) the solver's poses
+    have_X_WB: np.ndarray  # (1,) True
+    V: np.ndarray          # (1, nv)
+    from_gyro: np.ndarray  # (1, nv) bool
+    errors: np.ndarray     # (1, n_imu) deg
+
+    @classmethod
+    def of(cls, plant, n_imu: int, n_solver: int) -> _StreamBuffers:
+        nv = plant.num_velocities()
+        return cls(np.empty(1), np.empty((1, n_imu, 3, 3)), np.empty((1, n_imu, 3)), np.zeros((1, n_imu), bool),
+                   np.zeros((1, n_imu), bool), np.empty((1, n_solver, 3, 3)), np.empty((1, plant.num_bodies(), 4, 4)),
+                   np.ones(1, bool), np.empty((1, nv)), np.zeros((1, nv), bool), np.empty((1, n_imu)))
+
+
 class Estimator:
     """Joint-configuration estimator on a finalized plant.
 
@@ -126,6 +189,10 @@ class Estimator:
         self._R_BS = {imu.name: (None if imu.needs_calibration else np.array(imu.mounting)) for imu in config.imus}
         self._R_WG = np.array(config.R_WG)
         self._tree = plant.tree.kernel_arguments()
+        # Fixed by the plant: built once, not per cycle (the node's cycle is a few hundred microseconds).
+        self._position_names = tuple(plant.position_names())
+        self._velocity_names = tuple(plant.velocity_names())
+        self._difference = _DifferenceColumns.of(plant)
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
@@ -144,6 +211,7 @@ class Estimator:
             [np.eye(3) if self._R_BS[name] is None else self._R_BS[name] for name in self._names]
         ) if self._names else np.zeros((0, 3, 3)))
         self._needs_assemble = True
+        self._stream = _StreamBuffers.of(self._plant, len(self._names), len(self._solver_columns))
 
     def reset(self) -> None:
         """Forget every input: the next input starts from the initial state (counters and statistics at zero)."""
@@ -467,8 +535,66 @@ class Estimator:
         n = int(self._message.size[0])
         if n == 0:
             return ()
+        if n == 1:
+            result = self._stream_cycle()
+            if result is not None:
+                return (result,)
         run = self._solve_cycles(self._message, n, None)
         return tuple(run.result(k) for k in range(n))
+
+    def _stream_cycle(self) -> EstimatorResult | None:
+        """A message's one cycle in the common case (tracking, something observed, no reset, no heading filter),
+        or None (then :meth:`_solve_cycles` runs it). The same steps and compiled kernels as
+        :meth:`_solve_cycles` over a one-cycle run, the same bits (test_estimator_rules' and
+        test_estimator_estimator's streaming == batch tests), without its per-run records: inputs copied into
+        buffers allocated once per solver (``_StreamBuffers``), the solver's frame through ``track_sequence`` as
+        in :meth:`_track_chunk`, velocities and sensor errors in one call each. A frame the solver fails is left
+        to :meth:`_solve_cycles` (which retries it from the same start and state, then solves it alone)."""
+        cycle = self._message.cycle[0]
+        if self._heading is not None or cycle["reset"] or self._needs_assemble:
+            return None
+        b = self._stream
+        b.R_GS[0] = self._message.sample["R_GS"][0]
+        b.w_S[0] = self._message.sample["w_S"][0]
+        stale = self._message.stale[0]
+        with np.errstate(invalid="ignore"):
+            b.observed[0] = ~stale & np.isfinite(b.R_GS[0, :, 0, 0]) & self._calibrated & (self._setup.weights > 0.0)
+            b.use_gyro[0] = ~stale & np.isfinite(b.w_S[0, :, 0]) & self._calibrated
+        if not b.observed.any():
+            return None
+        stamp = float(cycle["stamp"])
+        b.stamp[0] = stamp
+        encoder = self._message.encoder[0]
+        locked = self._locked(self._q_current.copy(), encoder["q"], self._message.odometry[0]["values"])
+        started = time.perf_counter()
+        self._assembler.set_positions(locked)
+        try:
+            Q, info = self._assembler.track_sequence(b.stamp, self._observations(b.observed, b.R_GS, b.R_WO),
+                                                     positions=locked[None], return_info=True, body_poses=b.X_WB)
+        except RuntimeError:
+            return None
+        solve_time = time.perf_counter() - started
+        self._is_initialized = True
+        self._q_current = Q[0].copy()
+        v_prior = self._velocity_priors(Q, b.stamp, cycle["stamp_prev"][None], encoder["v"][None])
+        if not kinematics_and_velocities(self._tree, Q, b.have_X_WB, v_prior, b.use_gyro, b.w_S,
+                                         self._setup.body_index, self._R_BS_array, self._setup.free_v,
+                                         float(self._config.velocity_regularization), b.X_WB, b.V, b.from_gyro):
+            return None  # singular: _solve_cycles raises
+        sensor_errors(b.X_WB, b.observed, self._setup.body_index, self._R_BS_array,
+                      np.ascontiguousarray(self._R_WG, dtype=float), b.R_GS, b.errors)
+        self._q_last = self._q_current
+        self._cycles += 1
+        names = self._names
+        return EstimatorResult(
+            stamp=stamp, q=_frozen(Q[0]), v=_frozen(b.V[0]), position_names=self._position_names,
+            velocity_names=self._velocity_names, velocity_from_gyro=_frozen(b.from_gyro[0]), X_WB=_frozen(b.X_WB[0]),
+            goal=float(info["goal"][0]), solved=True, failure="",
+            sensor_errors_deg=dict(zip(names, b.errors[0].tolist(), strict=True)),
+            observed_sensors=tuple(compress(names, b.observed[0])), stale_sensors=tuple(compress(names, stale)),
+            uncalibrated_sensors=tuple(compress(names, ~stale & ~self._calibrated)),
+            missing_encoders=tuple(compress(self._setup.art_names, self._missing(encoder["have"][None])[0])),
+            solve_time_s=solve_time, tracking_reset=False, cycle=self._cycles, initialized=True)
 
     def feed(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
         """Offer a window of a recording (in offering order, after the windows fed before) and run every cycle
@@ -533,7 +659,7 @@ class Estimator:
             uncalibrated=~stale & ~self._calibrated, missing=self._missing(encoder["have"]),
             tracking_reset=solve["tracking_reset"], initialized=solve["initialized"],
             solve_time_s=solve["solve_time"], sensor_names=self._names,
-            position_names=tuple(self._plant.position_names()), velocity_names=tuple(self._plant.velocity_names()),
+            position_names=self._position_names, velocity_names=self._velocity_names,
             articulated_names=self._setup.art_names, first_cycle=first_cycle, tree=self._tree,
             **self._summary(rejected_inputs))
 
@@ -546,14 +672,17 @@ class Estimator:
         return {"rejected": rejected_inputs, "counts_by_reason": self.reject_counts(),
                 "counts_by_source": self.reject_counts_by_source(), "statistics": self.statistics()}
 
-    def _observations(self, observed, R_GS) -> np.ndarray:
-        """R_WO (C, solver sensors, 3, 3) = R_WG R_GS of the observed samples, NaN elsewhere."""
-        C = len(observed)
-        R_WO = np.full((C, len(self._solver_columns), 3, 3), np.nan)
-        identity = np.array_equal(self._R_WG, np.eye(3))
-        for j, i in enumerate(self._solver_columns):
-            rows = np.flatnonzero(observed[:, i])
-            R_WO[rows, j] = R_GS[rows, i] if identity else self._R_WG @ R_GS[rows, i]
+    def _observations(self, observed, R_GS, out=None) -> np.ndarray:
+        """R_WO (C, solver sensors, 3, 3) = R_WG R_GS of the observed samples, NaN elsewhere (into ``out``
+        when given)."""
+        columns = self._solver_columns
+        R_WO = np.full((len(observed), len(columns), 3, 3), np.nan) if out is None else out
+        if out is not None:
+            R_WO.fill(np.nan)
+        rows, slots = np.nonzero(observed[:, columns])
+        samples = R_GS[rows, columns[slots]]
+        # one 3x3 product per sample (a stacked matmul computes each matrix alone: the bits do not depend on C)
+        R_WO[rows, slots] = samples if np.array_equal(self._R_WG, np.eye(3)) else self._R_WG @ samples
         return R_WO
 
     def _missing(self, have_encoder) -> np.ndarray:
@@ -717,11 +846,7 @@ class Estimator:
             use = np.isfinite(stamp_prev) & (dt > 0.0)
             rows = np.flatnonzero(use)
             if rows.size:
-                if self._setup.floating_joints:
-                    difference = np.asarray(self._plant.position_difference(previous[rows], Q[rows]), dtype=float)
-                else:
-                    difference = Q[rows] - previous[rows]
-                v_prior[rows] = difference / dt[use][:, None]
+                v_prior[rows] = self._difference(previous[rows], Q[rows]) / dt[use][:, None]
         measured = ~self._setup.estimated
         columns = self._setup.art_v[measured]
         values = enc_v[:, measured]
