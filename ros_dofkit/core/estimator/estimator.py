@@ -119,6 +119,7 @@ class _DifferenceColumns:
     q_index: np.ndarray
     v_index: np.ndarray
     floating: tuple  # (joint, q slice, v slice) of the joints with their own difference
+    plain: bool  # none of those, and q and v index the same coordinates: dv = q1 - q0
 
     @classmethod
     def of(cls, plant) -> _DifferenceColumns:
@@ -132,10 +133,14 @@ class _DifferenceColumns:
                 v_index.extend(range(vs, vs + joint.num_velocities))
             else:
                 floating.append((joint, slice(qs, qs + joint.num_positions), slice(vs, vs + joint.num_velocities)))
-        return cls(plant.num_velocities(), np.array(q_index, np.int64), np.array(v_index, np.int64), tuple(floating))
+        nv = plant.num_velocities()
+        plain = not floating and q_index == v_index == list(range(nv)) and plant.num_positions() == nv
+        return cls(nv, np.array(q_index, np.int64), np.array(v_index, np.int64), tuple(floating), plain)
 
     def __call__(self, q0, q1) -> np.ndarray:
         """(N, nv) differences of the rows of q0, q1 (N, nq)."""
+        if self.plain:
+            return q1 - q0
         dv = np.zeros((len(q0), self.nv))
         dv[:, self.v_index] = q1[:, self.q_index] - q0[:, self.q_index]
         for joint, qs, vs in self.floating:
@@ -193,6 +198,7 @@ class Estimator:
         self._position_names = tuple(plant.position_names())
         self._velocity_names = tuple(plant.velocity_names())
         self._difference = _DifferenceColumns.of(plant)
+        self._measured = ~self._setup.estimated  # articulated coordinates locked at their encoder values
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
@@ -381,7 +387,8 @@ class Estimator:
         sample = self._sample[0]
         sample["stamp"], sample["stamp_ns"] = stamp, _stamp_ns(stamp)
         code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, self._sample, 0)
-        fill_accelerations(sample["f_S"][None], accel, accel_present)  # issue 19.2: the joint-centre constraint
+        if self._heading is not None:  # issue 19.2: only the joint-centre constraint reads them (else NaN, absent)
+            fill_accelerations(sample["f_S"][None], accel, accel_present)
         result = rules.offer_imu(self._state, self._settings, i, now_value, code, self._sample, 0, -1, run_cycles,
                                  self._message)
         self._after_offer()
@@ -844,14 +851,17 @@ class Estimator:
             previous[0] = np.nan if self._q_last is None else self._q_last
             dt = stamp - stamp_prev
             use = np.isfinite(stamp_prev) & (dt > 0.0)
-            rows = np.flatnonzero(use)
-            if rows.size:
+            if use.all():  # row by row the same operations as below: fewer of them for a message's one cycle
+                v_prior = self._difference(previous, Q) / dt[:, None]
+            elif use.any():
+                rows = np.flatnonzero(use)
                 v_prior[rows] = self._difference(previous[rows], Q[rows]) / dt[use][:, None]
-        measured = ~self._setup.estimated
-        columns = self._setup.art_v[measured]
-        values = enc_v[:, measured]
-        v_prior[:, columns] = np.where(np.isfinite(values), values, v_prior[:, columns])
-        return np.ascontiguousarray(v_prior)
+        measured = self._measured
+        if measured.any():
+            columns = self._setup.art_v[measured]
+            values = enc_v[:, measured]
+            v_prior[:, columns] = np.where(np.isfinite(values), values, v_prior[:, columns])
+        return v_prior
 
     # ------------------------------------------------------------------ settings and calibration
     def update_settings(self, config: EstimatorConfig) -> None:
