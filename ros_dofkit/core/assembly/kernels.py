@@ -155,6 +155,16 @@ def _cholesky_solve(H, b, n, out):
 
     Returns False when a pivot is not positive (H not positive definite to working precision).
     """
+    if not _cholesky_factor(H, n):
+        return False
+    _cholesky_substitute(H, b, n, out)
+    return True
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _cholesky_factor(H, n):
+    """H = L L^T in place for the leading n x n block: L in the lower triangle and diagonal (the strict upper
+    triangle is left as it was). Returns False when a pivot is not positive."""
     for j in range(n):
         d = H[j, j]
         for k in range(j):
@@ -168,17 +178,23 @@ def _cholesky_solve(H, b, n, out):
             for k in range(j):
                 s -= H[i, k] * H[j, k]
             H[i, j] = s / d
+    return True
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _cholesky_substitute(L, b, n, out):
+    """out = (L L^T)^-1 b by forward and back substitution with the factor of :func:`_cholesky_factor` (one
+    factor, any number of right-hand sides: the same bits as :func:`_cholesky_solve` of each)."""
     for i in range(n):
         s = b[i]
         for k in range(i):
-            s -= H[i, k] * out[k]
-        out[i] = s / H[i, i]
+            s -= L[i, k] * out[k]
+        out[i] = s / L[i, i]
     for i in range(n - 1, -1, -1):
         s = out[i]
         for k in range(i + 1, n):
-            s -= H[k, i] * out[k]
-        out[i] = s / H[i, i]
-    return True
+            s -= L[k, i] * out[k]
+        out[i] = s / L[i, i]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ros_dofkit.core.assembly.kernels import _cholesky_solve
+from ros_dofkit.core.assembly.kernels import _cholesky_factor, _cholesky_substitute
 from ros_dofkit.core.estimator import odometry_input, rules
 from ros_dofkit.core.estimator.heading import fill_accelerations
 from ros_dofkit.core.estimator.inputs import joint_state_layout, joint_state_verdict
@@ -275,7 +275,7 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     A = np.empty((3 * n_imu, n_free))
     residual = np.empty(3 * n_imu)
     lhs = np.empty((n_free, n_free))
-    factor = np.empty((n_free, n_free))  # lhs, overwritten by each solve's Cholesky factor
+    factor = np.empty((n_free, n_free))  # a copy of lhs, factored in place (Cholesky)
     rhs = np.empty(n_free)
     unit = np.zeros(n_free)
     step = np.empty(n_free)
@@ -329,16 +329,16 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
             rhs[i] = value
         for i in range(n_free):
             lhs[i, i] += regularization
-        # The step, then the resolution's diagonal: (M^-1 A^T A)_jj = 1 - reg (M^-1)_jj with M = A^T A + reg I
-        # (kernels._cholesky_solve factors in place, so each solve starts from a copy of M).
+        # The step, then the resolution's diagonal: (M^-1 A^T A)_jj = 1 - reg (M^-1)_jj with M = A^T A + reg I,
+        # every solve with M's one factor.
         _copy_square(lhs, factor)
-        if not _cholesky_solve(factor, rhs, n_free, step):
+        if not _cholesky_factor(factor, n_free):
             return False
+        _cholesky_substitute(factor, rhs, n_free, step)
         for j in range(n_free):
             V_out[c, free[j]] += step[j]
-            _copy_square(lhs, factor)
             unit[j] = 1.0
-            _cholesky_solve(factor, unit, n_free, column)
+            _cholesky_substitute(factor, unit, n_free, column)
             unit[j] = 0.0
             from_gyro_out[c, free[j]] = 1.0 - regularization * column[j] > 0.5
     return True
