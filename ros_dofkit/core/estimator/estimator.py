@@ -192,7 +192,7 @@ class Estimator:
         self._names = self._setup.imu_names
         self._imu_index = {name: i for i, name in enumerate(self._names)}
         self._R_BS = {imu.name: (None if imu.needs_calibration else np.array(imu.mounting)) for imu in config.imus}
-        self._R_WG = np.array(config.R_WG)
+        self._align(config.R_WG)
         self._tree = plant.tree.kernel_arguments()
         # Fixed by the plant: built once, not per cycle (the node's cycle is a few hundred microseconds).
         self._position_names = tuple(plant.position_names())
@@ -208,6 +208,11 @@ class Estimator:
         self._raw_imus = None
         self._heading = self._heading_filter(config)
         self.reset()
+
+    def _align(self, R_WG) -> None:
+        """Adopt the world alignment R_WG (a float64 C-contiguous copy, as the kernels take it)."""
+        self._R_WG = np.array(R_WG, dtype=float, order="C")
+        self._R_WG_is_identity = bool(np.array_equal(self._R_WG, np.eye(3)))
 
     def _build_solver(self) -> None:
         self._osensors, self._assembler, solver_names = problem.build_solver(self._setup, self._config, self._R_BS)
@@ -589,7 +594,7 @@ class Estimator:
                                          float(self._config.velocity_regularization), b.X_WB, b.V, b.from_gyro):
             return None  # singular: _solve_cycles raises
         sensor_errors(b.X_WB, b.observed, self._setup.body_index, self._R_BS_array,
-                      np.ascontiguousarray(self._R_WG, dtype=float), b.R_GS, b.errors)
+                      self._R_WG, b.R_GS, b.errors)
         self._q_last = self._q_current
         self._cycles += 1
         names = self._names
@@ -654,7 +659,7 @@ class Estimator:
                                         "and the gyros do not observe every free velocity)")
         errors = np.empty((C, len(self._names)))
         sensor_errors(X_WB, observed, self._setup.body_index, self._R_BS_array,
-                      np.ascontiguousarray(self._R_WG, dtype=float), R_GS, errors)
+                      self._R_WG, R_GS, errors)
         if C:
             self._q_last = Q[-1].copy()
         first_cycle = self._cycles
@@ -689,7 +694,7 @@ class Estimator:
         rows, slots = np.nonzero(observed[:, columns])
         samples = R_GS[rows, columns[slots]]
         # one 3x3 product per sample (a stacked matmul computes each matrix alone: the bits do not depend on C)
-        R_WO[rows, slots] = samples if np.array_equal(self._R_WG, np.eye(3)) else self._R_WG @ samples
+        R_WO[rows, slots] = samples if self._R_WG_is_identity else self._R_WG @ samples
         return R_WO
 
     def _missing(self, have_encoder) -> np.ndarray:
@@ -887,7 +892,7 @@ class Estimator:
         self._settings = self._setup.rules_settings(config)
         self._state.imu["offset_ns"] = problem.time_offsets_ns(config)[:len(self._names)]
         if not np.array_equal(config.R_WG, old.R_WG):
-            self._R_WG = np.array(config.R_WG)
+            self._align(config.R_WG)
         if config.calibration_window != old.calibration_window:
             self._windows = {name: deque(window, maxlen=config.calibration_window)
                              for name, window in self._windows.items()}
@@ -968,7 +973,7 @@ class Estimator:
             base_imu=heading, base_heading_axis=self._config.heading_axis if heading else None)
         for name in names:
             self._R_BS[name] = np.array(calibration.R_BS[name])
-        self._R_WG = np.array(calibration.R_GX)
+        self._align(calibration.R_GX)
         R_WB = self._plant.calc_body_poses(q_cal)[..., :3, :3]
         offsets = self._raw_imus.align_headings({name: (
             average_rotations(windows[name]), self._R_WG.T @ R_WB[self.imu_body(name).index] @ self._R_BS[name])
