@@ -4,7 +4,8 @@ You are in the ROS-free estimator core; this module imports the estimator's setu
 (``rules``), its batch input/output types (``offline``) and the assembler. The live node offers one message at a
 time (:meth:`Estimator.process_imu` / :meth:`Estimator.process_joint_state`); offline replay offers a window of a
 recording at a time (:meth:`Estimator.feed`). Both go through the same compiled rules over the same state and the
-same solve, so a recording gives the same bits either way. The data flow is DESIGN.md's:
+same solve, so a recording gives the same bits either way; a message's one cycle skips the batch records (its
+kernels' inputs and outputs in buffers allocated once, ``Estimator._stream_cycle``). The data flow is DESIGN.md's:
 
     joint states --validate, merge by name--> measured q (locked in the assembler)
     IMU samples  --validate, stamp checks---> observations R_WO = R_WG R_GS (NaN = unobserved, stale = unobserved)
@@ -45,6 +46,8 @@ from ros_dofkit.core.spatial import describe_quaternion_problem
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
 TRACK_CHUNK = 512
 _NOTHING_OBSERVED = "no IMU observed this cycle; estimated coordinates hold their previous values"
+_SINGULAR_GYROS = ("gyro velocities: singular normal equations (velocity_regularization is 0 and the gyros do not "
+                   "observe every free velocity)")
 
 
 def rotation_angle_between(R_A, R_B) -> float:
@@ -592,9 +595,8 @@ class Estimator:
         if not kinematics_and_velocities(self._tree, Q, b.have_X_WB, v_prior, b.use_gyro, b.w_S,
                                          self._setup.body_index, self._R_BS_array, self._setup.free_v,
                                          float(self._config.velocity_regularization), b.X_WB, b.V, b.from_gyro):
-            return None  # singular: _solve_cycles raises
-        sensor_errors(b.X_WB, b.observed, self._setup.body_index, self._R_BS_array,
-                      self._R_WG, b.R_GS, b.errors)
+            raise np.linalg.LinAlgError(_SINGULAR_GYROS)
+        sensor_errors(b.X_WB, b.observed, self._setup.body_index, self._R_BS_array, self._R_WG, b.R_GS, b.errors)
         self._q_last = self._q_current
         self._cycles += 1
         names = self._names
@@ -655,11 +657,9 @@ class Estimator:
         if C and not kinematics_and_velocities(self._tree, Q, solve["have_X_WB"], v_prior, use_gyro, w_S,
                                                self._setup.body_index, self._R_BS_array, self._setup.free_v,
                                                float(self._config.velocity_regularization), X_WB, V, from_gyro):
-            raise np.linalg.LinAlgError("gyro velocities: singular normal equations (velocity_regularization is 0 "
-                                        "and the gyros do not observe every free velocity)")
+            raise np.linalg.LinAlgError(_SINGULAR_GYROS)
         errors = np.empty((C, len(self._names)))
-        sensor_errors(X_WB, observed, self._setup.body_index, self._R_BS_array,
-                      self._R_WG, R_GS, errors)
+        sensor_errors(X_WB, observed, self._setup.body_index, self._R_BS_array, self._R_WG, R_GS, errors)
         if C:
             self._q_last = Q[-1].copy()
         first_cycle = self._cycles
