@@ -35,6 +35,12 @@ without an estimate with their stamp), the ratios to the peers and the node's ow
 first --warmup seconds are not measured. Exit status 0 unless something fails to run; a missed budget is
 reported, not an error. The machine may be shared: the load average is printed, rerun before trusting a MISS.
 
+``--in-process`` measures, instead of the DDS rounds, the node's own per-set path in one process (no middleware):
+each Imu of a set serialized, decoded and offered by ``ros.imu_input.feed_imu_cdr`` as the node's callback does,
+each estimate encoded as the node's JointState and TF bytes; CPU per set of this tree and, alternating in fresh
+processes, of ``--estimator-pythonpath``'s (before/after figures that a loaded machine disturbs far less than
+latencies over DDS).
+
 Where you are: ``benchmarks/`` (not part of the package). rclpy and message packages are imported inside the role
 that needs them (the publisher, floor and probe are separate processes); ``--profile`` uses
 benchmarks/profiling.py (py-spy, a tool, not a dependency).
@@ -314,7 +320,7 @@ def run_floor(load: NodeLoad) -> int:
     return 0
 
 
-def run_in_process(load: NodeLoad, tree: str, table_path: str, sets: int, rounds: int) -> int:
+def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
     """The node's per-set path without DDS, in this process, on the estimator of source tree ``tree``: each Imu
     of a set serialized as it arrives, handed to ``feed_imu_cdr`` (decode, ``Estimator.process_imu``), and each
     result encoded as the node's outputs (JointState bytes, TF bytes); nothing published. Prints a JSON line: CPU
@@ -333,7 +339,7 @@ def run_in_process(load: NodeLoad, tree: str, table_path: str, sets: int, rounds
     from ros_dofkit.ros.imu_input import feed_imu_cdr
     from ros_dofkit.ros.tf_builder import TfBuilder
 
-    table = pickle.loads(Path(table_path).read_bytes())
+    load, table = pickle.loads(Path(table_path).read_bytes())
     plant = build_plant([ModelSpec(load.urdf, "robot", load.base_joint)])
     config = EstimatorConfig(imus=tuple(ImuConfig(name, body) for name, body in load.imus.items()),
                              estimated_joints={"robot": "all"}, sync_tolerance_s=1e-4, stale_timeout_s=0.1,
@@ -382,7 +388,7 @@ def in_process_comparison(args) -> int:
     table = tmp / "table.pickle"
     import pickle
 
-    table.write_bytes(pickle.dumps(imu_table(args.load, args.rate)))
+    table.write_bytes(pickle.dumps((args.load, imu_table(args.load, args.rate))))
     trees = {"this tree": str(_REPO)}
     if args.estimator_pythonpath:
         trees[args.estimator_pythonpath] = args.estimator_pythonpath
@@ -392,8 +398,8 @@ def in_process_comparison(args) -> int:
     cpu = {label: [] for label in trees}
     for _ in range(max(1, args.repeat)):
         for label, tree in trees.items():
-            command = [sys.executable, __file__, "--role", "in_process", "--model", args.model, "--tree", tree,
-                       "--table", str(table), "--sets", str(args.sets)]
+            command = [sys.executable, __file__, "--role", "in_process", "--tree", tree, "--table", str(table),
+                       "--sets", str(args.sets)]
             line = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             result = json.loads(line)
             cpu[label].append(result["cpu_us_per_set"])
@@ -698,6 +704,8 @@ def main(argv=None) -> int:
     parser.add_argument("--table", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--single-topic", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.role == "in_process":  # before anything imports the package: the tree under test is the one imported
+        return run_in_process(args.tree, args.table, args.sets, 3)
     args.load = load_by_name(args.model)
     if args.rate is None:
         args.rate = args.load.rate
@@ -705,8 +713,6 @@ def main(argv=None) -> int:
         return run_publisher(args.load, args.rate, args.duration, args.single_topic)
     if args.role == "floor":
         return run_floor(args.load)
-    if args.role == "in_process":
-        return run_in_process(args.load, args.tree, args.table, args.sets, 3)
     if args.in_process:
         return in_process_comparison(args)
     if args.peer_duration is None:
