@@ -224,6 +224,7 @@ class Estimator:
         self._osensors, self._assembler, solver_names = problem.build_solver(self._setup, self._config, self._R_BS)
         self._solver_columns = np.array([self._imu_index[name] for name in solver_names], dtype=np.int64)
         self._calibrated = np.array([self._R_BS[name] is not None for name in self._names], dtype=bool)
+        self._weighted = self._calibrated & (self._setup.weights > 0.0)  # the IMUs whose orientations the solve uses
         self._R_BS_array = np.ascontiguousarray(np.stack(
             [np.eye(3) if self._R_BS[name] is None else self._R_BS[name] for name in self._names]
         ) if self._names else np.zeros((0, 3, 3)))
@@ -577,7 +578,7 @@ class Estimator:
         b.w_S[0] = self._message.sample["w_S"][0]
         stale = self._message.stale[0]
         with np.errstate(invalid="ignore"):
-            b.observed[0] = ~stale & np.isfinite(b.R_GS[0, :, 0, 0]) & self._calibrated & (self._setup.weights > 0.0)
+            b.observed[0] = ~stale & np.isfinite(b.R_GS[0, :, 0, 0]) & self._weighted
             b.use_gyro[0] = ~stale & np.isfinite(b.w_S[0, :, 0]) & self._calibrated
         if not b.observed.any():
             return None
@@ -611,7 +612,8 @@ class Estimator:
             sensor_errors_deg=dict(zip(names, b.errors[0].tolist(), strict=True)),
             observed_sensors=tuple(compress(names, b.observed[0])), stale_sensors=tuple(compress(names, stale)),
             uncalibrated_sensors=tuple(compress(names, ~stale & ~self._calibrated)),
-            missing_encoders=tuple(compress(self._setup.art_names, self._missing(encoder["have"][None])[0])),
+            missing_encoders=tuple(compress(self._setup.art_names, self._missing(encoder["have"][None])[0]))
+            if self._measured.any() else (),
             solve_time_s=solve_time, tracking_reset=False, cycle=self._cycles, initialized=True)
 
     def feed(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
@@ -646,7 +648,7 @@ class Estimator:
         with np.errstate(invalid="ignore"):
             has_R = np.isfinite(R_GS[:, :, 0, 0])
             has_w = np.isfinite(w_S[:, :, 0])
-        observed = ~stale & has_R & self._calibrated & (self._setup.weights > 0.0)
+        observed = ~stale & has_R & self._weighted
         use_gyro = ~stale & has_w & self._calibrated
         if self._heading is not None:  # issue 19.2: gyro biases from the orientation streams (module heading)
             w_S = self._heading.unbiased_gyros(cycle["stamp"], cycle["reset"], R_GS, w_S, ~stale)
