@@ -52,6 +52,7 @@ import argparse
 import json
 import math
 import os
+import pickle
 import shutil
 import signal
 import struct
@@ -320,6 +321,10 @@ def run_floor(load: NodeLoad) -> int:
     return 0
 
 
+#: --in-process: sets offered before the CPU time is taken (the first solves, tracking started)
+IN_PROCESS_WARMUP_SETS = 50
+
+
 def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
     """The node's per-set path without DDS, in this process, on the estimator of source tree ``tree``: each Imu
     of a set serialized as it arrives, handed to ``feed_imu_cdr`` (decode, ``Estimator.process_imu``), and each
@@ -327,8 +332,6 @@ def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
     per set (``time.process_time``, best round), the median and p99 of the sets' own times (perf_counter), the
     results per set and the estimator's source file (that ``tree`` was the one measured)."""
     sys.path.insert(0, str(Path(tree).resolve()))  # before the package is imported: the tree under test
-    import pickle
-
     from rclpy.serialization import serialize_message
     from sensor_msgs.msg import Imu
 
@@ -339,14 +342,14 @@ def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
     from ros_dofkit.ros.imu_input import feed_imu_cdr
     from ros_dofkit.ros.tf_builder import TfBuilder
 
-    load, table = pickle.loads(Path(table_path).read_bytes())
+    load, rate, table = pickle.loads(Path(table_path).read_bytes())
     plant = build_plant([ModelSpec(load.urdf, "robot", load.base_joint)])
     config = EstimatorConfig(imus=tuple(ImuConfig(name, body) for name, body in load.imus.items()),
                              estimated_joints={"robot": "all"}, sync_tolerance_s=1e-4, stale_timeout_s=0.1,
                              future_tolerance_s=0.5)  # as parameters_yaml
     message, stream = Imu(), []
     for k in range(sets):
-        stamp_ns = 1_000_000_000_000 + round(k * 1e9 / load.rate)
+        stamp_ns = 1_000_000_000_000 + round(k * 1e9 / rate)
         message.header.stamp.sec, message.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
         for name, quaternion, gyro in table[k % len(table)]:
             message.orientation.w, message.orientation.x, message.orientation.y, message.orientation.z = (
@@ -363,7 +366,7 @@ def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
         times, outputs = [], 0
         start_cpu = None
         for k in range(0, len(stream), per_set):
-            if k == 50 * per_set:  # after a warm-up (first solves, tracking started)
+            if k == IN_PROCESS_WARMUP_SETS * per_set:  # after a warm-up (first solves, tracking started)
                 start_cpu = time.process_time()
             started = time.perf_counter()
             for name, data, now in stream[k:k + per_set]:
@@ -373,8 +376,8 @@ def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
                     joint_states.serialized(result, sec, nanosec)
                     tf.moving_transforms_serialized(result.X_WB, sec, nanosec)
             times.append(time.perf_counter() - started)
-        best = min(best, (time.process_time() - start_cpu) / (sets - 50))
-    times = sorted(times[50:])
+        best = min(best, (time.process_time() - start_cpu) / (sets - IN_PROCESS_WARMUP_SETS))
+    times = sorted(times[IN_PROCESS_WARMUP_SETS:])
     print(json.dumps({"cpu_us_per_set": 1e6 * best, "p50_us": 1e6 * percentile(times, 50),
                       "p99_us": 1e6 * percentile(times, 99), "outputs_per_set": outputs / sets,
                       "source": core.__file__}), flush=True)
@@ -386,9 +389,7 @@ def in_process_comparison(args) -> int:
     when given), the trees alternating ``--repeat`` times, so that both see the same machine."""
     tmp = Path(tempfile.mkdtemp(prefix="dofkit_inprocess_"))
     table = tmp / "table.pickle"
-    import pickle
-
-    table.write_bytes(pickle.dumps((args.load, imu_table(args.load, args.rate))))
+    table.write_bytes(pickle.dumps((args.load, args.rate, imu_table(args.load, args.rate))))
     trees = {"this tree": str(_REPO)}
     if args.estimator_pythonpath:
         trees[args.estimator_pythonpath] = args.estimator_pythonpath
@@ -714,6 +715,8 @@ def main(argv=None) -> int:
     if args.role == "floor":
         return run_floor(args.load)
     if args.in_process:
+        if args.sets <= IN_PROCESS_WARMUP_SETS:
+            parser.error(f"--sets: expected more than the {IN_PROCESS_WARMUP_SETS} warm-up sets, got {args.sets}")
         return in_process_comparison(args)
     if args.peer_duration is None:
         args.peer_duration = args.duration
