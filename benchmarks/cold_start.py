@@ -106,17 +106,23 @@ sys.argv = ["estimator", *sys.argv[1:]]
 estimator.main()
 """
 
-#: The discovery settings a node is measured under: Fast DDS's defaults, or the package's fast-discovery profile
-#: (config/fastdds_fast_discovery.xml) in every process (publisher, node and this probe), as a user sets it.
-DISCOVERY = ("default", "fast")
+#: The discovery settings a node is measured under: Fast DDS's defaults, the package's fast-discovery profile
+#: (config/fastdds_fast_discovery.xml) in every process (publisher, node and this probe), as a user sets it, or the
+#: profile in the node's process only, beside a publisher on Fast DDS's defaults (what the node alone can do).
+DISCOVERY = ("default", "fast", "node")
+LABELS = {"default": "Fast DDS defaults", "fast": "fast-discovery profile",
+          "node": "fast-discovery profile in the node"}
+#: Where each setting's profile is, in the budget lines.
+WHERE = {"default": "Fast DDS defaults in publisher and node", "fast": "fast-discovery profile in publisher and node",
+         "node": "fast-discovery profile in the node only, Fast DDS defaults in the publisher"}
 
 
-def discovery_environment(kind: str) -> dict:
-    """os.environ for the processes of one discovery setting (see :data:`DISCOVERY`)."""
+def discovery_environment(kind: str, role: str = "node") -> dict:
+    """os.environ for the ``role`` ("node" or "publisher") of one discovery setting (see :data:`DISCOVERY`)."""
     environment = dict(os.environ)
     for variable in FAST_DISCOVERY_VARIABLES:
         environment.pop(variable, None)
-        if kind == "fast":
+        if kind == "fast" or (kind == "node" and role == "node"):
             environment[variable] = str(FAST_DISCOVERY_PROFILE)
     return environment
 
@@ -152,7 +158,7 @@ def _marks(lines) -> dict:
 def node_once(args, tmp: Path, k: int, discovery: str) -> dict:
     """One fresh estimator node under the arm's traffic: the phases in seconds (see the module docstring).
 
-    ``discovery`` ("default" or "fast", :data:`DISCOVERY`) sets the Fast DDS profile of the publisher and the node;
+    ``discovery`` (:data:`DISCOVERY`) sets the Fast DDS profile of the publisher and the node;
     the probe that receives the estimates is this process's and always uses the fast profile (see main), so that
     its own discovery of the node never delays the first estimate it sees."""
     import rclpy
@@ -170,7 +176,6 @@ def node_once(args, tmp: Path, k: int, discovery: str) -> dict:
                              lambda data: received.append((time.time(), struct.unpack_from("<iI", data, 4))),
                              output_qos(100), raw=True)
     stop_spinning = node_latency.spin_in_background(node, context, period=0.02)
-    environment = discovery_environment(discovery)
     publisher = process = None
     try:
         # The publisher first, so that sets are on the wire from the moment the node subscribes (it sends once each
@@ -178,12 +183,12 @@ def node_once(args, tmp: Path, k: int, discovery: str) -> dict:
         publisher = subprocess.Popen([sys.executable, node_latency.__file__, "--role", "publisher", "--model", "arm",
                                       "--rate", str(load.rate), "--duration", str(args.node_timeout)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                     env=environment)
+                                     env=discovery_environment(discovery, "publisher"))
         time.sleep(args.publisher_head_start)  # its imports and table: not part of the node's start-up
         spawned = time.time()
         process = subprocess.Popen([sys.executable, "-c", _NODE_CHILD, "--ros-args", "--params-file",
                                     str(tmp / "params.yaml")], stdout=subprocess.PIPE, stderr=log, text=True,
-                                   start_new_session=True, env=environment)
+                                   start_new_session=True, env=discovery_environment(discovery, "node"))
         deadline = time.time() + args.node_timeout
         while not received and time.time() < deadline and process.poll() is None:
             time.sleep(0.002)
@@ -227,7 +232,8 @@ def main(argv=None) -> int:
     parser.add_argument("--node-timeout", type=float, default=60.0, help="seconds to wait for a node's estimate")
     parser.add_argument("--discovery", choices=[*DISCOVERY, "both"], default="both",
                         help="Fast DDS discovery settings of the node's runs: Fast DDS's defaults, the package's "
-                             "fast-discovery profile in every process, or both (default)")
+                             "fast-discovery profile in every process, in the node only, or all three (both, "
+                             "the default)")
     parser.add_argument("--publisher-head-start", type=float, default=1.0,
                         help="seconds the IMU publisher runs before the node is spawned (default 1)")
     args = parser.parse_args(argv)
@@ -253,13 +259,13 @@ def main(argv=None) -> int:
         (tmp / "params.yaml").write_text(node_latency.parameters_yaml(node_latency.load_by_name("arm")))
         for discovery in DISCOVERY if args.discovery == "both" else (args.discovery,):
             nodes = [node_once(args, tmp, k, discovery) for k in range(args.repeat)]
-            label = {"default": "Fast DDS defaults", "fast": "fast-discovery profile"}[discovery]
+            label = LABELS[discovery]
             print(worst_line(f"  estimator node (arm, 4 IMUs at 500 Hz; {label}): ", nodes,
                              ("startup", "imports", "construction", "kernels", "ready", "discovery", "latency",
                               "to_first")))
             for run in nodes:
                 run["own"] = run["to_first"] - run["discovery"]
-            lines.append(budget_line(f"estimator node ({label} in publisher and node)", nodes))
+            lines.append(budget_line(f"estimator node ({WHERE[discovery]})", nodes))
             lines.append(budget_line(f"estimator node ({label}), its own part", nodes, "own",
                                      "its first estimate without the wait for discovery"))
     print("budgets:")

@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from ros_dofkit import cli
+from ros_dofkit.core.assembly import kernels
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
@@ -104,13 +105,17 @@ def warm_up(plant, config) -> None:
         model.covariances(scratch.step(0.03))
 
 
-def warm_up_config(path, overrides=None) -> None:
-    """:func:`warm_up` for the estimator parameter file ``path`` (config/*.yaml), with ``overrides`` (parameter
-    values) applied."""
-    values = {**load_parameter_file(path), **(overrides or {})}
+def warm_up_parameters(values: dict) -> None:
+    """:func:`warm_up` for the estimator node's parameters ``values`` (flat names, as in a parameter file)."""
     plant = build_plant(model_specs_from_parameters(values))
     instances = [plant.get_model_instance_name(i) for i in range(1, plant.num_model_instances())]
     warm_up(plant, estimator_config_from_parameters(values, instances))
+
+
+def warm_up_config(path, overrides=None) -> None:
+    """:func:`warm_up` for the estimator parameter file ``path`` (config/*.yaml), with ``overrides`` (parameter
+    values) applied."""
+    warm_up_parameters({**load_parameter_file(path), **(overrides or {})})
 
 
 def warm_streaming() -> None:
@@ -120,6 +125,13 @@ def warm_streaming() -> None:
         warm_up_config(path)
     if not _configs:  # the odometry input (13.2), which the shipped files show commented out, switched on
         warm_up_config(SOURCE_CONFIG_DIR / "mobile_manipulator.yaml", {"odometry_topic": "odom"})
+
+
+def warm_demo() -> None:
+    """The demo's node start-up: :func:`warm_up` of the demo robot's node parameters (``dofkit demo`` starts the
+    node on them). A fixed-base arm without odometry: the floating-base covariances and the odometry rule, which
+    only other robots' configurations run, stay out of the demo's compile (:func:`warm_streaming` has them)."""
+    warm_up_parameters(build_demo_robot().parameters)
 
 
 class DemoSolver(NamedTuple):
@@ -140,12 +152,29 @@ def _demo_solver() -> DemoSolver:
     return DemoSolver(robot.plant, setup, osensors, assembler, len(names))
 
 
-def warm_solver() -> None:
-    """A cycle's solve from rest (the assembler's assemble: kernels.track_one), as the estimator's first cycle does."""
+def _demo_solver_at_rest() -> DemoSolver:
     demo = _demo_solver()
     demo.assembler.set_positions(demo.setup.q_default)
     demo.osensors.move_all_observations(np.repeat(np.eye(3)[None], demo.n_sensors, axis=0))
-    demo.assembler.assemble()
+    return demo
+
+
+def warm_solver() -> None:
+    """A cycle's solve from rest (the assembler's assemble: kernels.track_one), as the estimator's first cycle does:
+    the steps and the solve itself; it loads the residuals and Jacobians :func:`warm_residuals` compiles meanwhile in
+    another worker. (Compiling the steps from here first gained ~2 CPU s in that split, but made a lone process's
+    residuals compile ~7 CPU s slower: measured, not understood.)"""
+    _demo_solver_at_rest().assembler.assemble()
+
+
+def warm_residuals() -> None:
+    """A frame's residuals and Jacobians (kernels.make_tracker, gather_frame, evaluate_residuals,
+    evaluate_jacobians: the solve's largest leaves) through the Assembler's calc_residuals, which passes the
+    solver's argument types, and the tracking's every-body kinematics (kernels.complete_kinematics, with the
+    Assembler's own Tracker): a worker compiles them while another compiles the rest of the solve."""
+    assembler = _demo_solver_at_rest().assembler
+    assembler.calc_residuals(need_jacobian=True)
+    kernels.complete_kinematics(assembler._compiled_tracker(), assembler.get_positions())
 
 
 def warm_velocities() -> None:
@@ -199,7 +228,7 @@ class KernelGroup(NamedTuple):
     """The kernels one kind of program runs, compiled together before its first start.
 
     programs: the commands that run them (node executables, ``dofkit`` subcommands).
-    tasks: warm-ups that compile them, longest first (parallel workers take them in this order).
+    tasks: warm-ups that compile them (parallel workers take them in :data:`TASK_ORDER`).
     compile_seconds: the first-start note's estimate of a program compiling them alone (README, "First start").
     """
 
@@ -208,17 +237,24 @@ class KernelGroup(NamedTuple):
     compile_seconds: int
 
 
+#: The solve's tasks: every estimating program runs them (the demo robot's solver: the argument types are the same
+#: for every robot).
+_SOLVE = (warm_residuals, warm_velocities, warm_solver, warm_tracking, warm_quaternions)
 #: Kernel groups by name (also the names of their warm stamps). ``programs``: the ``./run`` commands (node
 #: executables and ``dofkit`` subcommands) that run the group's kernels; ``./run`` compiles a command's groups at its
-#: set-up (test/test_run_script.py checks its map against this one).
+#: set-up (test/test_run_script.py checks its map against this one). ``demo`` is the part of ``estimator`` that the
+#: demo's node runs (its own robot), so that the first ``./run demo`` compiles no other robot's kernels.
 GROUPS = {
-    "estimator": KernelGroup(("estimator", "demo"), (warm_streaming, warm_solver, warm_tracking, warm_velocities,
-                                                     warm_quaternions), 60),
-    "replay": KernelGroup(("replay",), (warm_batch, warm_solver, warm_tracking, warm_velocities, warm_quaternions), 70),
+    "demo": KernelGroup(("demo",), (warm_demo, *_SOLVE), 35),
+    "estimator": KernelGroup(("estimator",), (warm_streaming, *_SOLVE), 60),
+    "replay": KernelGroup(("replay",), (warm_batch, *_SOLVE), 70),
     "simulator": KernelGroup(("demo", "record"), (warm_quaternions,), 2),
 }
-#: All tasks, longest first: the order in which workers take them when several groups are compiled at once.
-TASK_ORDER = (warm_batch, warm_streaming, warm_solver, warm_tracking, warm_velocities, warm_quaternions)
+#: All tasks, in the order the workers take them (a free worker takes the next): first those that wait for no other
+#: task's kernels (the batch replay; the solve's residuals, the velocities, then the rest of the solve, which by
+#: then loads the residuals), then those that step an estimator or track (they wait for the solve's compile).
+TASK_ORDER = (warm_batch, warm_residuals, warm_velocities, warm_solver, warm_streaming, warm_demo, warm_tracking,
+              warm_quaternions)
 
 
 def group_tasks(groups) -> list[Callable]:
@@ -228,10 +264,17 @@ def group_tasks(groups) -> list[Callable]:
 
 
 # ---------------------------------------------------------------------------------------------------- stamps
-def _stamp_path(group: str) -> Path:
+def _stamp_path(group: str, kind: str = "kernels") -> Path:
     # Beside numba's own cache files (the kernels' __pycache__, or numba's fallback when that is not writable).
     kernel = cached_kernels(kernel_modules()[:1])[0]
-    return Path(kernel._cache._cache_path) / f"ros_dofkit_{group}_kernels.stamp"
+    return Path(kernel._cache._cache_path) / f"ros_dofkit_{group}_{kind}.stamp"
+
+
+def _is_current(path: Path) -> bool:
+    try:
+        return path.read_text() == _sources_stamp()
+    except OSError:
+        return False
 
 
 def _sources_stamp() -> str:
@@ -247,18 +290,25 @@ def first_start_note(program: str) -> str | None:
     """``"compiling kernels (first start, about N s)"`` when the kernel group ``program`` (a :data:`GROUPS` name:
     "estimator", "replay", "simulator") has not been compiled with the current kernel sources yet (see
     :func:`mark_warm`), else None."""
-    try:
-        warm = _stamp_path(program).read_text() == _sources_stamp()
-    except OSError:
-        warm = False
-    return None if warm else f"compiling kernels (first start, about {GROUPS[program].compile_seconds} s)"
+    if _is_current(_stamp_path(program)):
+        return None
+    return f"compiling kernels (first start, about {GROUPS[program].compile_seconds} s)"
 
 
-def mark_warm(program: str) -> None:
-    """Record that the kernel group ``program`` is compiled for the current sources (after its first start or
-    its warm-up). A cache directory that cannot be written only means the note is shown again."""
+def mark_warm(program: str, warmed_up: bool = False) -> None:
+    """Record that the kernel group ``program`` is compiled for the current sources: after a program's first start
+    (which compiled what its own configuration runs), or, ``warmed_up``, after the group's whole warm-up, which
+    :func:`main` alone records (a node started on one robot, e.g. the demo's, does not spare ``main`` the group's
+    other robots' kernels). A cache directory that cannot be written only means the note is shown again."""
     with contextlib.suppress(OSError):
         _stamp_path(program).write_text(_sources_stamp())
+        if warmed_up:
+            _stamp_path(program, "warmed_up").write_text(_sources_stamp())
+
+
+def groups_to_compile(groups: list) -> list:
+    """The ``groups`` (names) whose whole warm-up has not run with the current kernel sources (:func:`mark_warm`)."""
+    return [name for name in groups if not _is_current(_stamp_path(name, "warmed_up"))]
 
 
 def _share_compiles() -> None:
@@ -278,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown kernel group(s) {', '.join(unknown)}; expected some of: {', '.join(GROUPS)}")
     start = time.monotonic()
-    cold = [name for name in (args.groups or GROUPS) if first_start_note(name) is not None]
+    cold = groups_to_compile(args.groups or list(GROUPS))
     if not cold:
         print("ros_dofkit kernels: cache up to date", file=sys.stderr)
         return 0
@@ -289,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     _configs[:] = args.config
     run_tasks(tasks, jobs, before=_share_compiles)
     for name in cold:
-        mark_warm(name)
+        mark_warm(name, warmed_up=True)
     print(f"ros_dofkit kernels: compiled in {time.monotonic() - start:.0f} s", file=sys.stderr)
     return 0
 

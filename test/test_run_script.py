@@ -239,7 +239,7 @@ def test_runtime_commands_never_install_the_test_stack_and_test_adds_it_in_place
     assert "build_tf2_msgs" in first and first[-1] == "dofkit demo --quiet"
     assert calls(checkout, environment, log, "env") == ["dofkit env"]  # set up: nothing installed
     assert calls(checkout, environment, log, "estimator", "--ros-args", "-p", "a:=1") == [
-        "estimator --ros-args -p a:=1"]  # a node executable runs directly
+        "python -m ros_dofkit.precompile estimator", "estimator --ros-args -p a:=1"]  # a node executable runs directly
 
     upgraded = calls(checkout, environment, log, "test", "-q")
     assert pip_requirements(upgraded) == ["test.txt"]  # the runtime venv is upgraded in place
@@ -290,9 +290,10 @@ def test_each_command_compiles_its_kernel_groups_once_before_it_starts(fake_chec
     keyed on the set-up and on the stat of the sources holding kernels (what numba keys its cache on)."""
     checkout, environment, log = fake_checkout
     first = calls(checkout, environment, log, "demo", "--quiet")
-    assert precompiled(first) == [["estimator", "simulator"]] and first[-1] == "dofkit demo --quiet"
+    assert precompiled(first) == [["demo", "simulator"]] and first[-1] == "dofkit demo --quiet"
     assert precompiled(calls(checkout, environment, log, "demo")) == []
-    assert precompiled(calls(checkout, environment, log, "estimator")) == []  # compiled with the demo's
+    assert precompiled(calls(checkout, environment, log, "estimator")) == [["estimator"]]  # every robot
+    assert precompiled(calls(checkout, environment, log, "estimator")) == []
     assert precompiled(calls(checkout, environment, log, "env")) == []  # runs no kernel
     assert precompiled(calls(checkout, environment, log, "replay", "bag")) == [["replay"]]
     assert precompiled(calls(checkout, environment, log, "test")) == []  # every group is compiled by now
@@ -304,7 +305,7 @@ def test_each_command_compiles_its_kernel_groups_once_before_it_starts(fake_chec
     touch("ros_dofkit/core/dof_mask.py")  # holds no kernel
     assert precompiled(calls(checkout, environment, log, "demo")) == []
     touch("ros_dofkit/core/spatial.py")  # holds a kernel: numba's cache of it is cold again
-    assert precompiled(calls(checkout, environment, log, "test")) == [["estimator", "replay", "simulator"]]
+    assert precompiled(calls(checkout, environment, log, "test")) == [["demo", "estimator", "replay", "simulator"]]
 
     with (checkout / "requirements" / "runtime.txt").open("a") as handle:
         handle.write("# a changed runtime pin\n")

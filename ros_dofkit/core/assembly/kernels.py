@@ -820,6 +820,15 @@ def track_one(tracker, q):
     return solve_frame(tracker, q, tracker.obs_rot, tracker.obs_pos)
 
 
+@njit(cache=True, error_model="numpy")
+def complete_kinematics(tracker, q):
+    """The tracker's kinematics (``work``) brought to q for every body (:func:`update_kinematics`), the poses
+    :func:`track_frames` hands out. A compiled function of its own, not inlined into track_frames: the sweep is most
+    of that kernel's compile, and compiled apart it compiles once, in parallel with the solve (precompile's
+    warm_residuals), for a call per frame."""
+    update_kinematics(tracker.tree, q, tracker.work, True)
+
+
 @njit(cache=True, nogil=True)  # nogil: replay.overlap reads and writes meanwhile
 def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, obs_weight_seq, locked_q, positions, Q_out, goal_out,
                  err_out, status_out, X_WB_out):
@@ -837,7 +846,7 @@ def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, obs_weight_seq, locked_q,
     error norm exceeds the tolerance (tracking stops there; its rows are written), or -1.
     """
     tolerance = tracker.settings[1]
-    tree, work = tracker.tree, tracker.work
+    work = tracker.work
     have_positions = positions.shape[0] == Q_out.shape[0]
     have_weights = obs_weight_seq.shape[0] == Q_out.shape[0]
     want_poses = X_WB_out.shape[0] == Q_out.shape[0]
@@ -857,7 +866,7 @@ def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, obs_weight_seq, locked_q,
         err_out[t] = e
         status_out[t] = status
         if want_poses:
-            update_kinematics(tree, q, work, True)
+            complete_kinematics(tracker, q)
             for b in range(X_WB.shape[0]):
                 for i in range(4):
                     for j in range(4):
