@@ -61,7 +61,13 @@ from ros_dofkit.core.estimator.orientation_filter import (  # noqa: E402
     heading_offset,
 )
 from ros_dofkit.core.estimator.robot import build_plant  # noqa: E402
-from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
+from ros_dofkit.core.simulation import (  # noqa: E402
+    GaitTrajectory,
+    SensorNoise,
+    SensorSimulator,
+    SimulatedImu,
+    SineTrajectory,
+)
 from ros_dofkit.core.spatial import quat_to_matrix, rotation_x, rotation_z  # noqa: E402
 from ros_dofkit.replay.demo_robot import (  # noqa: E402
     DEMO_CENTRE,
@@ -107,23 +113,30 @@ def arm_scenario(noise: SensorNoise, seed: int) -> Scenario:
     return Scenario("arm", robot.plant, simulator, robot.estimator_config)
 
 
-def lower_body_scenario(noise: SensorNoise, seed: int) -> Scenario:
-    """config/lower_body.yaml's model and IMUs with known mountings (each IMU turned on its segment)."""
+def lower_body_scenario(noise: SensorNoise, seed: int, gait: bool = False) -> Scenario:
+    """config/lower_body.yaml's model and IMUs with known mountings (each IMU turned on its segment), moving along
+    slow sines (0.05-0.35 Hz, pelvis translation 0.05 m: the hip centres accelerate by ~0.1 m/s^2) or, with
+    ``gait``, walking (``core.simulation.GaitTrajectory``: hip centres ~1 m/s^2)."""
     values = load_parameter_file(LOWER_BODY_CONFIG)
     plant = build_plant(model_specs_from_parameters(values))
     names = list(values["imu_names"])
     mountings = [rotation_z(0.7 * k) @ rotation_x(0.4 * (k % 3)) for k in range(len(names))]
     imus = tuple(SimulatedImu(name, values[f"imus.{name}.body"], R) for name, R in zip(names, mountings,
                                                                                          strict=True))
-    trajectory = SineTrajectory(plant, seed=seed, max_amplitude=0.5, max_translation=0.05)
+    trajectory = GaitTrajectory(plant, seed=seed) if gait else SineTrajectory(plant, seed=seed, max_amplitude=0.5,
+                                                                             max_translation=0.05)
     simulator = SensorSimulator(plant, imus, trajectory=trajectory, noise=noise, seed=seed)
     config = EstimatorConfig(imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS, position=imu.p_BS)
                                         for imu in imus),
                              estimated_joints={"lower_body": "all"}, use_joint_limits=True)
-    return Scenario("lower_body", plant, simulator, config)
+    return Scenario("lower_body_gait" if gait else "lower_body", plant, simulator, config)
 
 
-SCENARIOS = {"arm": arm_scenario, "lower_body": lower_body_scenario}
+def lower_body_gait_scenario(noise: SensorNoise, seed: int) -> Scenario:
+    return lower_body_scenario(noise, seed, gait=True)
+
+
+SCENARIOS = {"arm": arm_scenario, "lower_body": lower_body_scenario, "lower_body_gait": lower_body_gait_scenario}
 
 
 def simulation_window(run, imu_names) -> OfflineInputs:
