@@ -3,14 +3,20 @@
 Where you are: benchmarks/ -- a script that prints numbers; not a test (test/test_bench_drift.py runs it briefly,
 test/test_estimator_heading.py asserts the method). Run
 
-    ./run bench drift [--minutes 10] [--models arm lower_body] [--seed 0] [--steps-per-min 0.5 --step-deg 10]
+    ./run bench drift [--minutes 10] [--models arm lower_body lower_body_gait] [--seed 0]
+                      [--steps-per-min 0.5 --step-deg 10]
 
 Scenarios (``ros_dofkit.core.simulation``, 100 Hz IMUs, every IMU's heading a random walk of
 ``--drift`` deg/min (3 by default: sigma_psi = 3/sqrt(60) deg/sqrt(s)), orientation noise 0.5 deg, gyro noise
 0.01 rad/s and a 0.005 rad/s gyro bias that walks):
 * ``arm``: the demo's 7-dof arm, 4 IMUs on links 3, 5, 6, 7, encoders on joints 1-2 (50 Hz), joints 3-7 estimated;
 * ``lower_body``: config/lower_body.yaml's model (pelvis on a floating base, 3-dof hips, knees, 2-dof ankles),
-  7 IMUs, every joint estimated.
+  7 IMUs, every joint estimated, moving along slow sines (0.05-0.35 Hz, pelvis translation 0.05 m): the hip
+  centres accelerate horizontally by ~0.1 m/s^2 RMS;
+* ``lower_body_gait``: the same model and IMUs walking on a treadmill (``core.simulation.GaitTrajectory``: joint
+  angles and pelvis motion of normal gait at 0.9 strides/s, sources in ``LOWER_BODY_GAIT``): the hip centres
+  accelerate by ~1 m/s^2 RMS, as in a lower-body IMU suit's recordings. A leg's heading behind its 3-dof hip is
+  observed only through that acceleration (``core.estimator.heading``), so both sessions are reported.
 
 Rows, side by side on the same inputs:
 * ``per-frame IK``: today's estimator, every IMU orientation trusted (OpenSense's model);
