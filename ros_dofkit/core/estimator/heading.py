@@ -88,9 +88,18 @@ acceleration, no information: no threshold. a_S is the central difference of the
 measurement of a sample enters at the IMU's next sample (one sample late; each IMU's previous lever arm, f + w x
 (w x r) and corrected R_WO are held, u turned by the heading change since); both IMUs' held samples must share
 a stamp. A backward difference (alpha half a sample late) biased the heading by 2 deg on the exact ball-joint case
-of the tests. Measured (``benchmarks/drift.py --minutes 10 --models lower_body``, 3 deg/min): hip adduction /
-rotation worst-minute RMS 3.06 deg (4.3 from orientations alone), raw IMUs' hips 6.4 deg (30); the simulated motion
-is slow (horizontal hip-centre accelerations of a few 0.1 m/s^2), so the information stays weak.
+of the tests.
+
+What limits a leg's heading. Behind a 3-dof hip only this measurement observes the leg's heading relative to the
+pelvis, so its accuracy is an information limit, not a bias: with exact simulated sensors Delta equals the true
+remaining offset difference to 0.001 deg at every sample; with the drift benchmark's sensors (0.5 deg orientation
+noise: g times the tilt error, ~0.09 m/s^2, dominates each side's error) its 10-second information-weighted means
+scatter by 0.8-1.6 deg about the truth when the hip centres accelerate by ~0.1 m/s^2 (slow sines) and by 0.17-0.21
+deg when walking (~1 m/s^2). A random walk of rate 2 q (two IMUs at q = (3 deg/min)^2 / 60 s) observed with
+information I per second is tracked by any causal filter with a standard deviation of at least (2 q / I)^(1/4):
+1.5 deg for the slow sines, 0.6 deg walking (I from those scatters). The slow session's 1.5-2 deg leg-heading
+errors, and its hips' worst minutes of 3 deg, are that limit; the walking session's hips stay under 2 deg.
+Measured (``benchmarks/drift.py --minutes 10``): README, "Heading drift".
 
 Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
 samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
