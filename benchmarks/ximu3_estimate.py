@@ -19,9 +19,13 @@ Pipeline:
    (test/fixtures/ximu3/imumocap_knee_flexion.csv, from benchmarks/ximu3_imumocap_reference.py; the estimate is
    interpolated onto its 50 Hz time base). Figures: knee flexion side by side with imumocap, and the joint angles.
 5. Raw IMUs (issue 19.5): the same bag replayed with every IMU's orientation from its gyro + accelerometer alone
-   (``imus.<name>.orientation: filter``, a VQF per IMU; the devices' quaternions unused), twice:
+   (``imus.<name>.orientation: filter``, a VQF per IMU; the devices' quaternions unused), three times:
    - *raw, mountings from the stand*: calibrated on the same 0.5 s like step 2. Without a magnetometer each raw
      IMU's heading is its own, which a standing calibration cannot separate from the mounting (issue 19.2);
+   - *raw, mountings from the stand and the hinges* (raw data alone): the same, with ``--hinge-calibration``: each
+     raw IMU's heading (stream and mounting together) turned so that thigh and shank see one knee axis and the
+     ankle's two axes keep their angle over the recording (``ros_dofkit.core.assembly.hinge_calibration``, Laidig et
+     al. 2017, 2019);
    - *raw, mountings from step 2*: the mountings R_BS and world alignment of step 2's calibrated file (known
      mountings), the raw IMUs' headings aligned with the model on the stand (``Estimator.calibrate``).
    Printed: knee flexion RMS against imumocap and against step 2's orientation-based estimate.
@@ -51,6 +55,8 @@ CONFIG = REPO / "config" / "lower_body.yaml"
 SIDES = ("left", "right")
 ANGLES = ("hip_flexion", "hip_adduction", "hip_rotation", "knee_flexion", "ankle_dorsiflexion", "ankle_inversion")
 JOINT_NAMES = tuple(f"{side}_{angle}" for side in SIDES for angle in ANGLES)
+#: The raw-only run of step 5 (issue 19.5): mountings from the stand, headings from the hinges.
+RAW_HINGES = "raw, mountings from the stand and the hinges"
 
 
 class XIMU3PipelineError(RuntimeError):
@@ -71,10 +77,11 @@ def import_recording(recording: Path, bag: Path) -> None:
 
 
 def replay(bag: Path, config: Path, out: Path, plot: Path | None = None, calibration_seconds: float | None = None,
-           calibrated_config: Path | None = None) -> None:
-    """``dofkit replay BAG --config CONFIG --out OUT [--calibrate 0 SECONDS --calibrated-config FILE] [--plot PNG]
-    --quiet``."""
+           calibrated_config: Path | None = None, hinges: bool = False) -> None:
+    """``dofkit replay BAG --config CONFIG --out OUT [--calibrate 0 SECONDS [--hinge-calibration] --calibrated-config
+    FILE] [--plot PNG] --quiet``."""
     calibrate = [] if calibration_seconds is None else ["--calibrate", 0, calibration_seconds]
+    calibrate += ["--hinge-calibration"] if hinges else []
     if calibrated_config is not None:
         calibrate += ["--calibrated-config", calibrated_config]
     dofkit("replay", bag, "--config", config, "--out", out, *calibrate, *(["--plot", plot] if plot else []), "--quiet")
@@ -165,9 +172,10 @@ def knee_agreement(estimate: ReplayEstimate, reference: np.ndarray, until_s: flo
 
 # ---------------------------------------------------------------------------------------------- one run
 def run_pipeline(recording: Path, work: Path, config: Path = CONFIG, calibration_seconds: float = 0.5,
-                 joint_limits: bool = True, replay_plot: Path | None = None):
-    """Import ``recording`` into ``work``/bag, replay it calibrated on its first ``calibration_seconds``; returns
-    (estimate, calibration, calibrated parameter file written by ``dofkit replay --calibrated-config``)."""
+                 joint_limits: bool = True, replay_plot: Path | None = None, hinges: bool = False):
+    """Import ``recording`` into ``work``/bag, replay it calibrated on its first ``calibration_seconds`` (and with
+    ``--hinge-calibration`` when ``hinges``); returns (estimate, calibration, calibrated parameter file written by
+    ``dofkit replay --calibrated-config``)."""
     bag = work / "bag"
     import_recording(recording, bag)
     values = load_parameter_file(config)
@@ -177,7 +185,7 @@ def run_pipeline(recording: Path, work: Path, config: Path = CONFIG, calibration
                          "(benchmarks/ximu3_estimate.py)")
     calibrated_config = work / "lower_body.calibrated.yaml"
     out = work / "estimated"
-    replay(bag, replay_config, out, replay_plot, calibration_seconds, calibrated_config)
+    replay(bag, replay_config, out, replay_plot, calibration_seconds, calibrated_config, hinges)
     calibration = calibration_of(bag, values, calibration_seconds)
     return read_replay_output(out), calibration, calibrated_config
 
@@ -193,18 +201,21 @@ def raw_config(values: dict, path: Path) -> Path:
 
 def run_raw_pipelines(recording: Path, work: Path, calibrated_config: Path, config: Path = CONFIG,
                       calibration_seconds: float = 0.5, joint_limits: bool = True) -> dict:
-    """The raw-IMU replays of step 5: ``{"raw, mountings from the stand": estimate, "raw, mountings from the
-    orientation calibration": estimate}`` (each in its own folder of ``work``)."""
+    """The raw-IMU replays of step 5: ``{"raw, mountings from the stand": estimate, "raw, mountings from the stand and
+    the hinges": estimate, "raw, mountings from the orientation calibration": estimate}`` (each in its own folder of
+    ``work``)."""
     values = load_parameter_file(config)
     values["use_joint_limits"] = joint_limits
     known = load_parameter_file(calibrated_config)
     known["use_joint_limits"] = joint_limits
     estimates = {}
-    for label, folder, base in (("raw, mountings from the stand", "raw_stand", values),
-                                ("raw, mountings from the orientation calibration", "raw_known", known)):
+    for label, folder, base, hinges in (
+            ("raw, mountings from the stand", "raw_stand", values, False),
+            (RAW_HINGES, "raw_hinges", values, True),
+            ("raw, mountings from the orientation calibration", "raw_known", known, False)):
         (work / folder).mkdir(parents=True, exist_ok=True)
         estimates[label] = run_pipeline(recording, work / folder, raw_config(base, work / folder / "raw.yaml"),
-                                        calibration_seconds, joint_limits)[0]
+                                        calibration_seconds, joint_limits, hinges=hinges)[0]
     return estimates
 
 
@@ -326,6 +337,12 @@ def main(argv=None) -> int:
         between = knee_rms_between(estimate, raw_estimate)
         print(f"  {label:50s} " + "  ".join(f"{side} {versus[side][0]:5.2f} / {between[side]:5.2f}"
                                             for side in SIDES))
+    print("median sensor residual (deg) and hip adduction, 2nd..98th percentile (deg), per run:")
+    for label, run in (("orientation-based", estimate), *raw.items()):
+        medians = " ".join(f"{name} {np.nanmedian(values):.1f}" for name, values in run.residuals_deg.items())
+        adduction = "  ".join(f"{side} {np.percentile(run.angles_deg[f'{side}_hip_adduction'], 2):.1f}.."
+                              f"{np.percentile(run.angles_deg[f'{side}_hip_adduction'], 98):.1f}" for side in SIDES)
+        print(f"  {label:50s} {medians} | {adduction}")
     if args.figures is not None:
         args.figures.mkdir(parents=True, exist_ok=True)
         plot_knees(estimate, reference, agreement, args.figures / "ximu3_knee_vs_imumocap.png")

@@ -24,17 +24,20 @@ HUB_NOISE = SensorNoise(gyro=0.01, accelerometer=0.05, gyro_bias=0.002)
 
 
 class HoldThenMove:
-    """The demo motion entered smoothly from a held pose: q(t) = q_hold + s(t) (q_sine(t) - q_hold), s a smoothstep
-    from 0 at HOLD_S to 1 at HOLD_S + RAMP_S. q_hold is the estimator's calibration pose: defaults, and the
-    encoder joints at the motion's centre."""
+    """The demo motion (or ``sine``, any plant's) entered smoothly from a held pose: q(t) = q_hold + s(t) (q_sine(t)
+    - q_hold), s a smoothstep from 0 at HOLD_S to 1 at HOLD_S + RAMP_S. q_hold is the estimator's calibration pose:
+    defaults, and the encoder joints at the motion's centre. A floating base is held in its default pose."""
 
-    def __init__(self, plant, seed: int):
+    def __init__(self, plant, seed: int, sine: SineTrajectory | None = None, encoder_joints=DEMO_ENCODER_JOINTS):
         self.plant = plant
-        self._sine = SineTrajectory(plant, seed=seed, centre=DEMO_CENTRE, max_amplitude=DEMO_MAX_AMPLITUDE)
+        self._sine = sine if sine is not None else SineTrajectory(plant, seed=seed, centre=DEMO_CENTRE,
+                                                                  max_amplitude=DEMO_MAX_AMPLITUDE)
         view = plant.articulated_view()
         names = list(view.position_names())
         self.q_hold = np.asarray(plant.default_positions(), dtype=float).copy()
-        for joint in DEMO_ENCODER_JOINTS:
+        self._q_indices = np.asarray(view.q_indices, dtype=np.int64)
+        self._v_indices = np.asarray(view.v_indices, dtype=np.int64)
+        for joint in encoder_joints:
             self.q_hold[view.q_indices[names.index(joint)]] = self._sine.centre[names.index(joint)]
 
     def evaluate(self, times):
@@ -43,7 +46,12 @@ class HoldThenMove:
         x = np.clip((t - HOLD_S) / RAMP_S, 0.0, 1.0)[:, None]
         s = x * x * (3.0 - 2.0 * x)
         ds = np.where((x > 0.0) & (x < 1.0), 6.0 * x * (1.0 - x) / RAMP_S, 0.0)
-        return self.q_hold + s * (q_sine - self.q_hold), ds * (q_sine - self.q_hold) + s * v_sine
+        qi, vi = self._q_indices, self._v_indices  # the articulated coordinates; a floating base stays held
+        q = np.repeat(self.q_hold[None], len(t), axis=0)
+        v = np.zeros((len(t), self.plant.num_velocities()))
+        q[:, qi] += s * (q_sine[:, qi] - self.q_hold[qi])
+        v[:, vi] = ds * (q_sine[:, qi] - self.q_hold[qi]) + s * v_sine[:, vi]
+        return q, v
 
 
 def raw_arm(duration_s: float, seed: int = 5, orientation: str = "auto", noise: SensorNoise = NOISE):

@@ -161,3 +161,24 @@ def test_raw_imus_with_known_mountings_agree_with_the_orientation_run_and_imumoc
     for side, (rms, _, _) in ximu3_estimate.knee_agreement(raw, replayed["reference"]).items():
         assert rms < RAW_KNEE_BOUND_DEG, (side, rms)
 
+
+
+# Raw data alone: mountings from the stand, each raw IMU's heading from the joints between IMUs (knee hinges, 2-dof
+# ankles; dofkit replay --hinge-calibration). The knee's functional axis is not the stand's: a real knee is not a
+# pure hinge (the fit leaves 6-7 deg RMS between the axes thigh and shank see) and the orientation run and imumocap
+# take the knee axis as the pelvis' lateral direction at the stand, in the AHRS's magnetometer heading. Bounded by the
+# knee-model bound the orientation run has against imumocap; the issue's 2 deg is not reached on the right knee.
+RAW_ONLY_KNEE_BOUND_DEG = KNEE_RMS_VS_IMUMOCAP_BOUND_DEG
+
+
+def test_raw_imus_alone_with_hinge_calibration_agree_with_the_orientation_run_and_imumocap(replayed, raw_replayed):
+    raw = raw_replayed[ximu3_estimate.RAW_HINGES]
+    stand_only = raw_replayed["raw, mountings from the stand"]
+    assert len(raw.time) > 0.95 * len(replayed["estimate"].time)
+    for side, rms in ximu3_estimate.knee_rms_between(replayed["estimate"], raw).items():
+        assert rms < RAW_ONLY_KNEE_BOUND_DEG, (side, rms)
+    for side, (rms, _, correlation) in ximu3_estimate.knee_agreement(raw, replayed["reference"]).items():
+        assert rms < RAW_ONLY_KNEE_BOUND_DEG and correlation > 0.99, (side, rms, correlation)
+    # the comparison can fail: the stand alone (each raw heading kept in its mounting) is beyond the bound
+    assert max(rms for rms, _, _ in ximu3_estimate.knee_agreement(stand_only, replayed["reference"]).values()) > (
+        RAW_ONLY_KNEE_BOUND_DEG)

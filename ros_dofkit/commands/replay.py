@@ -25,7 +25,11 @@ A configuration whose IMU mountings are "calibrate" (or with a heading_reference
 the seconds of the bag, counted from its first input stamp, in which the robot holds its calibration pose (for
 a person: standing upright). The estimator calibrates on the inputs stamped in [START, END), exactly as the
 node's ~/calibrate service would, then replays the whole bag with the calibrated mountings and world alignment;
---calibrated-config saves them as a parameter file the live node can start from. A replay that produces no
+--calibrated-config saves them as a parameter file the live node can start from. Raw IMUs (gyro + accelerometer,
+no magnetometer) each have a heading of their own, which a static pose cannot tell from the mounting:
+--hinge-calibration then turns each raw IMU's heading and mounting together so that every hinge between two IMUs
+(knees) has one axis seen from both and every 2-dof joint (ankles) keeps the angle between its axes, over the bag
+from START to its end (Laidig et al. 2017, 2019). A replay that produces no
 estimate at all fails (exit status 1) and says why.
 """
 
@@ -47,6 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--calibrated-config", default=None, metavar="FILE",
                         help="with --calibrate: write the calibrated parameter file (fixed mountings, world "
                         "alignment) for the live node")
+    parser.add_argument("--hinge-calibration", action="store_true",
+                        help="with --calibrate: turn the headings of raw IMUs (gyro + accelerometer, no "
+                        "magnetometer) so that every hinge between two IMUs (knees) has one axis seen from both and "
+                        "every 2-dof joint (ankles) keeps its axes' angle, over their orientation filters from START "
+                        "to the bag's end (Laidig et al. 2017, 2019); the bag must move those joints after START")
     parser.add_argument("--calibration-max-spread", type=float, default=2.0, metavar="DEG",
                         help="with --calibrate: largest angle a sample may lie from its IMU's mean over the window "
                         "(default 2 deg; the pose must be held still)")
@@ -77,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"cannot use the configuration {args.config}: {error}")
     if args.calibrated_config is not None and args.calibrate is None:
         return fail("--calibrated-config needs --calibrate START END (the calibration it saves)")
+    if args.hinge_calibration and args.calibrate is None:
+        return fail("--hinge-calibration needs --calibrate START END (the static calibration it refines)")
     note = first_start_note("replay")  # a cold numba cache: say so before the long silence
     if note:
         print(f"dofkit replay: {note}", file=sys.stderr)
@@ -87,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     gc.freeze()
     try:
         outcome = replay_bag(args.input, setup, args.out, storage=args.storage, progress=progress.update,
-                             calibration=args.calibrate, calibration_max_spread_deg=args.calibration_max_spread)
+                             calibration=args.calibrate, calibration_max_spread_deg=args.calibration_max_spread,
+                             hinge_calibration=args.hinge_calibration)
     except (BagError, ReplayError) as error:
         return fail(str(error))
     finally:

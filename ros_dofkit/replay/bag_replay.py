@@ -20,6 +20,7 @@ from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.offline import OfflineRun
 from ros_dofkit.replay.batch import WINDOW_MESSAGES, iter_offline_inputs, read_offline_inputs
 from ros_dofkit.replay.calibration import calibrate_from_inputs
+from ros_dofkit.replay.hinge_calibration import hinge_calibrated
 from ros_dofkit.replay.inputs import bag_inputs, check_input_topics, truth_from_records
 from ros_dofkit.replay.messages import MessageFactory
 from ros_dofkit.replay.outputs import OutputWriter
@@ -68,7 +69,8 @@ def no_estimate_reason(config, imu_samples: int, joint_states: int, rejected: in
 
 def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", progress=None,
                settle_s: float = 0.5, batch: bool = True, calibration: tuple[float, float] | None = None,
-               calibration_max_spread_deg: float = 2.0, window: int | None = None) -> ReplayOutcome:
+               calibration_max_spread_deg: float = 2.0, window: int | None = None,
+               hinge_calibration: bool = False) -> ReplayOutcome:
     """Run the estimator core over the bag at ``in_path`` and write its outputs to a new bag at ``out_path``.
 
     The input bag is only read. ``out_path`` holds the complete output bag or nothing: the bag is written aside
@@ -87,7 +89,9 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     ``calibration`` = ``(start, end)``: first calibrate from the inputs stamped in [start, end) seconds after the
     bag's first input stamp (``ros_dofkit.replay.calibration``: mountings 'calibrate', heading reference), then
     replay the whole bag with the calibrated configuration; the outcome's ``calibration`` holds the result and
-    the calibrated parameters. A replay that gives no estimate at all raises :class:`NoEstimateError` (why:
+    the calibrated parameters. ``hinge_calibration`` (with ``calibration``): then turn the raw IMUs' headings from
+    the hinges they share, over the bag from the window's start (``replay.hinge_calibration``). A replay that gives
+    no estimate at all raises :class:`NoEstimateError` (why:
     e.g. IMUs waiting for calibration) and leaves no output bag.
     """
     in_path, out_path = Path(in_path), Path(out_path)
@@ -98,12 +102,16 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     remove_abandoned_partials(out_path)  # now, before any progress line: its note is one line of its own
     calibrated = None
     read = None
+    if hinge_calibration and calibration is None:
+        raise ReplayError("hinge_calibration refines a static calibration: it needs calibration=(start, end)")
     if calibration is not None:
         if progress is not None:
             progress(0.0, "reading for calibration")
         read = read_offline_inputs(in_path, setup, None, TRUTH_TOPIC, MessageFactory().typestore)
         start, end = calibration
         calibrated = calibrate_from_inputs(read[0], setup, start, end, calibration_max_spread_deg, str(in_path))
+        if hinge_calibration:
+            calibrated = hinge_calibrated(read[0], setup, calibrated, str(in_path))
         setup = calibrated.setup
     if batch:
         outcome = _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s, read, window)

@@ -46,14 +46,19 @@ class BagCalibration:
     result: object
     parameters: dict
     setup: object
+    hinge: object | None = None  # replay.hinge_calibration's HingeCalibration, when the headings were refined
 
     def summary(self) -> str:
         """One line: the window, samples per IMU, spread, heading angle."""
         samples = self.result.num_samples
         counts = ", ".join(f"{name} {count}" for name, count in samples.items())
-        return (f"calibrated on [{self.start_s:g}, {self.end_s:g}) s of the bag: {min(samples.values())}-"
+        line = (f"calibrated on [{self.start_s:g}, {self.end_s:g}) s of the bag: {min(samples.values())}-"
                 f"{max(samples.values())} samples per IMU ({counts}), spread {self.result.max_spread_deg:.2f} deg, "
                 f"heading angle {math.degrees(self.result.heading_angle):.1f} deg")
+        if self.hinge is not None:
+            turns = ", ".join(f"{name} {math.degrees(turn):.1f}" for name, turn in self.hinge.turns.items())
+            line += f"\nheadings turned from hinges (deg): {turns}"
+        return line
 
 
 def _quaternion_parameter(R) -> list:

@@ -35,6 +35,7 @@ import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -140,17 +141,24 @@ class _Notes:
         return texts
 
 
-def _read_source(source) -> tuple[str, str]:
-    """(xml text, description for messages)."""
+class _UrdfSource(NamedTuple):
+    """A URDF's XML text and how messages name it (its path, or "URDF string")."""
+
+    text: str
+    description: str
+
+
+def _read_source(source) -> _UrdfSource:
+    """Read ``source``: a path is read from disk, a string starting with ``<`` is the XML itself."""
     if isinstance(source, (str, os.PathLike)) and not str(source).lstrip().startswith("<"):
         path = Path(source)
         try:
-            return path.read_text(encoding="utf-8"), str(path)
+            return _UrdfSource(path.read_text(encoding="utf-8"), str(path))
         except OSError as error:
             raise URDFError(f"cannot read URDF file {str(path)!r}: {error.strerror or error}") from error
     if not isinstance(source, str):
         raise TypeError(f"expected a URDF path or XML string, got {type(source).__name__}")
-    return source, "URDF string"
+    return _UrdfSource(source, "URDF string")
 
 
 def _numbers(element: ET.Element, attribute: str, count: int, default, where: str) -> np.ndarray:
@@ -296,9 +304,10 @@ def parse_urdf(source) -> URDFModel:
 def _read_robot(source) -> _RobotElement:
     """Read ``source`` (path or XML string) and return its ``<robot>`` element; URDFError if the XML is malformed,
     the root element is not ``<robot>`` or it has no name."""
-    text, description = _read_source(source)
+    urdf = _read_source(source)
+    description = urdf.description
     try:
-        root = ET.fromstring(text)
+        root = ET.fromstring(urdf.text)
     except ET.ParseError as error:
         raise URDFError(f"{description}: malformed XML: {error}") from None
     if root.tag != "robot":
