@@ -356,7 +356,7 @@ def lower_body():
 
 
 def test_gait_follows_its_stride_table_the_right_leg_half_a_stride_later(lower_body):
-    trajectory = GaitTrajectory(lower_body, seed=0, variability=0.0)
+    trajectory = GaitTrajectory(lower_body, seed=0, variability=0.0, standing_s=0.0, start_s=0.0)
     period = 1.0 / GAIT_STRIDE_FREQUENCY_HZ
     t = np.linspace(0.0, 2.0 * period, 4001)
     names = list(trajectory.position_names)
@@ -381,11 +381,32 @@ def test_gait_follows_its_stride_table_the_right_leg_half_a_stride_later(lower_b
     np.testing.assert_allclose(v[1:-1, 3:6], np.gradient(q[:, 4:7], t, axis=0)[1:-1], atol=2e-3)
 
 
+def test_a_gait_session_starts_standing_in_the_neutral_pose_then_fades_the_walk_in(lower_body):
+    trajectory = GaitTrajectory(lower_body, seed=0, standing_s=1.0, start_s=2.0)
+    t = np.linspace(0.0, 5.0, 20001)
+    q, v = trajectory.evaluate(t)
+    standing = t < 1.0
+    neutral = np.asarray(lower_body.default_positions())
+    np.testing.assert_allclose(q[standing], np.broadcast_to(neutral, q[standing].shape), atol=1e-15)
+    assert np.all(v[standing] == 0.0)
+    walking, _ = GaitTrajectory(lower_body, seed=0, standing_s=0.0, start_s=0.0).evaluate(t[t >= 3.0])
+    np.testing.assert_allclose(q[t >= 3.0], walking, atol=1e-12)
+    # the fade-in's rates (r' q_gait + r v_gait) are the derivative of its positions, base included
+    view = lower_body.articulated_view()
+    np.testing.assert_allclose(v[1:-1, view.v_indices], np.gradient(q[:, view.q_indices], t, axis=0)[1:-1],
+                               atol=1e-4)
+    np.testing.assert_allclose(v[1:-1, 3:6], np.gradient(q[:, 4:7], t, axis=0)[1:-1], atol=1e-4)
+    # the base's angular velocity: R(t + h) R(t - h)^T = exp(2 h [w]x) in the world
+    R = np.array([quat_to_matrix(quaternion) for quaternion in q[:, :4]])
+    turn = np.array([matrix_to_rotvec(R[k + 1] @ R[k - 1].T) for k in range(1, len(t) - 1)])
+    np.testing.assert_allclose(v[1:-1, :3], turn / (t[2] - t[0]), atol=1e-4)
+
+
 def test_walking_accelerates_the_hip_centres_ten_times_the_slow_sines(lower_body):
     # the pelvis IMU sits 0.1 m behind the hips: its horizontal acceleration is the hip centres' order
     imus = [SimulatedImu("pelvis", "pelvis", np.eye(3), [-0.1, 0.0, 0.05])]
     horizontal = {}
-    for name, trajectory in (("gait", GaitTrajectory(lower_body, seed=0)),
+    for name, trajectory in (("gait", GaitTrajectory(lower_body, seed=0, standing_s=0.0)),
                              ("slow", SineTrajectory(lower_body, seed=0, max_amplitude=0.5, max_translation=0.05))):
         R_WS, _, f_S = SensorSimulator(lower_body, imus, trajectory=trajectory).sensor_kinematics(
             np.arange(0.0, 30.0, 0.01))

@@ -272,6 +272,17 @@ class SineTrajectory:
         s, c = np.sin(arg), np.cos(arg)
         return (a * s).sum(-1), (a * omega * c).sum(-1), -(a * omega**2 * s).sum(-1)
 
+    def _coordinates(self, t):
+        """The articulated coordinates' offsets from their centres and rates at t (T,): (T, n) each."""
+        value, rate, _ = self._sines(t, self._a, self._omega, self._phi)
+        return value, rate
+
+    def _base_motion(self, t, base):
+        """A floating base's (yaw, pitch, roll) angles, their rates, translation offset and velocity: (T, 3) each."""
+        angles, rates, _ = self._sines(t, base["a"][:3], base["omega"][:3], base["phi"][:3])
+        offset, velocity, _ = self._sines(t, base["a"][3:], base["omega"][3:], base["phi"][3:])
+        return angles, rates, offset, velocity
+
     def evaluate(self, times):
         """``(q, v)`` at ``times`` (T,): shapes (T, nq), (T, nv); plant (Drake) coordinates."""
         t = np.atleast_1d(np.asarray(times, dtype=float))
@@ -281,12 +292,11 @@ class SineTrajectory:
         T = t.shape[0]
         q = np.tile(np.asarray(plant.default_positions(), dtype=float), (T, 1))
         v = np.zeros((T, plant.num_velocities()))
-        value, rate, _ = self._sines(t, self._a, self._omega, self._phi)
+        value, rate = self._coordinates(t)
         q[:, self._q_indices] = self.centre + value
         v[:, self._v_indices] = rate
         for base in self._floating:
-            angles, rates, _ = self._sines(t, base["a"][:3], base["omega"][:3], base["phi"][:3])
-            offset, velocity, _ = self._sines(t, base["a"][3:], base["omega"][3:], base["phi"][3:])
+            angles, rates, offset, velocity = self._base_motion(t, base)
             yaw, pitch, roll = angles[:, 0], angles[:, 1], angles[:, 2]
             Rz, Ry, Rx = rotation_z(yaw), rotation_y(pitch), rotation_x(roll)
             R = Rz @ Ry @ Rx @ base["R0"]
@@ -335,6 +345,12 @@ LOWER_BODY_GAIT = {
 #: Self-selected cadence of adults, ~108 steps per minute (Perry & Burnfield: 113 on average): 0.9 strides per s.
 GAIT_STRIDE_FREQUENCY_HZ = 0.9
 
+#: A session starts standing still in the neutral pose (the pose an IMU suit is calibrated in) for this long (s) ...
+GAIT_STANDING_S = 5.0
+
+#: ... then starts walking smoothly over this long (s).
+GAIT_START_S = 2.0
+
 #: The floating base's series in :data:`LOWER_BODY_GAIT`, in the order of ``SineTrajectory``'s base arrays.
 _BASE_SERIES = ("base_yaw", "base_pitch", "base_roll", "base_x", "base_y", "base_z")
 
@@ -344,15 +360,20 @@ class GaitTrajectory(SineTrajectory):
     ``left_`` and ``right_``, the right half a stride later) follows its stride's Fourier series at
     ``stride_frequency_hz``; the floating base's angles and translation follow the ``base_*`` series. Each series'
     amplitudes are scaled by one seeded factor in [1 - variability, 1 + variability] (subjects differ); coordinates
-    the table does not name stay at their centre. Same evaluation as :class:`SineTrajectory` (analytic velocities).
+    the table does not name stay at their centre. The session starts standing in the neutral pose (every gait
+    coordinate and the base's motion 0) for ``standing_s``, then the gait fades in over ``start_s``: q = r(t) q_gait
+    with a smooth r from 0 to 1, v = r' q_gait + r v_gait (analytic, as in :class:`SineTrajectory`).
 
     The slow :class:`SineTrajectory` moves the lower body's hip centres by a few 0.1 m/s^2; walking moves them by
     1-2 m/s^2 (the pelvis' accelerations above), which is what a lower-body IMU suit records.
     """
 
     def __init__(self, plant, seed: int = 0, stride_frequency_hz: float = GAIT_STRIDE_FREQUENCY_HZ,
-                 gait: dict | None = None, variability: float = 0.1):
+                 gait: dict | None = None, variability: float = 0.1, standing_s: float = GAIT_STANDING_S,
+                 start_s: float = GAIT_START_S):
         super().__init__(plant, seed=seed, max_amplitude=0.0, max_translation=0.0, components=1)
+        self.standing_s = _check_nonnegative(standing_s, "standing_s")
+        self.start_s = _check_nonnegative(start_s, "start_s")
         gait = LOWER_BODY_GAIT if gait is None else gait
         frequency = _check_nonnegative(stride_frequency_hz, "stride_frequency_hz")
         if frequency == 0.0:
@@ -383,6 +404,30 @@ class GaitTrajectory(SineTrajectory):
                                                                                  variability)
         self.amplitude = np.abs(a).sum(axis=1)
         self.stride_frequency_hz = frequency
+        self._walking = np.isin(np.arange(len(names)), [names.index(name) for name in series])
+
+    def _ramp(self, t):
+        """The gait's share r(t) and its rate: 0 while standing, 6x^5 - 15x^4 + 10x^3 over the start
+        (x = (t - standing_s) / start_s; continuous acceleration), then 1."""
+        if self.start_s == 0.0:
+            return (t >= self.standing_s).astype(float), np.zeros_like(t)
+        x = np.clip((t - self.standing_s) / self.start_s, 0.0, 1.0)
+        return x ** 3 * (10.0 - 15.0 * x + 6.0 * x * x), 30.0 * x * x * (1.0 - x) ** 2 / self.start_s
+
+    def _coordinates(self, t):
+        """The gait's coordinates times the ramp: the neutral pose (0) while standing, the stride after the start."""
+        value, rate = super()._coordinates(t)
+        r, dr = self._ramp(t)
+        full = self.centre + value
+        walking = self._walking
+        value[:, walking] = r[:, None] * full[:, walking] - self.centre[walking]
+        rate[:, walking] = dr[:, None] * full[:, walking] + r[:, None] * rate[:, walking]
+        return value, rate
+
+    def _base_motion(self, t, base):
+        angles, rates, offset, velocity = super()._base_motion(t, base)
+        r, dr = (values[:, None] for values in self._ramp(t))
+        return r * angles, dr * angles + r * rates, r * offset, dr * offset + r * velocity
 
 
 def _gait_terms(terms, K: int, frequency: float, shift: float, unit: float, rng, variability: float):
