@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 
 import numpy as np
 import pytest
@@ -509,6 +510,36 @@ def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration()
     np.testing.assert_array_equal(np.array([result.q for result in streamed]), batch.q)
     batch_offset = batch_estimator.heading_estimates()["ic"]["heading_offset_rad"]
     assert streaming_estimator.heading_estimates()["ic"]["heading_offset_rad"] == batch_offset != 0.0
+
+
+def test_imus_sampled_at_different_instants_are_paired_by_interpolation_alike_in_both_paths():
+    # the child IMU samples 4 ms after the parent (independent devices): no stamp is shared; each measurement takes
+    # the older end's sample and the other end's value interpolated at its stamp
+    offset = math.radians(12.0)
+    plant = ball_joint_plant()
+    trajectory = SineTrajectory(plant, seed=1, max_amplitude=0.5, max_translation=0.1, frequency_range=(0.6, 1.0))
+    simulator = SensorSimulator(plant, BALL_IMUS, trajectory=trajectory, noise=SensorNoise(), seed=1)
+    runs = [simulator.run(6.0, start_s=start) for start in (0.0, 0.004)]
+    sessions = types.SimpleNamespace(imu=lambda name: runs[name == "ic"].imu(name), encoders=None)
+    window = simulation_window(sessions, ["ip", "ic"])
+    turned = window.imu_sensor == 1
+    window.imu_quaternion_wxyz[turned] = matrix_to_quat(rotation_z(offset) @ quat_to_matrix(
+        window.imu_quaternion_wxyz[turned]))
+    assert not np.intersect1d(window.imu_stamp[turned], window.imu_stamp[~turned]).size
+    config = ball_config(0.1)
+    batch_estimator = Estimator(plant, config)
+    batch = batch_estimator.run(window)
+    streaming_estimator = Estimator(plant, config)
+    streamed = []
+    for k in range(len(window.kind)):
+        r = window.row[k]
+        streamed += streaming_estimator.process_imu(
+            config.imu_names[window.imu_sensor[r]], window.imu_stamp[r], window.imu_quaternion_wxyz[r],
+            window.imu_angular_velocity[r], linear_acceleration=window.imu_linear_acceleration[r])[1]
+    np.testing.assert_array_equal(np.array([result.q for result in streamed]), batch.q)
+    estimate = batch_estimator.heading_estimates()["ic"]["heading_offset_rad"]
+    assert streaming_estimator.heading_estimates()["ic"]["heading_offset_rad"] == estimate
+    assert estimate == pytest.approx(offset, abs=math.radians(0.3))
 
 
 def test_one_parent_imu_serves_two_ball_joints_with_their_own_lever_arms():
