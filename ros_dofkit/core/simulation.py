@@ -408,9 +408,11 @@ class GaitTrajectory(SineTrajectory):
 
     def _ramp(self, t):
         """The gait's share r(t) and its rate: 0 while standing, 6x^5 - 15x^4 + 10x^3 over the start
-        (x = (t - standing_s) / start_s; continuous acceleration), then 1."""
+        (x = (t - standing_s) / start_s; continuous acceleration), then 1 (always 1 without standing and start:
+        the accelerometer's differences then see no step at t = 0)."""
         if self.start_s == 0.0:
-            return (t >= self.standing_s).astype(float), np.zeros_like(t)
+            step = np.ones_like(t) if self.standing_s == 0.0 else (t >= self.standing_s).astype(float)
+            return step, np.zeros_like(t)
         x = np.clip((t - self.standing_s) / self.start_s, 0.0, 1.0)
         return x ** 3 * (10.0 - 15.0 * x + 6.0 * x * x), 30.0 * x * x * (1.0 - x) ** 2 / self.start_s
 
