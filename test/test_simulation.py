@@ -363,7 +363,7 @@ def test_gait_follows_its_stride_table_the_right_leg_half_a_stride_later(lower_b
     q, v = trajectory.evaluate(t)
     later, _ = trajectory.evaluate(t + 0.5 * period)
     # no standing start: the walk is continuous through t = 0 (the accelerometer's differences reach t < 0)
-    np.testing.assert_allclose(trajectory.evaluate(np.array([-1e-3]))[0], q[:1], atol=2e-3)
+    np.testing.assert_allclose(trajectory.evaluate(np.array([-1e-3]))[0], q[:1], atol=5e-3)  # rates < 5 rad/s
     art = lower_body.articulated_view().q_indices
     for joint in ("hip_flexion", "hip_adduction", "hip_rotation", "knee_flexion", "ankle_dorsiflexion",
                   "ankle_inversion"):
