@@ -27,8 +27,17 @@ Pipeline:
      ankle's two axes keep their angle over the recording (``ros_dofkit.core.assembly.hinge_calibration``, Laidig et
      al. 2017, 2019);
    - *raw, mountings from step 2*: the mountings R_BS and world alignment of step 2's calibrated file (known
-     mountings), the raw IMUs' headings aligned with the model on the stand (``Estimator.calibrate``).
+     mountings), the raw IMUs' headings aligned with the model on the stand (``Estimator.calibrate``);
+   - *the raw-only calibration with the heading filter on*: the second run's calibrated file replayed with
+     ``heading_estimation.enabled`` (core/estimator/heading.py: knee hinges and joint-centre accelerations keep
+     the raw IMUs' headings tied over the recording).
    Printed: knee flexion RMS against imumocap and against step 2's orientation-based estimate.
+6. Where the raw-only run and the references part (``heading_check``): each device's heading (its own
+   magnetometer AHRS quaternion) against its raw filter's over the recording; the knee hinge misfit
+   (``hinge_calibration.pair_misfit``) of the devices' quaternions and of the raw filters, each at its own fitted
+   turns, over the recording and over its last 3 s (standing: a misfit there is a heading that moved since the
+   stand); the knee axis the devices' quaternions fit best (thigh and shank mountings turned together about the
+   vertical at the stand), replayed from the devices' quaternions.
 """
 
 from __future__ import annotations
@@ -57,6 +66,8 @@ ANGLES = ("hip_flexion", "hip_adduction", "hip_rotation", "knee_flexion", "ankle
 JOINT_NAMES = tuple(f"{side}_{angle}" for side in SIDES for angle in ANGLES)
 #: The raw-only run of step 5 (issue 19.5): mountings from the stand, headings from the hinges.
 RAW_HINGES = "raw, mountings from the stand and the hinges"
+#: The same, replayed with the chain's heading filter on (``heading_estimation.enabled``, core/estimator/heading.py).
+RAW_HEADING_FILTER = "raw, the same with the heading filter on"
 
 
 class XIMU3PipelineError(RuntimeError):
@@ -93,9 +104,9 @@ def write_parameter_file(values: dict, path: Path, comment: str) -> None:
     path.write_text(f"# {comment}\n" + parameter_yaml(values), encoding="utf-8")
 
 
-def calibration_of(bag: Path, config_values: dict, seconds: float):
-    """The calibration ``dofkit replay --calibrate 0 SECONDS`` takes, as numbers (the command prints it and saves
-    it as a parameter file): ``CalibrationResult`` of the library call behind it on the same window."""
+def calibrated_inputs(bag: Path, config_values: dict, seconds: float) -> tuple:
+    """(setup, offline inputs, ``BagCalibration``) of ``dofkit replay --calibrate 0 SECONDS`` on ``bag``: the
+    library calls behind the command, on the same window."""
     from ros_dofkit.replay.batch import read_offline_inputs
     from ros_dofkit.replay.calibration import calibrate_from_inputs
     from ros_dofkit.replay.messages import MessageFactory
@@ -103,7 +114,13 @@ def calibration_of(bag: Path, config_values: dict, seconds: float):
 
     setup = ReplaySetup.from_parameters(config_values)
     inputs = read_offline_inputs(bag, setup, None, TRUTH_TOPIC, MessageFactory().typestore)[0]
-    return calibrate_from_inputs(inputs, setup, 0.0, seconds, source=str(bag)).result
+    return setup, inputs, calibrate_from_inputs(inputs, setup, 0.0, seconds, source=str(bag))
+
+
+def calibration_of(bag: Path, config_values: dict, seconds: float):
+    """The calibration ``dofkit replay --calibrate 0 SECONDS`` takes, as numbers (the command prints it and saves
+    it as a parameter file): ``CalibrationResult`` of the library call behind it on the same window."""
+    return calibrated_inputs(bag, config_values, seconds)[2].result
 
 
 # ---------------------------------------------------------------------------------------------- the outputs
@@ -202,8 +219,10 @@ def raw_config(values: dict, path: Path) -> Path:
 def run_raw_pipelines(recording: Path, work: Path, calibrated_config: Path, config: Path = CONFIG,
                       calibration_seconds: float = 0.5, joint_limits: bool = True) -> dict:
     """The raw-IMU replays of step 5: ``{"raw, mountings from the stand": estimate, "raw, mountings from the stand and
-    the hinges": estimate, "raw, mountings from the orientation calibration": estimate}`` (each in its own folder of
-    ``work``)."""
+    the hinges": estimate, "raw, mountings from the orientation calibration": estimate, RAW_HEADING_FILTER:
+    estimate}`` (each in its own folder of ``work``; the last replays the hinge-calibrated parameter file with
+    ``heading_estimation.enabled``, so that the raw IMUs' headings stay tied through the knees and the joint
+    centres' accelerations over the recording)."""
     values = load_parameter_file(config)
     values["use_joint_limits"] = joint_limits
     known = load_parameter_file(calibrated_config)
@@ -216,6 +235,12 @@ def run_raw_pipelines(recording: Path, work: Path, calibrated_config: Path, conf
         (work / folder).mkdir(parents=True, exist_ok=True)
         estimates[label] = run_pipeline(recording, work / folder, raw_config(base, work / folder / "raw.yaml"),
                                         calibration_seconds, joint_limits, hinges=hinges)[0]
+    followed = load_parameter_file(work / "raw_hinges" / "lower_body.calibrated.yaml")
+    followed["heading_estimation.enabled"] = True
+    path = work / "raw_hinges" / "heading_filter.yaml"
+    write_parameter_file(followed, path, "the raw-only calibration with the chain's heading filter on")
+    replay(work / "raw_hinges" / "bag", path, work / "raw_hinges" / "heading_filter")
+    estimates[RAW_HEADING_FILTER] = read_replay_output(work / "raw_hinges" / "heading_filter")
     return estimates
 
 
@@ -224,6 +249,160 @@ def knee_rms_between(a: ReplayEstimate, b: ReplayEstimate) -> dict:
     return {side: float(np.sqrt(np.mean((a.angles_deg[f"{side}_knee_flexion"] - b.at(f"{side}_knee_flexion",
                                                                                        a.time)) ** 2)))
             for side in SIDES}
+
+
+def hip_adduction(run: ReplayEstimate, side: str) -> str:
+    """``"P2..P98 (median at the top 5 % of hip flexion)"`` of a side's hip adduction (deg): flexion leaking into
+    adduction (a thigh heading off the pelvis') shows at full flexion."""
+    adduction, flexion = run.angles_deg[f"{side}_hip_adduction"], run.angles_deg[f"{side}_hip_flexion"]
+    top = np.median(adduction[flexion >= np.percentile(flexion, 95)])
+    return f"{np.percentile(adduction, 2):.1f}..{np.percentile(adduction, 98):.1f} ({top:.1f})"
+
+
+# ---------------------------------------------------------------------------------------------- step 6
+#: The end of the recording whose knee misfit is shown apart (the subject stands still, knees straight).
+FINAL_STAND_S = 3.0
+
+
+@dataclass(frozen=True)
+class HeadingCheck:
+    """Step 6. ``heading_change_deg`` {IMU: (at the end, largest |.|)}: the device's heading minus its raw filter's,
+    since the stand; ``knee_misfit_deg`` {knee's child IMU: {"device"|"raw": (RMS over the recording, RMS over its
+    last :data:`FINAL_STAND_S` s)}}, each data set at its own fitted turns; ``axis_turn_deg`` {knee's child IMU: the
+    turn of thigh and shank mountings together about the vertical that makes the devices' knee misfit least};
+    ``stand_axis_misfit_deg`` / ``functional_axis_misfit_deg``: that misfit (RMS) without / with the turn;
+    ``functional_axis``: the devices' quaternions replayed with those mountings (a :class:`ReplayEstimate`)."""
+
+    heading_change_deg: dict
+    knee_misfit_deg: dict
+    axis_turn_deg: dict
+    stand_axis_misfit_deg: dict
+    functional_axis_misfit_deg: dict
+    functional_axis: ReplayEstimate
+
+
+def _heading_series(bag: Path, values: dict, seconds: float) -> tuple:
+    """(plant, IMU bodies, ``BagCalibration``, {IMU: OrientationSeries in G from the stand on}) of one config."""
+    from ros_dofkit.core.estimator.setup import build as build_estimator_setup
+    from ros_dofkit.replay.hinge_calibration import orientation_series
+
+    setup, inputs, calibration = calibrated_inputs(bag, values, seconds)
+    names = setup.config.imu_names
+    series = orientation_series(inputs, setup.config, np.asarray(calibration.result.R_WG), calibration.first_stamp_ns,
+                                0.0, set(names))
+    bodies = dict(zip(names, build_estimator_setup(setup.plant, setup.config).body_index.tolist(), strict=True))
+    return setup.plant, bodies, calibration, series
+
+
+def _yaw(R: np.ndarray) -> np.ndarray:
+    """Heading (rad) of rotations (K, 3, 3) about z (exact for a turn about z, the mean one otherwise)."""
+    return np.arctan2(R[:, 1, 0] - R[:, 0, 1], R[:, 0, 0] + R[:, 1, 1])
+
+
+def _knee_misfits(plant, bodies: dict, calibration, series: dict) -> dict:
+    """{knee's child IMU: (RMS misfit over the recording, over its last FINAL_STAND_S s) (deg)} at the turns that
+    the hinge calibration fits for this data set (thighs and shanks turnable)."""
+    from ros_dofkit.core.assembly.hinge_calibration import calibrate_hinge_headings, joint_pairs, pair_misfit
+
+    knees = [pair for pair in joint_pairs(plant, bodies) if pair.hinge]
+    q_cal, R_BS = calibration.result.q_cal, calibration.result.R_BS
+    turns = calibrate_hinge_headings(plant, q_cal, bodies, R_BS, series,
+                                     [name for pair in knees for name in (pair.parent_imu, pair.child_imu)]).turns
+    misfits = {}
+    for pair in knees:
+        result = pair_misfit(plant, q_cal, bodies, R_BS, series, pair, turns)
+        final = result.stamps >= result.stamps[-1] - FINAL_STAND_S
+        misfits[pair.child_imu] = tuple(math.degrees(float(np.sqrt(np.mean(result.misfit[keep] ** 2))))
+                                        for keep in (np.ones_like(final), final))
+    return misfits
+
+
+def _functional_axis(plant, bodies: dict, calibration, series: dict) -> tuple:
+    """({knee's child IMU: (common turn, misfit at 0, misfit at the turn)} (deg), {IMU: mounting turned}) for the
+    devices' quaternions: one turn ψ of thigh and shank mountings together about the vertical at the stand (their
+    streams share the magnetometer's heading), on a 0.5 deg grid."""
+    from ros_dofkit.core.assembly.hinge_calibration import joint_pairs, pair_misfit
+    from ros_dofkit.core.spatial import rotation_z
+
+    q_cal, R_BS = calibration.result.q_cal, calibration.result.R_BS
+    X_WB = plant.calc_body_poses(q_cal)
+    turns, mountings = {}, {}
+    for pair in (pair for pair in joint_pairs(plant, bodies) if pair.hinge):
+        grid = np.radians(np.arange(-90.0, 90.0, 0.5))
+        costs = [float(np.sqrt(np.mean(pair_misfit(plant, q_cal, bodies, R_BS, series, pair,
+                                                   {pair.parent_imu: psi, pair.child_imu: psi}).misfit ** 2)))
+                 for psi in grid]
+        best, zero = int(np.argmin(costs)), int(np.argmin(np.abs(grid)))
+        turns[pair.child_imu] = (math.degrees(grid[best]), math.degrees(costs[zero]), math.degrees(costs[best]))
+        for name in (pair.parent_imu, pair.child_imu):
+            R_W0 = X_WB[bodies[name], :3, :3]
+            mountings[name] = R_W0.T @ rotation_z(grid[best]) @ R_W0 @ R_BS[name]
+    return turns, mountings
+
+
+def heading_check(work: Path, calibrated_config: Path, config: Path = CONFIG, calibration_seconds: float = 0.5,
+                  joint_limits: bool = True) -> HeadingCheck:
+    """Step 6 on the bag of step 1 (``work``/bag), with the devices' quaternions (``config``) and with the raw
+    filters (every IMU ``orientation: filter``); the functional-axis replay in ``work``/functional_axis."""
+    from ros_dofkit.core.spatial import matrix_to_quat
+
+    bag = work / "bag"
+    values = load_parameter_file(config)
+    values["use_joint_limits"] = joint_limits
+    raw_values = load_parameter_file(raw_config(values, work / "heading_check_raw.yaml"))
+    plant, bodies, device_calibration, device = _heading_series(bag, values, calibration_seconds)
+    _, raw_bodies, raw_calibration, raw = _heading_series(bag, raw_values, calibration_seconds)
+    change = {}
+    for name in device:
+        stamps, i, j = np.intersect1d(device[name].stamps, raw[name].stamps, return_indices=True)
+        heading = np.unwrap(_yaw(device[name].R_GS[i] @ np.swapaxes(raw[name].R_GS[j], 1, 2)))
+        heading = np.degrees(heading - np.mean(heading[stamps < stamps[0] + calibration_seconds]))
+        change[name] = (float(heading[-1]), float(np.max(np.abs(heading))))
+    device_misfit = _knee_misfits(plant, bodies, device_calibration, device)
+    raw_misfit = _knee_misfits(plant, raw_bodies, raw_calibration, raw)
+    axis, mountings = _functional_axis(plant, bodies, device_calibration, device)
+    functional = load_parameter_file(calibrated_config)
+    functional["use_joint_limits"] = joint_limits
+    for name, R in mountings.items():
+        q = matrix_to_quat(R)
+        functional[f"imus.{name}.mounting"] = [float(c) for c in (q if q[0] >= 0 else -q)]
+    path = work / "functional_axis.yaml"
+    write_parameter_file(functional, path, "step 2's calibration with each knee's thigh and shank mountings turned to "
+                         "the knee axis the devices' quaternions fit best (benchmarks/ximu3_estimate.py, step 6)")
+    replay(bag, path, work / "functional_axis")
+    misfits = {knee: {"device": device_misfit[knee], "raw": raw_misfit[knee]} for knee in device_misfit}
+    return HeadingCheck(change, misfits,
+                        {knee: turn for knee, (turn, _, _) in axis.items()},
+                        {knee: at_zero for knee, (_, at_zero, _) in axis.items()},
+                        {knee: least for knee, (_, _, least) in axis.items()},
+                        read_replay_output(work / "functional_axis"))
+
+
+def print_heading_check(check: HeadingCheck, estimate: ReplayEstimate, raw_only: ReplayEstimate,
+                        reference: np.ndarray) -> None:
+    """Step 6's lines."""
+    print("where the raw-only run and the references part:")
+    print("  each device's heading (its magnetometer AHRS) minus its raw filter's, change since the stand (deg): at "
+          "the end / largest")
+    print("    " + "  ".join(f"{name} {end:.1f}/{largest:.1f}" for name, (end, largest)
+                             in check.heading_change_deg.items()))
+    print(f"  knee hinge misfit (deg RMS) at each data set's fitted turns: whole recording / last {FINAL_STAND_S:g} s "
+          "(standing)")
+    for knee, misfits in check.knee_misfit_deg.items():
+        print(f"    {knee:16s} " + "  ".join(f"{source} {whole:5.2f} / {final:5.2f}"
+                                             for source, (whole, final) in misfits.items()))
+    print("  the knee axis the devices' quaternions fit best: thigh and shank mountings turned together (deg), misfit "
+          "(deg RMS) at the stand's axis -> at that axis; replayed: knee flexion RMS vs imumocap / vs the "
+          "orientation-based run / vs the raw-only run")
+    versus = knee_agreement(check.functional_axis, reference)
+    between = knee_rms_between(check.functional_axis, estimate)
+    raw_between = knee_rms_between(check.functional_axis, raw_only)
+    for knee in check.axis_turn_deg:
+        side = next(side for side in SIDES if knee.startswith(side))
+        print(f"    {knee:16s} turn {check.axis_turn_deg[knee]:6.1f}  misfit {check.stand_axis_misfit_deg[knee]:5.2f} "
+              f"-> {check.functional_axis_misfit_deg[knee]:5.2f};  {side} knee {versus[side][0]:5.2f} / "
+              f"{between[side]:5.2f} / {raw_between[side]:5.2f};  hip adduction "
+              f"{hip_adduction(check.functional_axis, side)}")
 
 
 # ---------------------------------------------------------------------------------------------- figures
@@ -313,6 +492,8 @@ def main(argv=None) -> int:
             print(f"bags and configuration in {work} (calibrated configuration {calibrated_config.name})")
         raw = run_raw_pipelines(args.recording, work, calibrated_config, args.config, args.calibration_seconds,
                                 joint_limits=not args.no_limits)
+        check = heading_check(work, calibrated_config, args.config, args.calibration_seconds,
+                              joint_limits=not args.no_limits)
     print(f"{len(estimate.time)} estimates over {estimate.time[-1] - estimate.time[0]:.2f} s")
     print("joint angle ranges (deg):")
     for angle in ANGLES:
@@ -337,12 +518,12 @@ def main(argv=None) -> int:
         between = knee_rms_between(estimate, raw_estimate)
         print(f"  {label:50s} " + "  ".join(f"{side} {versus[side][0]:5.2f} / {between[side]:5.2f}"
                                             for side in SIDES))
-    print("median sensor residual (deg) and hip adduction, 2nd..98th percentile (deg), per run:")
+    print("median sensor residual (deg) and hip adduction: 2nd..98th percentile, median at the top 5 % of hip "
+          "flexion (deg), per run:")
     for label, run in (("orientation-based", estimate), *raw.items()):
         medians = " ".join(f"{name} {np.nanmedian(values):.1f}" for name, values in run.residuals_deg.items())
-        adduction = "  ".join(f"{side} {np.percentile(run.angles_deg[f'{side}_hip_adduction'], 2):.1f}.."
-                              f"{np.percentile(run.angles_deg[f'{side}_hip_adduction'], 98):.1f}" for side in SIDES)
-        print(f"  {label:50s} {medians} | {adduction}")
+        print(f"  {label:50s} {medians} | " + "  ".join(f"{side} {hip_adduction(run, side)}" for side in SIDES))
+    print_heading_check(check, estimate, raw[RAW_HINGES], reference)
     if args.figures is not None:
         args.figures.mkdir(parents=True, exist_ok=True)
         plot_knees(estimate, reference, agreement, args.figures / "ximu3_knee_vs_imumocap.png")

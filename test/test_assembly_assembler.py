@@ -702,3 +702,99 @@ def test_planar_mobile_base_with_imus_and_a_marker():
     assembler.set_positions(start)
     assembler.assemble()
     assert configuration_error(plant, assembler.get_positions(), q_true) < 1e-8
+
+
+# -- per-frame observation weights (an IMU's covariance, issue 13) ----------------------------------------------
+ONE_BODY_URDF = """<robot name="one_body"><link name="body"/></robot>"""
+
+
+def two_sensor_body(backend):
+    """A free-floating body with two orientation sensors (R_BS = I) whose observations disagree by 0.8 rad."""
+    plant = MultibodyPlant()
+    plant.add_urdf(ONE_BODY_URDF, base_joint="floating")
+    plant.finalize()
+    osensors = OrientationSensors()
+    osensors.add_osensor("a", "body", np.eye(3), weight=2.0)
+    osensors.add_osensor("b", "body", np.eye(3), weight=1.0)
+    assembler = Assembler(plant, backend=backend)
+    assembler.adopt_assembly_goal(osensors)
+    assembler.lock_positions([4, 5, 6])
+    assembler.set_accuracy(1e-9)
+    R_a = spatial.rotvec_to_matrix([0.1, -0.2, 0.3])
+    R_b = R_a @ spatial.rotvec_to_matrix([0.5, 0.4, -0.45])
+    osensors.move_all_observations(np.stack([R_a, R_b]))
+    return plant, osensors, assembler, R_a, R_b
+
+
+def weighted_mean_rotation(R_a, R_b, w_a, w_b):
+    """The minimizer of w_a |log(R_aᵀ R)|² + w_b |log(R_bᵀ R)|²: the point of the geodesic from R_a to R_b at the
+    fraction w_b / (w_a + w_b) (on a geodesic the two distances are t θ and (1 - t) θ)."""
+    return R_a @ spatial.rotvec_to_matrix(w_b / (w_a + w_b) * spatial.matrix_to_rotvec(R_a.T @ R_b))
+
+
+@pytest.mark.parametrize("backend", ["compiled", "reference"])
+def test_observation_weights_give_the_weighted_mean_rotation(backend):
+    plant, osensors, assembler, R_a, R_b = two_sensor_body(backend)
+    for factors in ([1.0, 1.0], [1.0, 0.01], [0.01, 1.0], [3.0, 7.0]):
+        assembler.set_observation_weights(factors)
+        np.testing.assert_array_equal(assembler.get_observation_weights(), factors)
+        assembler.set_positions(plant.default_positions())
+        assembler.assemble()
+        R = plant.calc_body_poses(assembler.get_positions())[1][:3, :3]
+        expected = weighted_mean_rotation(R_a, R_b, 2.0 * factors[0], 1.0 * factors[1])
+        assert np.degrees(np.linalg.norm(spatial.matrix_to_rotvec(expected.T @ R))) < 1e-5
+    # 100x the covariance of b: b pulls 100x less (its share of the 0.8-rad disagreement falls 100x, near enough)
+    assembler.set_observation_weights([1.0, 0.01])
+    assembler.assemble()
+    pulled = spatial.matrix_to_rotvec(R_a.T @ plant.calc_body_poses(assembler.get_positions())[1][:3, :3])
+    share = np.linalg.norm(pulled) / np.linalg.norm(spatial.matrix_to_rotvec(R_a.T @ R_b))
+    assert share == pytest.approx(0.01 / 2.01, rel=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["compiled", "reference"])
+def test_track_sequence_observation_weights_equal_frame_by_frame_tracking(backend):
+    """Per-frame factors through track_sequence are what set_observation_weights + track() give frame by frame,
+    bit for bit, without a new compiled Tracker; without factors the result is that of factors 1."""
+    plant, osensors, assembler, R_a, R_b = two_sensor_body(backend)
+    rng = np.random.default_rng(5)
+    T = 6
+    factors = rng.uniform(0.01, 10.0, (T, 2))
+    observations = np.repeat(np.stack([R_a, R_b])[None], T, axis=0)
+    start = plant.default_positions()
+    assembler.set_positions(start)
+    Q = assembler.track_sequence(np.arange(T, dtype=float), observations, observation_weights=factors)
+    np.testing.assert_array_equal(assembler.get_observation_weights(), factors[-1])
+    frame_by_frame = []
+    assembler.set_positions(start)
+    for t in range(T):
+        assembler.set_observation_weights(factors[t])
+        assembler.track(float(t))
+        frame_by_frame.append(assembler.get_positions())
+    np.testing.assert_array_equal(Q, np.array(frame_by_frame))
+    for t in range(T):
+        R = plant.calc_body_poses(Q[t])[1][:3, :3]
+        expected = weighted_mean_rotation(R_a, R_b, 2.0 * factors[t, 0], factors[t, 1])
+        assert np.degrees(np.linalg.norm(spatial.matrix_to_rotvec(expected.T @ R))) < 1e-5
+    for bad in ([1.0, 0.0], [1.0, np.nan], [1.0, -2.0], [1.0, np.inf]):
+        with pytest.raises(AssemblyValueError, match="finite and > 0"):
+            assembler.set_observation_weights(bad)
+    with pytest.raises(AssemblyValueError, match=r"shape \(2,\)"):
+        assembler.set_observation_weights([1.0])
+    with pytest.raises(AssemblyValueError, match=r"shape \(3, 2\)"):
+        assembler.track_sequence(np.arange(3.0), observations[:3], observation_weights=np.ones((2, 2)))
+
+
+def test_observation_weights_of_one_leave_the_solve_bit_for_bit(panda):
+    """Factors of 1 (the default) change nothing: the same bits as an Assembler that never heard of them."""
+    q_true = random_panda_q(np.random.default_rng(3))
+    results = []
+    for weighted in (False, True):
+        osensors, assembler = imu_setup(panda, PANDA_LINKS, np.random.default_rng(4))
+        assembler.lock_positions([7])
+        R_GO = observe(panda, osensors, q_true)
+        R_GO[0] = spatial.rotvec_to_matrix([0.0, 0.05, 0.1]) @ R_GO[0]
+        frames = np.repeat(R_GO[None], 3, axis=0)
+        assembler.set_positions(PANDA_MID)
+        weights = np.ones((3, len(PANDA_LINKS))) if weighted else None
+        results.append(assembler.track_sequence(np.arange(3.0), frames, observation_weights=weights))
+    np.testing.assert_array_equal(results[0], results[1])

@@ -19,10 +19,18 @@ from ros_dofkit.core.assembly.hinge_calibration import (  # noqa: E402
     OrientationSeries,
     calibrate_hinge_headings,
     joint_pairs,
+    pair_misfit,
 )
 from ros_dofkit.core.estimator.orientation_filter import FilterSettings, OrientationFilter  # noqa: E402
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
-from ros_dofkit.core.spatial import quat_to_matrix, rotation_angle, rotation_x, rotation_z  # noqa: E402
+from ros_dofkit.core.spatial import (  # noqa: E402
+    matrix_to_rotvec,
+    quat_to_matrix,
+    rotation_angle,
+    rotation_x,
+    rotation_z,
+    rotvec_to_matrix,
+)
 from ros_dofkit.replay.setup import build_plant, model_specs_from_parameters  # noqa: E402
 from ros_dofkit.ros.parameters import load_parameter_file  # noqa: E402
 
@@ -132,3 +140,59 @@ def test_missing_mountings_and_disjoint_samples_are_refused(lower_body):
     with pytest.raises(AssemblyValueError, match="0 samples where both have an orientation, at least 20 needed"):
         calibrate_hinge_headings(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"],
                                  lower_body["static"], orientations, LEG_IMUS)
+    knee = next(p for p in joint_pairs(lower_body["plant"], lower_body["bodies"]) if p.child_imu == "left_lower_leg")
+    with pytest.raises(AssemblyValueError, match="0 samples where both have an orientation"):
+        pair_misfit(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"], lower_body["static"],
+                    orientations, knee, {})
+    del orientations["left_lower_leg"]
+    with pytest.raises(AssemblyValueError, match=r"hinge misfit: no orientations for IMU\(s\) \['left_lower_leg'\]"):
+        pair_misfit(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"], lower_body["static"],
+                    orientations, knee, {})
+    with pytest.raises(AssemblyValueError, match=r"no mounting R_BS for IMU\(s\) \['left_foot'\]"):
+        pair_misfit(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"], static, lower_body["orientations"],
+                    next(p for p in joint_pairs(lower_body["plant"], lower_body["bodies"])
+                         if p.child_imu == "left_foot"), {})
+
+
+def test_misfit_at_the_fitted_turns_is_the_fits_rms(lower_body):
+    """Round trip: the per-sample misfit at the fitted turns gives back each knee's fit RMS (chord RMS as an
+    angle); on the simulator's pure hinges it stays near the filters' inclination error."""
+    result = calibrate_hinge_headings(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"],
+                                      lower_body["static"], lower_body["orientations"], LEG_IMUS)
+    for fit in (f for f in result.fits if f.pair.hinge):
+        misfit = pair_misfit(lower_body["plant"], lower_body["q_cal"], lower_body["bodies"], lower_body["static"],
+                             lower_body["orientations"], fit.pair, result.turns).misfit
+        assert len(misfit) == fit.samples
+        chord_rms = math.sqrt(float(np.mean((2.0 * np.sin(misfit / 2.0)) ** 2)))
+        assert 2.0 * math.asin(chord_rms / 2.0) == pytest.approx(fit.rms, abs=1e-9)
+        assert math.degrees(fit.rms) < 2.0, fit
+
+
+def test_misfit_is_a_heading_step_of_one_side(lower_body):
+    """Analytic: a shank turning about the knee axis a (found from the plant by a finite difference of the knee
+    coordinate) below a still thigh sees a; after its stream's heading steps by ε it sees Rz(ε) a, so the misfit is
+    0 before and the angle between a and Rz(ε) a after."""
+    plant, q_cal, bodies = lower_body["plant"], np.asarray(lower_body["q_cal"], dtype=float), lower_body["bodies"]
+    pair = next(p for p in joint_pairs(plant, bodies) if p.child_imu == "left_lower_leg")
+    names = list(plant.articulated_view().position_names())
+    q = q_cal.copy()
+    q[plant.articulated_view().q_indices[names.index("left_knee_flexion")]] += 1e-6
+    shank = bodies["left_lower_leg"]
+    R0, R1 = plant.calc_body_poses(q_cal)[shank, :3, :3], plant.calc_body_poses(q)[shank, :3, :3]
+    a_G = matrix_to_rotvec(R1 @ R0.T) / 1e-6
+    R_GS0 = {name: plant.calc_body_poses(q_cal)[bodies[name], :3, :3] @ lower_body["truth"][name]
+             for name in ("left_upper_leg", "left_lower_leg")}
+    stamps = np.arange(0.0, 4.0, 0.01)
+    step, epsilon = stamps >= 2.0, math.radians(7.0)
+    heading = rotation_z(np.where(step, epsilon, 0.0))
+    flexion = rotvec_to_matrix(np.outer(1.2 * np.sin(2.0 * stamps) ** 2, a_G))
+    still = np.repeat(R_GS0["left_upper_leg"][None], len(stamps), axis=0)
+    orientations = {"left_upper_leg": OrientationSeries(stamps, still),
+                    "left_lower_leg": OrientationSeries(stamps, heading @ flexion @ R_GS0["left_lower_leg"])}
+    expected = math.acos(float(a_G @ rotation_z(epsilon) @ a_G))
+    for turns in ({}, {"left_upper_leg": 0.4}):  # a still thigh sees a whatever its turn
+        result = pair_misfit(plant, q_cal, bodies, lower_body["truth"], orientations, pair, turns)
+        np.testing.assert_allclose(result.stamps, stamps)
+        np.testing.assert_allclose(result.misfit[~step], 0.0, atol=1e-9)
+        np.testing.assert_allclose(result.misfit[step], expected, atol=1e-9)
+    assert expected > 0.9 * epsilon  # the knee axis is nearly horizontal at the pose: the misfit is about ε

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import math
 import shutil
+import sqlite3
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ import pytest
 
 from ros_dofkit import cli
 from ros_dofkit.core.spatial import quat_to_matrix
+from ros_dofkit.replay import bag_replay
 from ros_dofkit.replay.bag_replay import replay_bag
 from ros_dofkit.replay.demo import DemoOptions, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot
@@ -160,6 +163,36 @@ def test_damaged_bags_are_rejected_with_a_clear_message(tmp_path, storage, damag
     assert str(bag) in err and ("corrupt" in err or "cannot read" in err), err
     assert not out.exists()  # no half-written output is left behind
     assert tree_hash(bag) == before
+
+
+def test_reading_and_writing_beside_the_estimation_writes_the_sequential_bytes(tmp_path, monkeypatch):
+    """On more than one core the batched replay reads and writes in threads of their own (replay.overlap): the
+    output bag is byte for byte the one-thread bag, whatever the window; a window that cannot be decoded leaves
+    no output and no thread behind."""
+    bag, config = record(tmp_path, "overlap", "--duration", "2")
+    setup = ReplaySetup.from_parameter_file(config)
+    monkeypatch.setattr(bag_replay, "usable_cores", lambda: 1)
+    (tmp_path / "sequential").mkdir()
+    replay_bag(bag, setup, tmp_path / "sequential" / "out", window=300)
+    monkeypatch.setattr(bag_replay, "usable_cores", lambda: 2)
+    threads = threading.active_count()
+    for window in (300, 1000, 10**9):
+        (tmp_path / f"overlapped_{window}").mkdir()
+        replay_bag(bag, setup, tmp_path / f"overlapped_{window}" / "out", window=window)
+        assert tree_hash(tmp_path / f"overlapped_{window}") == tree_hash(tmp_path / "sequential")
+    assert threading.active_count() == threads
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(bag, damaged)
+    database = bag_storage_file(damaged)
+    with sqlite3.connect(database) as connection:  # one IMU message late in the bag loses its body
+        connection.execute("UPDATE messages SET data = substr(data, 1, 20) WHERE id = (SELECT max(id) FROM messages "
+                           "WHERE topic_id = (SELECT id FROM topics WHERE type = 'sensor_msgs/msg/Imu' LIMIT 1))")
+    with pytest.raises(BagError, match="cannot be decoded"):
+        replay_bag(damaged, setup, tmp_path / "damaged_out", window=300)
+    assert not (tmp_path / "damaged_out").exists()
+    assert not any(path.name.startswith(".damaged_out") for path in tmp_path.iterdir())
+    assert threading.active_count() == threads
 
 
 def test_wrong_types_missing_topics_and_missing_bags_are_named(tmp_path, capsys):

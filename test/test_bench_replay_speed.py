@@ -4,6 +4,7 @@ freezes the garbage collector's view of everything it holds). No timing is asser
 line is printed with finite, positive figures and that the budget lines carry a verdict; their worst-round logic
 is checked on hand-made rounds."""
 
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,13 @@ def test_replay_benchmark_runs_end_to_end_with_its_memory_runs():
     assert cpu and all(float(value) > 0 for value in cpu.groups()), out
     assert re.search(r"(PASS|MISS)  replay >= 150x real time: [0-9.]+x \(worst of 1 round: [0-9.]+x\)", out), out
     assert re.search(r"(PASS|MISS)  replay >= 10x a rosbags-only read of the same bag: [0-9.]+x", out), out
+    if len(os.sched_getaffinity(0)) > 1:
+        assert re.search(r"whole replay on \d+ cores .*per round: [0-9.]+ s -> [0-9.]+x real time, [0-9.]+x the best "
+                         r"rosbags-only read", out), out
+    reach = re.search(r"10x the rosbags-only read allows the whole replay ([0-9.]+) ms CPU; the compiled IK alone "
+                      r"takes ([0-9.]+) ms, reading \+ decoding ([0-9.]+) ms, encoding \+ writing ([0-9.]+) ms: "
+                      r"([0-9.]+) ms CPU, ([0-9.]+)x the allowance \((unreachable|reachable)", out)
+    assert reach and all(float(value) > 0 for value in reach.groups()[:6]), out
     memory = re.search(r"1.5 s of input ([0-9.]+) s wall, peak ([0-9]+) MB; 3 s of input ([0-9.]+) s wall .*peak "
                        r"([0-9]+) MB", out)
     assert memory, out
@@ -48,6 +56,18 @@ def test_budget_lines_take_the_worst_round():
     assert peer.startswith("MISS") and "9.5x" in peer
     factor, peer = replay_speed.budget_lines([150.0], [10.0])
     assert factor.startswith("PASS") and peer.startswith("PASS") and "worst of 1 round:" in factor
+
+
+def test_reach_line_compares_the_unavoidable_parts_with_a_tenth_of_the_read():
+    sys.path.insert(0, str(REPO))
+    from benchmarks import replay_speed
+
+    line = replay_speed.reach_line(0.160, 0.012, 0.020, 0.020)
+    assert "allows the whole replay 16.0 ms CPU" in line and ": 52.0 ms CPU, 3.25x the allowance" in line
+    assert "unreachable on one core, and on two cores: above 2x" in line
+    line = replay_speed.reach_line(0.160, 0.012, 0.010, 0.005)
+    assert "1.69x the allowance (unreachable on one core)" in line
+    assert "reachable only if everything else is free" in replay_speed.reach_line(0.160, 0.004, 0.004, 0.004)
 
 
 def _py_spy_available() -> bool:

@@ -29,8 +29,9 @@ def test_demo_over_dds_meets_its_accuracy(tmp_path, capsys):
     assert math.isfinite(p50) and p50 > 0.0
 
 
-def test_demo_refuses_to_mix_with_another_estimator_in_the_domain(tmp_path, ros_processes, capsys):
+def test_demo_refuses_to_mix_with_another_estimator_in_the_domain(tmp_path, ros_processes, capsys, monkeypatch):
     import sys
+    import tempfile
 
     from ros_dofkit.replay.demo_robot import demo_parameters, parameter_yaml
 
@@ -39,7 +40,12 @@ def test_demo_refuses_to_mix_with_another_estimator_in_the_domain(tmp_path, ros_
     other = ros_processes.start(sys.executable, "-m", "ros_dofkit.nodes.estimator", "--ros-args", "--params-file",
                                 str(params))
     other.wait_for_output("estimator ready", timeout=60.0)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     status = cli.main(["demo", "--duration", "4", "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err
     assert status == 1
     assert "another estimator runs in this ROS domain" in err and "--no-dds" in err
+    # The refused demo's node stopped and its folder (parameters, log) is gone.
+    assert list(scratch.iterdir()) == []

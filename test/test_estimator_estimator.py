@@ -679,3 +679,111 @@ def test_zero_weight_imu_is_not_used_by_the_solve(arm_plant):
         estimator.add_imu(name, 0.0, *reading)
     result = estimator.step()
     assert result.observed_sensors == ("hand",) and math.isnan(result.sensor_errors_deg["wrist"])
+
+
+# -- weighting by the IMU's orientation covariance (issue 13, REP-145) -------------------------------------------
+def isotropic(variance):
+    """An orientation_covariance (9,) row-major of ``variance`` per axis (0: REP-145's "unknown")."""
+    return (variance * np.eye(3)).reshape(-1)
+
+
+def test_a_100x_covariance_pulls_100x_less_on_two_disagreeing_hand_imus(arm_plant):
+    """Two IMUs on the hand whose orientations disagree by 0.6 rad, every arm joint estimated: the solved hand
+    orientation is the weighted mean rotation, the point of the geodesic from a's observation to b's at
+    w_b / (w_a + w_b), with w = weight x stddev² / (trace(Σ)/3) (the estimator's docstring); an all-zero covariance
+    keeps the configured weight, and with the weighting off the covariances are not read."""
+    hand = arm_plant.get_body_by_name("arm_link7").index
+    q0 = arm_trajectory(0.0)[0]
+    R_a = arm_plant.calc_body_poses(q0)[hand][:3, :3]
+    R_b = R_a @ rotvec_to_matrix([0.3, -0.4, 0.35])
+    imus = (ImuConfig("a", "arm_link7"), ImuConfig("b", "arm_link7", weight=2.0))
+    s2 = 0.01 ** 2  # imu_orientation_stddev² (the default)
+    cases = [(True, 1e-4, 1e-2, 1.0, 2.0 * s2 / 1e-2),  # b's covariance 100x a's: 100x less pull
+             (True, 0.0, 4e-4, 1.0, 2.0 * s2 / 4e-4),  # a unknown: its configured weight
+             (True, 0.0, 0.0, 1.0, 2.0),
+             (False, 1e-4, 1e-2, 1.0, 2.0)]  # off: configured weights
+    for weighting, var_a, var_b, w_a, w_b in cases:
+        estimator = Estimator(arm_plant, EstimatorConfig(imus=imus, imu_covariance_weighting=weighting,
+                                                         accuracy=1e-10, sync_tolerance_s=1e-6))
+        results = []
+        for k in range(4):
+            for name, R, variance in (("a", R_a, var_a), ("b", R_b, var_b)):
+                status, out = estimator.process_imu(name, 0.01 * k, matrix_to_quat(R), np.zeros(3),
+                                                    orientation_covariance=isotropic(variance))
+                assert status.ok
+                results += out
+        last = results[-1]
+        assert last.sensor_weights == pytest.approx({"a": w_a, "b": w_b}, rel=1e-12)
+        expected = R_a @ rotvec_to_matrix(w_b / (w_a + w_b) * np.array([0.3, -0.4, 0.35]))
+        assert math.degrees(rotation_angle_between(expected, last.X_WB[hand][:3, :3])) < 1e-4, (weighting, var_b)
+
+
+def noisy_arm_messages(plant, seconds=0.6, seed=7):
+    """(stamp, name, quaternion, gyro, covariance) of the arm's four IMUs at 100 Hz: each sample's orientation
+    perturbed by a rotation of the variance its covariance states (per sample, 1e-6 to 1e-2 rad²; the upper arm's
+    covariance all zeros, unknown), and three samples with a covariance that is no covariance."""
+    rng = np.random.default_rng(seed)
+    messages = []
+    for k in range(int(seconds / 0.01)):
+        t = 0.01 * k
+        q, v = arm_trajectory(t)
+        for name, (quaternion, gyro) in sensor_readings(plant, ARM_IMUS, q, v).items():
+            variance = 0.0 if name == "upper_arm" else 10.0 ** rng.uniform(-6, -2)
+            noise = rotvec_to_matrix(rng.normal(0.0, math.sqrt(variance or 1e-6), 3))
+            messages.append((t, name, matrix_to_quat(quat_to_matrix(quaternion) @ noise), gyro, isotropic(variance)))
+    bad = [np.full(9, np.nan), isotropic(1e-4) * np.array([1, 0, 0, 0, -1, 0, 0, 0, 1]),
+           isotropic(1e-4) + np.array([0, 5e-5, 0, 0, 0, 0, 0, 0, 0])]  # non-finite, negative, asymmetric
+    for j, covariance in enumerate(bad):
+        t, name, quaternion, gyro, _ = messages[40 + 9 * j]
+        messages[40 + 9 * j] = (t, name, quaternion, gyro, covariance)
+    return messages
+
+
+def test_covariance_weights_streaming_equal_batch_bit_for_bit_and_bad_covariances_are_counted(arm_plant):
+    """Per-sample covariances through the node's path (process_imu, one message at a time) and replay's (feed, a
+    window) give the same bits, weights included; the three bad covariances are dropped and counted under their
+    IMUs as bad_covariance; the weighting moves the result and brings it nearer the truth; off, the covariances
+    are not read (nothing is dropped)."""
+    from ros_dofkit.core.estimator.offline import OfflineInputs
+
+    messages = noisy_arm_messages(arm_plant)
+    names = [imu.name for imu in ARM_IMUS]
+    window = OfflineInputs(
+        kind=np.zeros(len(messages), np.int64), row=np.arange(len(messages)),
+        imu_sensor=np.array([names.index(m[1]) for m in messages]), imu_stamp=np.array([m[0] for m in messages]),
+        imu_quaternion_wxyz=np.array([m[2] for m in messages]), imu_angular_velocity=np.array([m[3] for m in messages]),
+        imu_orientation_present=np.ones(len(messages), bool), imu_angular_velocity_present=np.ones(len(messages), bool),
+        js_stamp=np.zeros(0), js_names=[], js_positions=[], js_velocities=[],
+        imu_orientation_covariance=np.array([m[4] for m in messages]))
+    errors = {}
+    for weighting in (True, False):
+        config = EstimatorConfig(imus=ARM_IMUS, imu_covariance_weighting=weighting, sync_tolerance_s=1e-6,
+                                 accuracy=1e-9)
+        estimator = Estimator(arm_plant, config)
+        streaming, statuses = [], []
+        for t, name, quaternion, gyro, covariance in messages:
+            status, out = estimator.process_imu(name, t, quaternion, gyro, orientation_covariance=covariance)
+            statuses.append(status)
+            streaming += out
+        run = Estimator(arm_plant, config).run(window)
+        batch = list(run.results())
+        assert len(batch) == len(streaming) > 50
+        for expected, got in zip(streaming, batch, strict=True):
+            assert got.stamp == expected.stamp and got.sensor_weights == expected.sensor_weights
+            np.testing.assert_array_equal(got.q, expected.q)
+            np.testing.assert_array_equal(got.v, expected.v)
+        bad = {(m[1], "bad_covariance"): 1 for m in (messages[40], messages[49], messages[58])}
+        counts = estimator.reject_counts_by_source()
+        assert counts == run.counts_by_source
+        if weighting:
+            assert counts == bad
+            assert [s.reason for s in statuses].count(RejectReason.BAD_COVARIANCE) == 3
+            assert "negative variances" in statuses[49].detail and "asymmetric" in statuses[58].detail
+            for result in streaming:  # weight = stddev² / variance; the upper arm's unknown: its weight 1
+                assert result.sensor_weights.get("upper_arm", 1.0) == 1.0
+        else:
+            assert counts == {} and all(s.ok for s in statuses)
+            assert set(batch[-1].sensor_weights.values()) == {1.0}
+        errors[weighting] = np.sqrt(np.mean([(r.q - arm_trajectory(r.stamp)[0]) ** 2 for r in streaming[5:]]))
+    print(f"RMS joint error with / without covariance weighting: {errors[True]:.5f} / {errors[False]:.5f} rad")
+    assert errors[True] < 0.85 * errors[False]

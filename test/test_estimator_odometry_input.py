@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 
 from ros_dofkit.core.errors import EstimatorConfigError, UnknownNameError
-from ros_dofkit.core.estimator.config import EstimatorConfig, ImuConfig, OdometryConfig
+from ros_dofkit.core.estimator.config import EstimatorConfig, HeadingEstimation, ImuConfig, OdometryConfig
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.inputs import REASON_CODE, RejectReason
+from ros_dofkit.core.estimator.odometry import UNOBSERVED_VARIANCE, SolveCovarianceModel, base_odometries
 from ros_dofkit.core.estimator.odometry_input import (
     MATCH,
     MEMORY_LENGTH,
     ODOMETRY_OK,
+    VALUES,
+    YAW,
     forget,
     match,
     new_memory,
@@ -27,7 +30,14 @@ from ros_dofkit.core.estimator.odometry_input import (
 from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
-from ros_dofkit.core.spatial import matrix_to_quat, rotvec_to_matrix
+from ros_dofkit.core.spatial import (
+    matrix_to_quat,
+    matrix_to_rotvec,
+    quat_to_matrix,
+    rotation_x,
+    rotation_y,
+    rotation_z,
+)
 from ros_dofkit.replay.pipeline import ImuInput, simulation_inputs
 
 
@@ -68,25 +78,31 @@ def test_planar_base_coordinates_round_trip_through_the_plants_forward_kinematic
         start = base.joint.position_start
         q[start:start + 3] = rng.uniform(-3, 3, size=3)
         p, quaternion = pose_of_base(plant, base, q)
-        values = np.empty(3)
+        values = np.empty(VALUES)
         assert validate_odometry(p, quaternion, True, base.target, values) == ODOMETRY_OK
         np.testing.assert_allclose(values[:base.target.count], q[base.q_index], atol=1e-12)
 
 
-def test_floating_base_translation_round_trips_and_the_heading_is_refused():
+def test_floating_base_translation_and_yaw_round_trip():
+    """A floating base's translation coordinates, and with use_yaw its base link's ZYX yaw (value YAW), from a
+    pose built as Rz(yaw) Ry(pitch) Rx(roll); without use_yaw the yaw is not taken (NaN)."""
     plant = quadruped()
-    base = odometry_base(plant, config(), art_q(plant))
-    start = base.joint.position_start
-    assert list(base.q_index) == [start + 4, start + 5, start + 6] and base.art_index.size == 0
-    q = np.asarray(plant.default_positions(), dtype=float).copy()
-    q[start:start + 4] = matrix_to_quat(rotvec_to_matrix([0.2, -0.4, 1.1]))
-    q[start + 4:start + 7] = [1.5, -2.0, 0.45]
-    p, quaternion = pose_of_base(plant, base, q)
-    values = np.empty(3)
-    assert validate_odometry(p, quaternion, True, base.target, values) == ODOMETRY_OK
-    np.testing.assert_allclose(values, [1.5, -2.0, 0.45], atol=1e-12)
-    with pytest.raises(EstimatorConfigError, match="floating base"):
-        odometry_base(plant, config(use_yaw=True), art_q(plant))
+    for use_yaw in (False, True):
+        base = odometry_base(plant, config(use_yaw=use_yaw), art_q(plant))
+        start = base.joint.position_start
+        assert list(base.q_index) == [start + 4, start + 5, start + 6] and base.art_index.size == 0
+        assert base.target.heading == use_yaw
+        q = np.asarray(plant.default_positions(), dtype=float).copy()
+        q[start:start + 4] = matrix_to_quat(rotation_z(2.9) @ rotation_y(-0.4) @ rotation_x(0.2))
+        q[start + 4:start + 7] = [1.5, -2.0, 0.45]
+        p, quaternion = pose_of_base(plant, base, q)
+        values = np.empty(VALUES)
+        assert validate_odometry(p, quaternion, True, base.target, values) == ODOMETRY_OK
+        np.testing.assert_allclose(values[:3], [1.5, -2.0, 0.45], atol=1e-12)
+        if use_yaw:
+            assert values[YAW] == pytest.approx(2.9, abs=1e-12)
+        else:
+            assert math.isnan(values[YAW])
 
 
 def test_bad_messages_are_refused_with_their_reason_and_no_values():
@@ -105,7 +121,7 @@ def test_bad_messages_are_refused_with_their_reason_and_no_values():
     quaternions = np.stack([c[1] for c in cases])
     frames = np.array([c[2] for c in cases])
     code = np.empty(len(cases), dtype=np.int64)
-    values = np.empty((len(cases), 3))
+    values = np.empty((len(cases), VALUES))
     validate_odometries(positions, quaternions, frames, base.target, code, values)
     assert [int(c) for c in code] == [REASON_CODE[c[3]] for c in cases]
     assert np.isnan(values).all()
@@ -137,9 +153,9 @@ def test_a_cycle_uses_the_newest_sample_not_after_its_stamp_within_the_timeout()
 
     assert taken(1.0, 0.1) is None and np.isnan(out["values"]).all()  # nothing heard
     for k in range(40):  # 40 samples at 100 Hz from t = 1.0: the ring keeps the newest MEMORY_LENGTH
-        remember(memory[0], 1.0 + 0.01 * k, np.array([k, 2.0 * k, 3.0 * k]))
+        remember(memory[0], 1.0 + 0.01 * k, np.array([k, 2.0 * k, 3.0 * k, -k]))
     assert memory["count"][0] == MEMORY_LENGTH and memory["last_stamp"][0] == 1.0 + 0.01 * 39
-    assert taken(1.305, 0.1) == [30.0, 60.0, 90.0]  # 1.30 <= 1.305 < 1.31
+    assert taken(1.305, 0.1) == [30.0, 60.0, 90.0, -30.0]  # 1.30 <= 1.305 < 1.31
     assert taken(1.31, 0.1)[0] == 31.0  # equal stamps match
     assert taken(1.31 - 1e-7, 0.1)[0] == 31.0  # within SAME_INSTANT_S: the same instant
     assert taken(5.0, 10.0)[0] == 39.0  # ahead of every sample: the newest
@@ -205,6 +221,19 @@ def stream(estimator, messages, with_clock):
     return results
 
 
+def streaming_equals_batch(plant, config, estimator, messages, with_clock):
+    """``messages`` through the node's path (``estimator``, one message at a time) and replay's (a new Estimator of
+    ``config``, one window): asserts the same bits; returns the streamed results."""
+    streaming = stream(estimator, messages, with_clock)
+    batch = list(Estimator(plant, config).run(as_window(messages, list(config.imu_names), with_clock)).results())
+    assert len(batch) == len(streaming) > 90
+    for expected, got in zip(streaming, batch, strict=True):
+        assert got.stamp == expected.stamp
+        np.testing.assert_array_equal(got.q, expected.q)
+        np.testing.assert_array_equal(got.v, expected.v)
+    return streaming
+
+
 def as_window(messages, imu_names, with_clock):
     kind = np.array([m[1] for m in messages], dtype=np.int64)
     rows = [[m for m in messages if m[1] == k] for k in range(3)]
@@ -245,13 +274,7 @@ def test_planar_base_follows_the_odometry_streaming_equals_batch_bit_for_bit(wit
         measured = [n for i, n in enumerate(names) if not estimator.estimated_mask[i] and i not in base.art_index]
         run = simulated(plant, [SimulatedImu(i.name, i.body) for i in imus], measured)
         messages = messages_with_odometry(plant, base, run, {"base": 0.008}, with_clock)
-        streaming = stream(estimator, messages, with_clock)
-        batch = list(Estimator(plant, config).run(as_window(messages, list(config.imu_names), with_clock)).results())
-        assert len(batch) == len(streaming) > 90
-        for expected, got in zip(streaming, batch, strict=True):
-            assert got.stamp == expected.stamp
-            np.testing.assert_array_equal(got.q, expected.q)
-            np.testing.assert_array_equal(got.v, expected.v)
+        streaming = streaming_equals_batch(plant, config, estimator, messages, with_clock)
         counts = estimator.reject_counts_by_source()
         expected_counts = {("odometry", reason): 1 for reason in ("non_finite", "unknown_frame", "zero_quaternion",
                                                                   "repeated_stamp")}
@@ -290,14 +313,8 @@ def test_floating_base_translation_from_odometry_rotation_from_the_imu_with_time
             m = (m[0] - 0.002, 2, m[2], m[3] + 0.012, m[4])
         messages.append(m)
     messages.sort(key=lambda m: m[0])
-    streaming = stream(estimator, messages, True)
-    batch = list(Estimator(plant, config).run(as_window(messages, ["trunk"], True)).results())
-    assert len(batch) == len(streaming) > 90
+    streaming = streaming_equals_batch(plant, config, estimator, messages, True)
     times = np.asarray(run.times)
-    for expected, got in zip(streaming, batch, strict=True):
-        assert got.stamp == expected.stamp
-        np.testing.assert_array_equal(got.q, expected.q)
-        np.testing.assert_array_equal(got.v, expected.v)
     for result in streaming[10:]:
         k = int(np.argmin(np.abs(times - result.stamp)))
         assert abs(times[k] - result.stamp) < 1e-9
@@ -320,3 +337,103 @@ def test_a_time_offset_moves_the_stamp_every_rule_sees():
     assert status.reason is RejectReason.FUTURE_STAMP and "stamp 1.051000 s" in status.detail
     status, results = estimator.process_imu("hand", 1.057, unit, rate, now=1.0)  # 1.049: accepted
     assert status.ok and [r.stamp for r in results] == [1_049_000_000 * 1e-9]  # from integer nanoseconds
+
+
+def drifting_headings(plant, base, run, relative):
+    """:func:`messages_with_odometry` (with a clock) whose IMU samples are seen in earth frames turned about the
+    vertical by a common 0.7 rad + 3 deg/s plus ``relative`` {name: rad} (0 for those not named), and whose
+    odometry is delivered before its instant's IMU samples (so that the instant's cycle can use it)."""
+    messages = []
+    for arrival, kind, name, stamp, payload in messages_with_odometry(plant, base, run, {}, True):
+        if kind == 0:
+            R_GS = rotation_z(0.7 + math.radians(3.0) * stamp + relative.get(name, 0.0)) @ quat_to_matrix(payload[0])
+            payload = (matrix_to_quat(R_GS), payload[1])
+        elif kind == 2:
+            arrival -= 0.002
+        messages.append((arrival, kind, name, stamp, payload))
+    messages.sort(key=lambda m: m[0])
+    return messages
+
+
+def test_floating_base_yaw_follows_the_odometry_while_the_imus_share_a_drifting_heading():
+    """The quadruped with a trunk IMU and IMUs on the front-left thigh and shank estimating that leg (the other legs
+    measured). Every IMU's earth frame shares a heading offset of 0.7 rad that drifts at 3 deg/s (their common
+    heading, which no magnetometer fixes); the odometry carries the true trunk pose. With odometry_yaw the solve
+    stays in the IMUs' frame and each solution is turned about the vertical: in every cycle whose odometry is of
+    its own instant the published trunk orientation and angular velocity are the truth's; the estimated joints are
+    bit for bit those solved without the odometry's yaw (the solve is invariant to the common heading), the sensor
+    errors too (every body turned with the trunk); the node's path equals replay's bit for bit. The Odometry
+    output's yaw variance is the unobserved one (the yaw is a copy of the input's), roll and pitch the solve's."""
+    plant = quadruped()
+    imus = (ImuConfig("trunk", "trunk_imu_link"), ImuConfig("thigh", "fl_thigh"), ImuConfig("shank", "fl_shank"))
+    leg = ("fl_hip_abduction", "fl_hip_flexion", "fl_knee")
+    measured = [n for n in plant.articulated_view().position_names() if n not in leg]
+    run = simulated(plant, [SimulatedImu(i.name, i.body) for i in imus], measured)
+    results = {}
+    for use_yaw in (False, True):
+        config = EstimatorConfig(imus=imus, estimated_joints={"quadruped": leg},
+                                 odometry=OdometryConfig(use_yaw=use_yaw), sync_tolerance_s=1e-4, accuracy=1e-9)
+        estimator = Estimator(plant, config)
+        messages = drifting_headings(plant, estimator.odometry_base, run, {})
+        streaming = streaming_equals_batch(plant, config, estimator, messages, True)
+        results[use_yaw] = streaming
+        # the Odometry output: the yaw is the input's, so its variance is the unobserved one; roll, pitch solved
+        covariances = SolveCovarianceModel(estimator, 1e-4, 1e-4).covariances(streaming[-1])
+        base = base_odometries(plant)[0]
+        pose = base.covariance(streaming[-1].X_WB[base.body][:3, :3], covariances).pose
+        assert (pose[5, 5] == UNOBSERVED_VARIANCE) == use_yaw and pose[3, 3] < 1.0 and pose[4, 4] < 1.0
+    joint = plant.floating_base_joints()[0]
+    qs, vs = joint.position_start, joint.velocity_start
+    rotation = np.arange(qs, qs + 4)
+    times = np.asarray(run.times)
+    checked = 0
+    for turned, plain in zip(results[True], results[False], strict=True):
+        others = np.setdiff1d(np.arange(plant.num_positions()), rotation)
+        np.testing.assert_array_equal(turned.q[others], plain.q[others])
+        for name in turned.sensor_errors_deg:
+            assert turned.sensor_errors_deg[name] == pytest.approx(plain.sensor_errors_deg[name], abs=1e-6)
+        k = int(np.argmin(np.abs(times - turned.stamp)))
+        if k % 2 or k < 10:  # the odometry (every other instant) of another instant: its yaw is 10 ms old
+            continue
+        R_true, R_turned = quat_to_matrix(run.q[k, rotation]), quat_to_matrix(turned.q[rotation])
+        assert np.linalg.norm(matrix_to_rotvec(R_true.T @ R_turned)) < 1e-6
+        heading = 0.7 + math.radians(3.0) * turned.stamp  # without odometry_yaw: the IMUs' heading, Rz(h) R_true
+        assert abs(np.linalg.norm(matrix_to_rotvec(R_true.T @ quat_to_matrix(plain.q[rotation]))) - heading) < 1e-6
+        np.testing.assert_allclose(turned.v[vs:vs + 3], run.v[k, vs:vs + 3], atol=1e-6)
+        np.testing.assert_allclose(turned.q, run.q[k], atol=1e-6)
+        checked += 1
+    assert checked > 40
+
+
+def test_floating_base_yaw_from_odometry_with_the_heading_filter_on():
+    """The two halves of the heading: the IMUs' earth frames share a drifting offset (0.7 rad + 3 deg/s) and the
+    thigh's and shank's differ from the trunk's by 0.03 and -0.02 rad. The heading filter (reference: the trunk)
+    estimates the relative offsets, which no common turn removes, and the odometry sets the common heading, which
+    the filter cannot observe: after 1 s the trunk orientation and the leg joints are the truth's within 1e-3 deg,
+    the filter's offsets are the simulated ones, and the node's path equals replay's bit for bit."""
+    plant = quadruped()
+    imus = (ImuConfig("trunk", "trunk_imu_link"), ImuConfig("thigh", "fl_thigh"), ImuConfig("shank", "fl_shank"))
+    leg = ("fl_hip_abduction", "fl_hip_flexion", "fl_knee")
+    measured = [n for n in plant.articulated_view().position_names() if n not in leg]
+    run = simulated(plant, [SimulatedImu(i.name, i.body) for i in imus], measured, seconds=3.0)
+    relative = {"trunk": 0.0, "thigh": 0.03, "shank": -0.02}
+    config = EstimatorConfig(
+        imus=imus, estimated_joints={"quadruped": leg}, odometry=OdometryConfig(use_yaw=True), sync_tolerance_s=1e-4,
+        accuracy=1e-9, heading_estimation=HeadingEstimation(enabled=True, reference_imu="trunk", initial_deg=5.0,
+                                                            acceleration_noise=0.0, gyro_bias_time_constant_s=0.0))
+    estimator = Estimator(plant, config)
+    messages = drifting_headings(plant, estimator.odometry_base, run, relative)
+    streaming = streaming_equals_batch(plant, config, estimator, messages, True)
+    times = np.asarray(run.times)
+    checked = 0
+    for result in streaming:
+        k = int(np.argmin(np.abs(times - result.stamp)))
+        if k % 2 or k < 100:  # an odometry of its own instant, after the filter's first second
+            continue
+        R_true, R = quat_to_matrix(run.q[k, :4]), quat_to_matrix(result.q[:4])
+        assert math.degrees(np.linalg.norm(matrix_to_rotvec(R_true.T @ R))) < 1e-3
+        assert math.degrees(np.max(np.abs(result.q[7:] - run.q[k, 7:]))) < 1e-3
+        checked += 1
+    assert checked > 90
+    offsets = {name: value["heading_offset_rad"] for name, value in estimator.heading_estimates().items()}
+    assert offsets == pytest.approx(relative, abs=1e-5)

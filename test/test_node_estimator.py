@@ -30,7 +30,14 @@ from tf2_msgs.msg import TFMessage
 
 from raw_imu_scenarios import FIELD_G_T, HOLD_S, HUB_NOISE, RAW_IMUS, raw_arm
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
-from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_z, rotvec_to_matrix
+from ros_dofkit.core.spatial import (
+    matrix_to_quat,
+    matrix_to_rotvec,
+    quat_to_matrix,
+    rotation_x,
+    rotation_z,
+    rotvec_to_matrix,
+)
 from ros_dofkit.replay.demo_robot import DEMO_ESTIMATED_JOINTS, demo_parameters, parameter_yaml
 from ros_dofkit.ros.qos import output_qos, tf_qos, tf_static_qos
 from ros_harness import HarnessTimeout, assert_one_tf_tree
@@ -909,6 +916,14 @@ def start_node(ros_processes, tmp_path, params: str):
     return process
 
 
+def start_quadruped(ros_node, ros_processes, tmp_path, params: str):
+    """The quadruped's estimator on QUADRUPED_PARAMS and ``params`` (its IMUs, inputs) with diagnostics every 0.2 s
+    and unthrottled warnings: ``(process, its trunk Odometry collector, the /diagnostics collector)``."""
+    process = start_node(ros_processes, tmp_path, params + "diagnostics_period: 0.2\nlog_throttle: 0.0\n")
+    return (process, ros_node.collect(Odometry, "/q/out/odometry/quadruped", output_qos()),
+            ros_node.collect(DiagnosticArray, "/diagnostics", output_qos()))
+
+
 def odometry_msg(sec, nanosec, X_WB, frame_id="odom", child_frame_id="trunk"):
     msg = Odometry()
     msg.header.stamp.sec, msg.header.stamp.nanosec = int(sec), int(nanosec)
@@ -921,9 +936,10 @@ def odometry_msg(sec, nanosec, X_WB, frame_id="odom", child_frame_id="trunk"):
 
 def test_base_translation_follows_the_robots_odometry_and_bad_odometry_is_counted(ros_node, ros_processes,
                                                                                   tmp_path):
-    """13.2 over DDS: the quadruped's trunk translation comes from a nav_msgs/Odometry input (legged odometry in
-    odom) while the IMU estimates its rotation; every output's position is the odometry's at a stamp not after
-    the output's (the newest that had arrived), the rotation is the truth's, and odometry with NaN, an unknown
+    """13.2 over DDS: the quadruped's trunk translation and, with odometry_yaw, its yaw come from a
+    nav_msgs/Odometry input (legged odometry in odom) while the IMU, whose earth frame is 0.5 rad off in heading,
+    gives its roll and pitch; every output's position is the odometry's at a stamp not after the output's (the
+    newest that had arrived), its yaw that odometry's and its tilt the truth's, and odometry with NaN, an unknown
     frame or a stale stamp is dropped, counted under the odometry entry of /diagnostics and logged."""
     plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
     params = QUADRUPED_PARAMS + """
@@ -931,12 +947,9 @@ imus:
   trunk: {body: trunk_imu_link, topic: /q/imu/trunk}
 world_frame: odom
 odometry_topic: /q/legged_odometry
-diagnostics_period: 0.2
-log_throttle: 0.0
+odometry_yaw: true
 """
-    process = start_node(ros_processes, tmp_path, params)
-    outputs = ros_node.collect(Odometry, "/q/out/odometry/quadruped", output_qos())
-    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", output_qos())
+    process, outputs, diagnostics = start_quadruped(ros_node, ros_processes, tmp_path, params)
     w_W = np.array([0.2, -0.1, 0.6])
     default = plant.default_positions()
 
@@ -951,12 +964,13 @@ log_throttle: 0.0
     stream.wait_connected()
     ros_node.wait_for_subscriptions(legged, timeout=STARTUP_TIMEOUT)
     trunk = plant.get_body_by_name("trunk").index
-    published = {}  # stamp -> the odometry position published for it
+    published, rotations = {}, {}  # stamp -> the odometry position and trunk rotation published for it
 
     def step():
-        sec, nanosec = stream.publish()
+        sec, nanosec = stream.publish(R_GW=rotation_z(0.5))  # the IMU's heading 0.5 rad off
         X_WB = plant.calc_body_poses(stream.truth[(sec, nanosec)][0])[trunk]
         published[sec + nanosec * 1e-9] = X_WB[:3, 3].copy()
+        rotations[sec + nanosec * 1e-9] = X_WB[:3, :3].copy()
         legged.publish(odometry_msg(sec, nanosec, X_WB))
 
     def position(msg):
@@ -976,6 +990,13 @@ log_throttle: 0.0
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         candidates = stamps[stamps <= stamp + 1e-9]  # a late odometry leaves the last one held
         assert any(np.allclose(position(msg), published[s], atol=1e-9) for s in candidates), (stamp, position(msg))
+        matched = next(s for s in candidates[::-1] if np.allclose(position(msg), published[s], atol=1e-9))
+        o = msg.pose.pose.orientation
+        R = quat_to_matrix([o.w, o.x, o.y, o.z])
+        yaw = math.atan2(rotations[matched][1, 0], rotations[matched][0, 0])  # the matched odometry's
+        assert abs(math.remainder(math.atan2(R[1, 0], R[0, 0]) - yaw, 2 * math.pi)) < 1e-5, stamp
+        true = min(rotations, key=lambda s: abs(s - stamp))  # the IMU's instant: the tilt is the truth's
+        np.testing.assert_allclose(R[2], rotations[true][2], atol=1e-5)
         # Published right after the IMU sample of its stamp, the odometry of an instant usually arrives after that
         # instant's cycle ran: the cycle then takes the previous one (10 ms older), never a later one.
         followed += any(np.allclose(position(msg), published[s], atol=1e-9) for s in candidates[-2:])
@@ -1000,4 +1021,68 @@ log_throttle: 0.0
     for reason in bad:
         assert f"odometry: {reason}" in output  # each with its own warning line
     assert "'map'" in output  # the unknown frame named
+    assert process.is_running()
+
+
+def test_imu_covariance_weighting_moves_the_trunk_and_bad_covariances_are_counted(ros_node, ros_processes, tmp_path):
+    """13.6 over DDS, ``imu_covariance_weighting: true``: two trunk IMUs whose orientations disagree by 0.4 rad
+    about z, with covariances 1e-4 and 1e-2 rad² per axis; the published trunk orientation is their weighted mean
+    rotation, 1/101 of the way from the precise one (equal configured weights: halfway), the Odometry orientation
+    covariance is 1/(1/1e-4 + 1/1e-2) per axis, and a message whose covariance is not symmetric is dropped, counted
+    in /diagnostics as bad_covariance and logged with the IMU's name."""
+    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+    params = QUADRUPED_PARAMS.replace("imu_names: [trunk]", "imu_names: [a, b]") + """
+imus:
+  a: {body: trunk, topic: /q/imu/a}
+  b: {body: trunk, topic: /q/imu/b}
+imu_covariance_weighting: true
+"""
+    process, outputs, diagnostics = start_quadruped(ros_node, ros_processes, tmp_path, params)
+    publishers = {name: ros_node.create_publisher(Imu, f"/q/imu/{name}", RELIABLE) for name in "ab"}
+    joints = ros_node.create_publisher(JointState, "/q/joint_states", RELIABLE)
+    for publisher in [*publishers.values(), joints]:
+        ros_node.wait_for_subscriptions(publisher, timeout=STARTUP_TIMEOUT)
+    default = plant.default_positions()
+    R_true = rotvec_to_matrix([0.1, -0.2, 0.3])
+    offset = rotation_z(0.4)
+    variance = {"a": 1e-4, "b": 1e-2}
+    sent = []
+
+    def publish(asymmetric=False):
+        sec, nanosec = stamp_now()
+        sent.append((sec, nanosec))
+        msg = JointState()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
+        msg.name = list(plant.position_names())[7:]
+        msg.position = [float(c) for c in default[7:]]
+        joints.publish(msg)
+        for name, publisher in publishers.items():
+            msg = imu_msg(sec, nanosec, R_true if name == "a" else offset @ R_true, np.zeros(3))
+            covariance = variance[name] * np.eye(3)
+            if asymmetric and name == "b":
+                covariance[0, 1] = 5e-3
+            msg.orientation_covariance = [float(c) for c in covariance.reshape(-1)]
+            publisher.publish(msg)
+
+    ros_node.wait_for_messages(outputs, 20, timeout=TIMEOUT, every=publish, period=0.01)
+    expected = R_true @ rotvec_to_matrix(R_true.T @ np.array([0.0, 0.0, 0.4]) * (0.01 / 1.01))
+    both = 1.0 / (1.0 / 1e-4 + 1.0 / 1e-2)
+    checked = 0
+    for msg in outputs.messages[-10:]:
+        o = msg.pose.pose.orientation
+        R = quat_to_matrix([o.w, o.x, o.y, o.z])
+        angle = math.degrees(np.linalg.norm(matrix_to_rotvec(expected.T @ R)))
+        if len(msg.pose.covariance) and msg.pose.covariance[21] < 5e-4:  # a cycle with both IMUs
+            assert angle < 1e-3, angle
+            np.testing.assert_allclose(np.diag(np.reshape(msg.pose.covariance, (6, 6)))[3:], both, rtol=1e-6)
+            checked += 1
+    assert checked >= 5
+    publish(asymmetric=True)
+
+    def counted():
+        return bool(diagnostics.messages) and int(diagnostics_value(
+            diagnostics.messages[-1], "rejected.bad_covariance") or 0) >= 1
+
+    ros_node.spin_until(counted, "the bad covariance counted in /diagnostics", TIMEOUT, every=publish, period=0.01)
+    assert "b: bad_covariance: orientation_covariance has an asymmetric matrix" in process.output()
     assert process.is_running()

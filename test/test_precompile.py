@@ -144,8 +144,10 @@ LIBRARY_ONLY = {
 #: compile at the first start of a configuration that enables them (KERNEL_MODULES notes why).
 OPT_IN = {"ros_dofkit.core.estimator.heading"}
 #: Single kernels of opt-in paths: the batch validation of odometry inputs runs only when a replayed bag carries the
-#: odometry topic of a configuration that enables it (the streaming odometry rule is warmed: precompile.warm_streaming).
-OPT_IN_KERNELS = {"ros_dofkit.core.estimator.odometry_input.validate_odometries"}
+#: odometry topic of a configuration that enables it (the streaming odometry rule is warmed: precompile.warm_streaming);
+#: a floating base's yaw from odometry (odometry_yaw on a floating base) only with that configuration.
+OPT_IN_KERNELS = {"ros_dofkit.core.estimator.odometry_input.validate_odometries",
+                  "ros_dofkit.core.estimator.odometry_input.turn_headings"}
 
 
 def test_the_call_finder_sees_kernels_called_from_python():

@@ -22,7 +22,7 @@ from ros_dofkit.core.estimator.estimator import Estimator  # noqa: E402
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
 from ros_dofkit.core.spatial import rotation_angle, rotation_x, rotation_z  # noqa: E402
 from ros_dofkit.replay.bag_replay import replay_bag  # noqa: E402
-from ros_dofkit.replay.calibration import calibrate_from_inputs  # noqa: E402
+from ros_dofkit.replay.calibration import calibrate_from_inputs, setup_with_parameters  # noqa: E402
 from ros_dofkit.replay.hinge_calibration import hinge_calibrated, raw_imus  # noqa: E402
 from ros_dofkit.replay.pipeline import ReplayError  # noqa: E402
 from ros_dofkit.replay.setup import ReplaySetup  # noqa: E402
@@ -99,6 +99,17 @@ def test_knees_follow_the_truth_with_the_hinge_calibration_only(simulated):
     hinged_rms = _knee_rms_deg(simulated["hinged"].setup, simulated["inputs"], simulated["run"])
     assert max(static_rms.values()) > STATIC_KNEE_RMS_DEG, static_rms  # what the calibration is for
     assert max(hinged_rms.values()) < KNEE_RMS_BOUND_DEG, hinged_rms
+
+
+def test_the_calibrated_parameters_run_with_the_chains_heading_filter(simulated):
+    """The hinge calibration's parameters with ``heading_estimation.enabled`` (the raw IMUs' headings then stay tied
+    through the knees and the joint centres' accelerations while they drift, benchmarks/ximu3_estimate.py's last raw
+    run): the knees still follow the truth."""
+    hinged = simulated["hinged"]
+    setup = setup_with_parameters(hinged.setup, {**hinged.parameters, "heading_estimation.enabled": True})
+    assert setup.config.heading_estimation.enabled
+    rms = _knee_rms_deg(setup, simulated["inputs"], simulated["run"])
+    assert max(rms.values()) < KNEE_RMS_BOUND_DEG, rms
 
 
 def test_without_raw_imus_there_is_nothing_to_turn(simulated):

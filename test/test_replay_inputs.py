@@ -86,3 +86,54 @@ def test_the_odometry_topic_must_carry_odometry(tmp_path):
     with pytest.raises(BagError, match="nav_msgs/msg/Odometry"):
         replay_bag(bag, setup, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bags_imu_covariances_weight_both_replay_paths_alike(tmp_path):
+    """imu_covariance_weighting on a bag whose forearm IMU is 0.05 rad off with a 1e-2 rad² covariance and whose
+    other IMUs state 1e-6: both replay paths read the covariances from the bag and give the same bits; the bad
+    covariance (NaN) is dropped on both; weighting brings the arm nearer the truth than the configured weights."""
+    from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotvec_to_matrix
+
+    setup = mobile_setup()
+    bag, run, _ = bag_with_odometry(tmp_path, setup, bad=False)
+    records = []
+    for record in read_bag(bag):
+        message = record.message
+        if record.topic.startswith("/imu/"):
+            variance = 1e-6
+            if record.topic == "/imu/forearm/data":
+                variance = 1e-2
+                o = message.orientation
+                w, x, y, z = matrix_to_quat(quat_to_matrix([o.w, o.x, o.y, o.z]) @ rotvec_to_matrix([0.05, 0, 0]))
+                o.w, o.x, o.y, o.z = float(w), float(x), float(y), float(z)
+            message.orientation_covariance = (variance * np.eye(3)).reshape(-1)
+            if record.topic == "/imu/hand/data" and record.stamp_ns == int(round(run.times[50] * 1e9)):
+                message.orientation_covariance = np.full(9, np.nan)
+        records.append((record.topic, record.stamp_ns, message))
+    weighted = tmp_path / "weighted"
+    with BagWriter(weighted, typestore=MessageFactory().typestore) as writer:
+        writer.write_all(records)
+    topic = "/estimated/joint_states"
+    errors = {}
+    for weighting in (True, False):
+        setup = mobile_setup(imu_covariance_weighting=weighting)
+        out = {}
+        for batch in (True, False):
+            path = tmp_path / f"{weighting}-{batch}"
+            out[batch] = (replay_bag(weighted, setup, path, batch=batch), list(read_bag(path, topics=[topic])))
+        (batch_replay, batch_messages), (stream_replay, stream_messages) = out[True], out[False]
+        assert len(batch_messages) == len(stream_messages) > 90
+        for a, b in zip(batch_messages, stream_messages, strict=True):
+            assert a.stamp_ns == b.stamp_ns
+            np.testing.assert_array_equal(a.message.position, b.message.position)
+            np.testing.assert_array_equal(a.message.velocity, b.message.velocity)
+        assert batch_replay.statistics.rejected == stream_replay.statistics.rejected == (1 if weighting else 0)
+        names = list(batch_messages[0].message.name)
+        columns = [names.index(f"arm_joint{i}") for i in range(4, 8)]
+        truth = {int(round(t * 1e9)): q for t, q in zip(run.times, run.q, strict=True)}
+        view = setup.plant.articulated_view()
+        q_index = [int(view.q_indices[list(view.position_names()).index(f"arm_joint{i}")]) for i in range(4, 8)]
+        errors[weighting] = np.sqrt(np.mean([(np.asarray(m.message.position)[columns] - truth[m.stamp_ns][q_index])
+                                             ** 2 for m in batch_messages[10:] if m.stamp_ns in truth]))
+    print(f"arm RMS error with / without covariance weighting: {errors[True]:.5f} / {errors[False]:.5f} rad")
+    assert errors[True] < 0.7 * errors[False]  # (the forearm alone sees some directions: the bias stays there)

@@ -164,10 +164,11 @@ def test_raw_imus_with_known_mountings_agree_with_the_orientation_run_and_imumoc
 
 
 # Raw data alone: mountings from the stand, each raw IMU's heading from the joints between IMUs (knee hinges, 2-dof
-# ankles; dofkit replay --hinge-calibration). The knee's functional axis is not the stand's: a real knee is not a
-# pure hinge (the fit leaves 6-7 deg RMS between the axes thigh and shank see) and the orientation run and imumocap
-# take the knee axis as the pelvis' lateral direction at the stand, in the AHRS's magnetometer heading. Bounded by the
-# knee-model bound the orientation run has against imumocap; the issue's 2 deg is not reached on the right knee.
+# ankles; dofkit replay --hinge-calibration). It takes the knee's functional axis; the orientation run and imumocap
+# take the pelvis' lateral direction at the stand, in the devices' magnetometer headings. On the right leg the devices'
+# own quaternions fit a knee axis 22 deg from that one, and the right thigh's magnetometer heading moves 11 deg from its
+# gyro's over the recording (benchmarks/ximu3_estimate.py, step 6; test below). Bounded by the knee-model bound the
+# orientation run has against imumocap; the issue's 2 deg is not reached on the right knee.
 RAW_ONLY_KNEE_BOUND_DEG = KNEE_RMS_VS_IMUMOCAP_BOUND_DEG
 
 
@@ -182,3 +183,32 @@ def test_raw_imus_alone_with_hinge_calibration_agree_with_the_orientation_run_an
     # the comparison can fail: the stand alone (each raw heading kept in its mounting) is beyond the bound
     assert max(rms for rms, _, _ in ximu3_estimate.knee_agreement(stand_only, replayed["reference"]).values()) > (
         RAW_ONLY_KNEE_BOUND_DEG)
+
+
+@pytest.fixture(scope="module")
+def heading_checked(replayed, raw_replayed):
+    return ximu3_estimate.heading_check(replayed["work"], replayed["config"], calibration_seconds=CALIBRATION_SECONDS,
+                                        joint_limits=False)
+
+
+def test_with_one_knee_axis_the_devices_quaternions_and_the_raw_filters_agree(raw_replayed, heading_checked):
+    """Two independent data sets of the same devices: their magnetometer AHRS quaternions, with the knee axis those
+    quaternions fit best (thigh and shank mountings turned about the vertical at the stand), and gyro + accelerometer
+    alone with the hinge calibration's axis. With one definition of the axis they agree within the issue's 2 deg."""
+    raw = raw_replayed[ximu3_estimate.RAW_HINGES]
+    for side, rms in ximu3_estimate.knee_rms_between(heading_checked.functional_axis, raw).items():
+        assert rms < RAW_KNEE_BOUND_DEG, (side, rms)
+    for knee, misfit in heading_checked.stand_axis_misfit_deg.items():  # the fit is a minimum: never above the stand's
+        assert heading_checked.functional_axis_misfit_deg[knee] <= misfit, knee
+
+
+def test_the_right_thighs_magnetometer_heading_moves_from_its_gyros(heading_checked):
+    """What keeps the raw-only right knee from the references (README): the right thigh device's heading leaves its
+    raw filter's by more than every other leg sensor's, and only the devices' right knee stops fitting a hinge once
+    the subject stands still at the end (the misfit there is a heading that moved since the stand)."""
+    change = heading_checked.heading_change_deg
+    others = [abs(end) for name, (end, _) in change.items() if name not in ("right_upper_leg", "pelvis")]
+    assert abs(change["right_upper_leg"][0]) > 1.5 * max(others), change
+    misfit = heading_checked.knee_misfit_deg
+    assert misfit["right_lower_leg"]["device"][1] > 2.0 * misfit["right_lower_leg"]["raw"][1], misfit
+    assert misfit["left_lower_leg"]["device"][1] < 1.5 * misfit["left_lower_leg"]["raw"][1], misfit

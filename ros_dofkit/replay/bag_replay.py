@@ -24,6 +24,7 @@ from ros_dofkit.replay.hinge_calibration import hinge_calibrated
 from ros_dofkit.replay.inputs import bag_inputs, check_input_topics, truth_from_records
 from ros_dofkit.replay.messages import MessageFactory
 from ros_dofkit.replay.outputs import OutputWriter
+from ros_dofkit.replay.overlap import InOrderCalls, Prefetch, usable_cores
 from ros_dofkit.replay.pipeline import ReplayError, ReplayLoop, ReplayStatistics, Truth, tracking_report
 from ros_dofkit.replay.setup import TRUTH_TOPIC, ReplaySetup
 from ros_dofkit.ros.bag_io import BagError, BagWriter
@@ -196,12 +197,16 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
     started = time.perf_counter()
     factory = MessageFactory()
     topics: dict = {}
+    # On more than one core, window k+1 is read and window k-1 written while window k is estimated (module overlap:
+    # each stage one thread, in order, so the output is the same bytes).
+    overlap = read is None and usable_cores() > 1
     if read is not None:
-        windows = iter([read[:2]])
         topics.update(read[2])
-    else:
-        windows = iter_offline_inputs(in_path, setup, topics, TRUTH_TOPIC, factory.typestore,
-                                      window=window or WINDOW_MESSAGES)
+
+    def windows_of_bag():
+        return iter_offline_inputs(in_path, setup, topics, TRUTH_TOPIC, factory.typestore,
+                                   window=window or WINDOW_MESSAGES)
+
     estimator = offline = Estimator(setup.plant, setup.config)
     runs, truth_records = [], []
     imu_samples = joint_states = rejected = read_messages = 0
@@ -210,11 +215,22 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
         progress(0.0, "reading")
     # No journal: a replay that fails deletes its output anyway.
     writer = BagWriter(out_path, storage=storage, typestore=factory.typestore, journal=False)
+    prefetch = writes = None
     try:
         outputs = OutputWriter(writer, setup, estimator, factory)
+        if read is not None:
+            windows = iter([read[:2]])
+        elif overlap:
+            prefetch, writes = Prefetch(windows_of_bag), InOrderCalls(outputs.write_run)
+            windows = iter(prefetch)
+        else:
+            windows = windows_of_bag()
         for inputs, window_truth in windows:
             run = offline.feed(inputs)
-            outputs.write_run(run, np.flatnonzero(run.initialized))
+            if writes is not None:
+                writes.submit(run, np.flatnonzero(run.initialized))
+            else:
+                outputs.write_run(run, np.flatnonzero(run.initialized))
             # Written: keep a compact copy without the poses (the run's arrays are views of larger buffers).
             runs.append(OfflineRun.concatenate([run], keep_poses=False))
             truth_records += window_truth
@@ -232,6 +248,8 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
                             if t in topics) if read is None else read_messages
                 progress(min(read_messages / total, 1.0) if total else 1.0,
                          f"{read_messages}/{total} messages, {run.statistics['cycles']} cycles")
+        if writes is not None:
+            writes.finish()
         run = OfflineRun.concatenate(runs, keep_poses=False) if runs else None
         if run is None or not run.initialized.any():
             raise NoEstimateError(no_estimate_reason(
@@ -239,8 +257,13 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
                 run.counts_by_reason if run is not None else {}, len(run) if run is not None else 0))
         writer.close()
     except BaseException:
+        if writes is not None:
+            writes.stop(cancel=True)  # the bag is no longer written before it is removed
         writer.abort()  # nothing is left at out_path
         raise
+    finally:
+        if prefetch is not None:
+            prefetch.close()
     wall = time.perf_counter() - started
     cycles = len(run)
     statistics = ReplayStatistics(

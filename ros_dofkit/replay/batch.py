@@ -147,6 +147,7 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         imu_linear_acceleration=imus.linear_acceleration, imu_linear_acceleration_present=accel_present,
         odom_stamp=nanoseconds_to_seconds(odometry.stamp_ns), odom_position=odometry.position,
         odom_quaternion_wxyz=odometry.quaternion_wxyz, odom_frames_match=odometry.frames_match,
+        imu_orientation_covariance=imus.orientation_covariance,
         **_field_inputs(fields, setup, code[field_positions] - imus_count - 3,
                         field_records if field_positions.size else [], np.cumsum(inputs_mask)[field_positions]))
     # (stamp_ns, names, positions) per message; the positions are already arrays.

@@ -436,27 +436,30 @@ def run_demo_dds(options, out_dir=None, progress=None):
     """
     api = load_ros_api()
     streams = simulate_streams(options)
-    work = Path(tempfile.mkdtemp(prefix="dofkit_demo_"))
-    node_process = start_node(streams.robot, work)
-    ros = DemoRos.open(api)
-    try:
-        endpoints = ros.connect(streams)
-        node_process.wait_ready()
-        wait_for_topics(ros, endpoints)
-        clock = WallClockStamps.starting_soon(float(streams.run.times[0]))
-        records = list(simulation_records(streams.run, streams.factory, streams.imu_topics,
-                                          streams.joint_states_topic, truth_topic=None,
-                                          stamp_offset_ns=clock.offset_ns))
-        publisher = RealTimePublisher(records, endpoints.publishers, streams.factory, clock)
-        publisher.start()
-        span_s = float(streams.run.times[-1] - streams.run.times[0])
-        spin_until_drained(ros, endpoints, publisher, span_s, progress)
-        publisher.join()
-    finally:
-        node_process.stop()
-        ros.close()
-    node_log = node_process.output() if node_process.log_path.exists() else ""
-    shutil.rmtree(work, ignore_errors=True)
+    # The node's folder and process, and this process's ROS endpoints, go away whatever fails, and in this order:
+    # the node stops before its folder is removed (it writes its log there).
+    with tempfile.TemporaryDirectory(prefix="dofkit_demo_", ignore_cleanup_errors=True) as work:
+        node_process = start_node(streams.robot, Path(work))
+        ros = None
+        try:
+            ros = DemoRos.open(api)
+            endpoints = ros.connect(streams)
+            node_process.wait_ready()
+            wait_for_topics(ros, endpoints)
+            clock = WallClockStamps.starting_soon(float(streams.run.times[0]))
+            records = list(simulation_records(streams.run, streams.factory, streams.imu_topics,
+                                              streams.joint_states_topic, truth_topic=None,
+                                              stamp_offset_ns=clock.offset_ns))
+            publisher = RealTimePublisher(records, endpoints.publishers, streams.factory, clock)
+            publisher.start()
+            span_s = float(streams.run.times[-1] - streams.run.times[0])
+            spin_until_drained(ros, endpoints, publisher, span_s, progress)
+            publisher.join()
+        finally:
+            node_process.stop()
+            if ros is not None:
+                ros.close()
+        node_log = node_process.output() if node_process.log_path.exists() else ""
 
     sensor_names = tuple(streams.robot.estimator_config.imu_names)
     received = received_run(endpoints.inbox, sensor_names, clock, publisher.published_at)

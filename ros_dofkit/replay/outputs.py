@@ -144,8 +144,8 @@ class OutputWriter:
         for topic, names, q_index, v_index in self._instances:
             streams.append((topic, JOINT_STATE_MSGTYPE, cdr.encode_joint_states(stamps, names, q[:, q_index],
                                                                                 v[:, v_index], packed=True)))
-        covariances = [self._covariance_model.at(run.q[row], run.observed[row]) for row in rows.tolist()
-                       ] if self._odometry else []
+        covariances = [self._covariance_model.at(run.q[row], run.observed[row], run.weights[row])
+                       for row in rows.tolist()] if self._odometry else []
         for topic, base in self._odometry:
             R_WB = X_WB[:, base.body, :3, :3]
             twist = base.twist(R_WB, v)

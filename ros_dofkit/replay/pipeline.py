@@ -40,6 +40,7 @@ class ImuInput:
     orientation_present: bool = True
     angular_velocity_present: bool = True
     linear_acceleration: np.ndarray | None = None
+    orientation_covariance: np.ndarray | None = None  # (9,) the message's (REP-145; imu_covariance_weighting)
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ class ReplayLoop:
             status, results = estimator.process_imu(item.name, item.stamp, item.quaternion_wxyz,
                                                     item.angular_velocity, item.orientation_present,
                                                     item.angular_velocity_present,
-                                                    linear_acceleration=item.linear_acceleration)
+                                                    linear_acceleration=item.linear_acceleration,
+                                                    orientation_covariance=item.orientation_covariance)
         elif isinstance(item, JointStateInput):
             stats.joint_states += 1
             status, results = estimator.process_joint_state(item.names, item.positions, item.velocities,

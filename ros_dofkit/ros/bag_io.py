@@ -175,7 +175,8 @@ class _Sqlite3File:
         self.directory = directory
         self.distro = distro
         self.file = directory / f"{directory.name}.db3"
-        self.connection = sqlite3.connect(str(self.file), isolation_level=None)
+        # Used by one thread at a time, though not always the one that opened it (replay.overlap's writing thread).
+        self.connection = sqlite3.connect(str(self.file), isolation_level=None, check_same_thread=False)
         self.connection.execute(f"PRAGMA page_size={self.PAGE_SIZE}")
         if not journal:
             self.connection.execute("PRAGMA journal_mode=OFF")

@@ -2,7 +2,8 @@
 
 You are in the ROS edge (``ros_dofkit.ros``). The message carries the quaternion as (x, y, z, w); the core wants
 (w, x, y, z). REP-145 marks a field absent with ``covariance[0] == -1``: the field is then reported absent (the
-core counts it and treats the sensor as unobserved) instead of being read. Nothing is validated here beyond that:
+core counts it and treats the sensor as unobserved) instead of being read. The orientation covariance goes to the
+core as it is (the core reads it only with ``imu_covariance_weighting``). Nothing is validated here beyond that:
 NaN, zero or non-unit quaternions are the core's to reject and count (``ros_dofkit.core.estimator.inputs``), so
 live and offline runs drop exactly the same samples. Works on rclpy messages and on rosbags' message classes, and
 (:func:`feed_imu_cdr`) on serialized Imu bytes, which the live node takes without building a message object.
@@ -53,6 +54,7 @@ class ImuInput:
     angular_velocity_present: bool
     frame_id: str
     linear_acceleration: np.ndarray | None = None  # m/s^2 in S; None when the message marks it absent
+    orientation_covariance: np.ndarray | None = None  # (9,) row-major, as the message carries it (REP-145)
 
 
 def imu_input_from_msg(msg) -> ImuInput:
@@ -68,6 +70,7 @@ def imu_input_from_msg(msg) -> ImuInput:
         frame_id=msg.header.frame_id,
         linear_acceleration=None if float(msg.linear_acceleration_covariance[0]) == -1.0 else np.array(
             [a.x, a.y, a.z], dtype=float),
+        orientation_covariance=np.asarray(msg.orientation_covariance, dtype=float).reshape(-1),
     )
 
 
@@ -84,6 +87,7 @@ def feed_imu_msg(estimator, name: str, msg, now: float | None = None):
         angular_velocity_present=sample.angular_velocity_present,
         now=now,
         linear_acceleration=sample.linear_acceleration,
+        orientation_covariance=sample.orientation_covariance,
     )
 
 
@@ -170,5 +174,6 @@ def feed_imu_cdr(estimator, name: str, data, now: float | None = None):
         angular_velocity_present=values[16] != -1.0,
         now=now,
         linear_acceleration=None if values[28] == -1.0 else values[25:28],
+        orientation_covariance=values[4:13],
     )
     return sec, nanosec, status, results

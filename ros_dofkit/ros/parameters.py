@@ -165,7 +165,8 @@ OUTPUT_PARAMETERS = (
                   "transient local) as robot_state_publisher does; off when robot_state_publisher runs too",
                   read_only=True),
     ParameterSpec("imu_orientation_stddev", DOUBLE, 0.01, "per-axis noise (rad) of the IMU orientations, for the "
-                  "Odometry orientation covariance", read_only=True, value_range=(1e-9, 3.2)),
+                  "Odometry orientation covariance and as imu_covariance_weighting's reference", read_only=True,
+                  value_range=(1e-9, 3.2)),
     ParameterSpec("imu_angular_velocity_stddev", DOUBLE, 0.01, "per-axis gyro noise (rad/s), for the Odometry "
                   "angular-velocity covariance", read_only=True, value_range=(1e-9, 100.0)),
 )
@@ -174,17 +175,22 @@ _OFFSET_RANGE = (-MAX_TIME_OFFSET_S, MAX_TIME_OFFSET_S)
 
 INPUT_PARAMETERS = (
     ParameterSpec("odometry_topic", STRING, "", "nav_msgs/Odometry of a planar or floating base (wheel or legged "
-                  "odometry, robot_localization): its translation, and with odometry_yaw a planar base's heading; "
+                  "odometry, robot_localization): its translation, and with odometry_yaw its heading; "
                   "header frame = the base's parent frame, child frame = the base link (with frame_prefix); empty: "
                   "none", read_only=True),
     ParameterSpec("odometry_instance", STRING, "", "model instance whose base the odometry drives (empty: the only "
                   "one with a planar or floating base)", read_only=True),
-    ParameterSpec("odometry_yaw", BOOL, False, "also take a planar base's heading from the odometry (off: the "
-                  "IMUs estimate it)", read_only=True),
+    ParameterSpec("odometry_yaw", BOOL, False, "also take the base's heading from the odometry (off: the IMUs "
+                  "estimate it); a floating base's yaw about the vertical is turned to the odometry's at the output, "
+                  "roll, pitch and the joints staying the IMUs'", read_only=True),
     ParameterSpec("odometry_time_offset", DOUBLE, 0.0, "seconds subtracted from every odometry stamp (its delay)",
                   read_only=True, value_range=_OFFSET_RANGE),
     ParameterSpec("joint_states_time_offset", DOUBLE, 0.0, "seconds subtracted from every joint-state stamp (the "
                   "encoders' delay)", read_only=True, value_range=_OFFSET_RANGE),
+    ParameterSpec("imu_covariance_weighting", BOOL, False, "weight each IMU sample by its orientation_covariance "
+                  "(REP-145): weight x imu_orientation_stddev^2 / (trace/3); all zeros: unknown (the configured "
+                  "weight); a non-finite, negative-variance or asymmetric one is dropped (bad_covariance)",
+                  read_only=True),
 )
 
 NODE_PARAMETERS = ROBOT_PARAMETERS + TOPIC_PARAMETERS + INPUT_PARAMETERS + OUTPUT_PARAMETERS + ESTIMATION_PARAMETERS
@@ -431,6 +437,9 @@ def estimator_config_from_parameters(values: dict, instance_names, imus=None, R_
             sync_tolerance_s=get("sync_tolerance"),
             joint_state_time_offset_s=inputs["joint_states_time_offset"],
             odometry=odometry,
+            imu_covariance_weighting=inputs["imu_covariance_weighting"],
+            imu_orientation_stddev=values.get("imu_orientation_stddev", next(
+                s.default for s in OUTPUT_PARAMETERS if s.name == "imu_orientation_stddev")),
             heading_estimation=HeadingEstimation(
                 enabled=get("heading_estimation.enabled"),
                 drift_deg_per_min=get("heading_estimation.drift_deg_per_min"),

@@ -59,6 +59,8 @@ DEFAULT_ERROR_TOLERANCE = 1e-4
 DEFAULT_MAX_ITERATIONS = 1000
 # Initial λ of the damping μ = λ |gradient| (see kernels.compute_step).
 _INITIAL_LAMBDA = 1e-2
+# A quaternion norm this close to 1 is unit to rounding (set_positions keeps it as given).
+_UNIT_TO_ROUNDING = 4.0 * np.finfo(float).eps
 
 _STATUS_TEXT = {
     kernels.STATUS_CONVERGED: "converged",
@@ -328,7 +330,10 @@ class Assembler:
         return self._q.copy()
 
     def set_positions(self, q) -> None:
-        """Set the internal q (e.g. locked encoder values or a starting guess); quaternions are normalized."""
+        """Set the internal q (e.g. locked encoder values or a starting guess); quaternions are normalized, except
+        one already unit to rounding (|‖q‖ - 1| <= 4 ε, as the solver's own steps leave it: they divide by the
+        norm), which is kept bit for bit, so that a solution set back as the next frame's start is the start
+        ``track_sequence`` carries from frame to frame (the node's cycle-by-cycle solves then equal replay's)."""
         q = np.asarray(q, dtype=float)
         if q.shape != (self._nq,):
             raise AssemblyValueError(f"set_positions: expected shape ({self._nq},), got {q.shape}")
@@ -337,7 +342,8 @@ class Assembler:
         q = q.copy()
         for joint in self.plant.floating_base_joints():
             qs = joint.position_start
-            q[qs : qs + 4] = spatial.quat_normalize(q[qs : qs + 4])
+            if not abs(math.sqrt(float(q[qs:qs + 4] @ q[qs:qs + 4])) - 1.0) <= _UNIT_TO_ROUNDING:
+                q[qs : qs + 4] = spatial.quat_normalize(q[qs : qs + 4])
         self._q = q
 
     def get_time(self) -> float:
@@ -486,6 +492,7 @@ class Assembler:
         # place; replacing the buffer uninitializes this Assembler), else buffers copied into at every solve.
         self._obs_rot = self._observation_buffer(self._rot_slices, self._n_rot_obs, (3, 3))
         self._obs_pos = self._observation_buffer(self._pos_slices, self._n_pos_obs, (3,))
+        self._obs_weight = np.ones(self._n_rot_obs)  # per rotation slot (set_observation_weights); the Tracker's
         self._tracker = None
         self._initialized = True
         self._num_initializations += 1
@@ -496,6 +503,65 @@ class Assembler:
         or from 0 uninitializes instead): the weights are re-read at the next solve, without re-initialization."""
         self._sensors_tuple = None
         self._tracker = None
+
+    def set_observation_weights(self, weights, condition=None) -> None:
+        """Weight factors of the current observations of an OrientationSensors condition (the only adopted one,
+        or ``condition``): ``weights`` (n_obs,) in its observation order, finite and > 0. A sensor's weight in the
+        solve is its ``add_osensor`` weight times the factor of its observation slot (the goal stays
+        ½ Σ w f |φ|² / Σ w f over the observed sensors), until the next call, a ``track_sequence`` with
+        ``observation_weights`` (which leaves its last frame's factors) or a re-initialization (factors back to 1).
+        Unlike ``change_osensor_weight`` this is per frame: no re-initialization, no new compiled Tracker. Simbody
+        has no such call; it is how a measurement's own confidence (an IMU message's orientation covariance)
+        reaches the solve."""
+        self.initialize()
+        condition, offset = self._rotation_slice(condition, "set_observation_weights")
+        n = condition.get_num_observations()
+        self._obs_weight[offset:offset + n] = self._checked_weights(weights, (n,), "set_observation_weights",
+                                                                    condition)
+
+    def get_observation_weights(self, condition=None) -> np.ndarray:
+        """The current factors of :meth:`set_observation_weights` (a copy, (n_obs,))."""
+        self.initialize()
+        condition, offset = self._rotation_slice(condition, "get_observation_weights")
+        return self._obs_weight[offset:offset + condition.get_num_observations()].copy()
+
+    def _rotation_slice(self, condition, what: str):
+        """(condition, first rotation slot) of an adopted OrientationSensors condition (the only one when None)."""
+        if condition is None:
+            if len(self._rot_slices) != 1:
+                raise AssemblyValueError(f"{what}: {len(self._rot_slices)} OrientationSensors conditions are "
+                                         "adopted; name the condition")
+            return self._rot_slices[0]
+        for adopted, offset in self._rot_slices:
+            if adopted is condition:
+                return adopted, offset
+        raise AssemblyValueError(f"{what}: expected an OrientationSensors condition this Assembler adopted, got "
+                                 f"{type(condition).__name__}")
+
+    @staticmethod
+    def _checked_weights(weights, shape: tuple, what: str, condition) -> np.ndarray:
+        weights = np.asarray(weights, dtype=float)
+        if weights.shape != shape:
+            raise AssemblyValueError(f"{what}: weights for {condition.name!r} must have shape {shape}, got "
+                                     f"{weights.shape}")
+        bad = ~(np.isfinite(weights) & (weights > 0.0))
+        if bad.any():
+            raise AssemblyValueError(f"{what}: weights must be finite and > 0, got {weights[bad][:4].tolist()} at "
+                                     f"{[tuple(int(i) for i in index) for index in np.argwhere(bad)[:4]]}")
+        return weights
+
+    def _weights_sequence(self, observation_weights, T: int) -> np.ndarray:
+        """(T, n_rot_obs) factors of :meth:`track_sequence`'s ``observation_weights``, or (0, n_rot_obs)."""
+        if observation_weights is None:
+            return np.zeros((0, self._n_rot_obs))
+        if not isinstance(observation_weights, dict):
+            observation_weights = {self._rotation_slice(None, "track_sequence")[0]: observation_weights}
+        factors = np.repeat(self._obs_weight[None], T, axis=0)
+        for condition, weights in observation_weights.items():
+            condition, offset = self._rotation_slice(condition, "track_sequence")
+            n = condition.get_num_observations()
+            factors[:, offset:offset + n] = self._checked_weights(weights, (T, n), "track_sequence", condition)
+        return factors
 
     def _sensors(self):
         """The kernels' ``sensors`` tuple with the current weights (rebuilt after :meth:`weights_changed`)."""
@@ -522,7 +588,7 @@ class Assembler:
         if tracker is None:
             tracker = self._tracker = kernels.make_tracker(self._tree, self._sensors(), self._problem,
                                                            self._settings(), self._stats, self._obs_rot,
-                                                           self._obs_pos, self._nq)
+                                                           self._obs_pos, self._obs_weight, self._nq)
         if len(self._rot_slices) > 1:
             np.concatenate([c.observation_array() for c, _ in self._rot_slices], out=self._obs_rot)
         if len(self._pos_slices) > 1:
@@ -557,6 +623,12 @@ class Assembler:
             jacobian = condition.calc_error_jacobian(q) if need_jacobian else np.zeros((len(errors), self._nv))
             _, _, _, weights, obs = condition.active_observations()
             observed = condition.is_observed(obs)
+            if isinstance(condition, OrientationSensors):  # each slot's factor (set_observation_weights)
+                offset = next(first for adopted, first in self._rot_slices if adopted is condition)
+                factor = self._obs_weight[offset + condition.packed()["obs_slot"]]
+                weights = weights * factor
+                errors = errors * np.repeat(np.sqrt(factor), 3)
+                jacobian = jacobian * np.repeat(np.sqrt(factor), 3)[:, None]
             any_contributing |= bool(np.any(observed))
             if math.isinf(weight):
                 r_c.append(errors)
@@ -706,7 +778,7 @@ class Assembler:
         return F
 
     def track_sequence(self, times, observations, positions=None, return_info: bool = False, body_poses=None,
-                       sensors=None):
+                       sensors=None, observation_weights=None):
         """Warm-started track() over T frames in one compiled loop; returns Q (T, nq).
 
         ``observations``: for a single adopted sensor condition, its frames as one array, (T, n_obs, 3, 3) rotations
@@ -721,6 +793,11 @@ class Assembler:
         values). Afterwards the internal q is the last frame's and the conditions hold the last frame's observations.
         With ``return_info`` also returns {"goal": (T,), "error_norm": (T,), "status": (T,)}. Raises
         :class:`TrackFailed` naming the first frame whose error norm exceeds the tolerance.
+
+        ``observation_weights`` (T, n_obs), optional: per-frame weight factors of an OrientationSensors condition's
+        observation slots (:meth:`set_observation_weights`, frame by frame; observation order, not ``sensors``'
+        columns), an array for the single OrientationSensors condition or a dict {condition: array}; slots left out
+        keep the current factors. Afterwards the last frame's factors are current.
 
         ``positions`` (T, nq), optional: per-frame values of the *locked* coordinates (e.g. joints measured by
         encoders while the IMUs estimate the rest); entries of free coordinates are ignored, NaN keeps the previous
@@ -766,6 +843,7 @@ class Assembler:
                     "track_sequence: observations given for a condition this Assembler did not adopt"
                 )
         positions = self._locked_positions_sequence(positions, T)
+        weights = self._weights_sequence(observation_weights, T)
         nb = self.plant.num_bodies()
         if body_poses is None:
             poses = np.empty((0, nb, 4, 4))
@@ -784,14 +862,16 @@ class Assembler:
         status = np.empty(T, dtype=np.int64)
         q = self._q.copy()
         if self._backend == "compiled":
-            failed = kernels.track_frames(self._compiled_tracker(), q, obs_rot, obs_pos, self._held_q, positions, Q,
-                                          goal, err, status, poses)
+            failed = kernels.track_frames(self._compiled_tracker(), q, obs_rot, obs_pos, weights, self._held_q,
+                                          positions, Q, goal, err, status, poses)
             last = T - 1 if failed < 0 else int(failed)
         else:
             failed, last = -1, T - 1
             R_WF, p_WM = np.empty((nb, 3, 3)), np.empty((nb, 3))
             for t in range(T):
                 self._set_frame_observations(obs_rot[t], obs_pos[t])
+                if len(weights):
+                    self._obs_weight[:] = weights[t]
                 if len(positions):
                     values = positions[t, self._held_q]
                     q[self._held_q] = np.where(np.isfinite(values), values, q[self._held_q])

@@ -37,6 +37,12 @@ axis, plus its value at q_cal) stays inside the joint's limits is taken. Pairs
 are used in the order exact hinges, then 2-dof joints; each IMU's heading comes from the first pair that turns it
 (the other side of a later pair is held). The window must start in the calibration pose's heading frame (the same
 filter run) and move the joints out of the vertical (walking, knee bends).
+
+:func:`pair_misfit` gives e(t) per sample for given turns (a hinge: the angle between the axes both sides see).
+With the turns fitted, it tells a heading that moved after the fit's window began: at a still, straight knee
+(ΔR_p = ΔR_c = I up to a common turn about the vertical) the axes coincide whatever the turns, so a misfit there is
+a change of one sensor's heading relative to the other's since the calibration pose (a horizontal axis: misfit = that
+change). ``benchmarks/ximu3_estimate.py`` uses it to compare magnetometer-based and raw-filter headings.
 """
 
 from __future__ import annotations
@@ -101,6 +107,15 @@ class PairFit:
     mirror_rms: float
     outside: float
     samples: int
+
+
+@dataclass(frozen=True)
+class PairMisfit:
+    """:func:`pair_misfit`'s result: ``stamps`` (K,) s (the parent's, where both sides have an orientation) and
+    ``misfit`` (K,): a hinge's angle between the axes both sides see (rad), a 2-dof joint's cosine error."""
+
+    stamps: np.ndarray
+    misfit: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -225,11 +240,7 @@ def calibrate_hinge_headings(plant, q_cal, imu_bodies: dict, R_BS: dict, orienta
         held = tuple(None if name in turnable and name not in turns else turns.get(name, 0.0) for name in names)
         if all(h is not None for h in held) or any(name not in orientations for name in names):
             continue
-        missing = [name for name in names if name not in R_BS or R_BS[name] is None]
-        if missing:
-            raise AssemblyValueError(f"hinge calibration: no mounting R_BS for IMU(s) {missing} (the static "
-                                     f"calibration's, or the known one); got mountings for {sorted(R_BS)}")
-        R_GS0 = {name: X_WB[imu_bodies[name], :3, :3] @ np.asarray(R_BS[name], dtype=float) for name in names}
+        R_GS0 = _orientations_at_calibration(X_WB, pair, imu_bodies, R_BS)
         fit = _fit_pair(plant, q_cal, X_WB, pair, orientations, R_GS0, held)
         turns.update(fit.turns)
         fits.append(fit)
@@ -247,6 +258,51 @@ def _axes(plant, X_WB, pair: JointPair) -> tuple:
     return axes[0], axes[-1], float(axes[0] @ axes[-1]), axes[0], int(tree.q_start[pair.joints[0]])
 
 
+def _rotations_since_calibration(pair: JointPair, orientations: dict, R_GS0: dict) -> tuple:
+    """(stamps (K,), ΔR_p (K, 3, 3), ΔR_c) at the parent's stamps where both sides have an orientation (the child's
+    slerped); ``R_GS0``: each side's orientation at q_cal. Raises when fewer than :data:`MIN_SAMPLES` remain."""
+    parent, child = orientations[pair.parent_imu], orientations[pair.child_imu]
+    period = float(np.median(np.diff(parent.stamps))) if len(parent.stamps) > 1 else 0.0
+    R_c = _slerp_at(child, parent.stamps, max(4.0 * period, 1e-9))
+    keep = np.isfinite(R_c).all(axis=(1, 2)) & np.isfinite(parent.R_GS).all(axis=(1, 2))
+    if int(keep.sum()) < MIN_SAMPLES:
+        raise AssemblyValueError(f"hinge calibration of {pair.parent_imu!r} and {pair.child_imu!r}: {int(keep.sum())} "
+                                 f"samples where both have an orientation, at least {MIN_SAMPLES} needed")
+    return (parent.stamps[keep], parent.R_GS[keep] @ R_GS0[pair.parent_imu].T,
+            R_c[keep] @ R_GS0[pair.child_imu].T)
+
+
+def _orientations_at_calibration(X_WB, pair: JointPair, imu_bodies: dict, R_BS: dict) -> dict:
+    """{IMU: R_GS0 = R_WB(q_cal) R_BS} of both sides of ``pair``; a missing mounting is refused."""
+    names = (pair.parent_imu, pair.child_imu)
+    missing = [name for name in names if name not in R_BS or R_BS[name] is None]
+    if missing:
+        raise AssemblyValueError(f"hinge calibration: no mounting R_BS for IMU(s) {missing} (the static "
+                                 f"calibration's, or the known one); got mountings for {sorted(R_BS)}")
+    return {name: X_WB[imu_bodies[name], :3, :3] @ np.asarray(R_BS[name], dtype=float) for name in names}
+
+
+def pair_misfit(plant, q_cal, imu_bodies: dict, R_BS: dict, orientations: dict, pair: JointPair,
+                turns: dict) -> PairMisfit:
+    """The constraint e(t) of ``pair`` per sample with the IMUs' headings turned by ``turns`` {IMU: ψ (rad)}, 0 for
+    an IMU not named (module docstring; arguments as :func:`calibrate_hinge_headings`'). A hinge's misfit is the
+    angle between the axes both sides see, ``2 asin(|e|/2)``; a 2-dof joint's the error of the axes' cosine.
+    Raises :class:`AssemblyValueError` for a side without orientations or mounting, or too few common samples."""
+    missing = [name for name in (pair.parent_imu, pair.child_imu) if name not in orientations]
+    if missing:
+        raise AssemblyValueError(f"hinge misfit: no orientations for IMU(s) {missing}; got orientations for "
+                                 f"{sorted(orientations)}")
+    q_cal = np.asarray(q_cal, dtype=float)
+    X_WB = plant.calc_body_poses(q_cal)
+    R_GS0 = _orientations_at_calibration(X_WB, pair, imu_bodies, R_BS)
+    stamps, delta_p, delta_c = _rotations_since_calibration(pair, orientations, R_GS0)
+    v_p, v_c, cosine, _, _ = _axes(plant, X_WB, pair)
+    e = _residual(pair, delta_p, delta_c, v_p, v_c, cosine, float(turns.get(pair.parent_imu, 0.0)),
+                  float(turns.get(pair.child_imu, 0.0)))
+    misfit = 2.0 * np.arcsin(np.minimum(np.linalg.norm(e.reshape(-1, 3), axis=1) / 2.0, 1.0)) if pair.hinge else e
+    return PairMisfit(stamps, misfit)
+
+
 def _fit_pair(plant, q_cal, X_WB, pair: JointPair, orientations: dict, R_GS0: dict, held: tuple) -> PairFit:
     """One pair: common samples, grid, refinement, mirror and limits (module docstring). ``R_GS0``: each side's
     orientation at q_cal as the static calibration saw it; ``held``: a side's turn found before, None if free."""
@@ -255,15 +311,7 @@ def _fit_pair(plant, q_cal, X_WB, pair: JointPair, orientations: dict, R_GS0: di
         raise AssemblyValueError(f"hinge calibration of {pair.parent_imu!r} and {pair.child_imu!r}: the joint's axis "
                                  f"{np.round(a_G, 4).tolist()} is vertical at the calibration pose, so it fixes no "
                                  "heading")
-    parent, child = orientations[pair.parent_imu], orientations[pair.child_imu]
-    period = float(np.median(np.diff(parent.stamps))) if len(parent.stamps) > 1 else 0.0
-    R_c = _slerp_at(child, parent.stamps, max(4.0 * period, 1e-9))
-    keep = np.isfinite(R_c).all(axis=(1, 2)) & np.isfinite(parent.R_GS).all(axis=(1, 2))
-    if int(keep.sum()) < MIN_SAMPLES:
-        raise AssemblyValueError(f"hinge calibration of {pair.parent_imu!r} and {pair.child_imu!r}: {int(keep.sum())} "
-                                 f"samples where both have an orientation, at least {MIN_SAMPLES} needed")
-    delta_p = parent.R_GS[keep] @ R_GS0[pair.parent_imu].T
-    delta_c = R_c[keep] @ R_GS0[pair.child_imu].T
+    _, delta_p, delta_c = _rotations_since_calibration(pair, orientations, R_GS0)
     arrays = (delta_p, delta_c, v_p, v_c, cosine)
     start = _grid_best(pair, *arrays, held)
     candidates = [_refine(pair, arrays, start, held)]
@@ -286,4 +334,4 @@ def _fit_pair(plant, q_cal, X_WB, pair: JointPair, orientations: dict, R_GS0: di
     mirror = next(s[0] for s in scored if s is not chosen)
     turns = {name: math.remainder(psi, 2.0 * math.pi)
              for name, psi, h in zip((pair.parent_imu, pair.child_imu), chosen[2:], held, strict=True) if h is None}
-    return PairFit(pair, turns, chosen[0], mirror, chosen[1], int(keep.sum()))
+    return PairFit(pair, turns, chosen[0], mirror, chosen[1], len(delta_p))

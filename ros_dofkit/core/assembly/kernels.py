@@ -17,7 +17,9 @@ Data layout (built by :class:`ros_dofkit.core.assembly.assembler.Assembler` at i
   block, 1 for a hard-error condition, observation slot, weight, condition index; and each condition's weight W_c.
 * ``frame = (rs_obs, rs_scale, mk_obs, mk_scale, total)``: per frame, each active sensor's observation and row
   scale (√(W_c w / Σw_c) for goals, √w for errors, 0 when unobserved) and each condition's Σw; filled by
-  :func:`gather_frame`.
+  :func:`gather_frame`. A rotation sensor's w there is its weight times its observation slot's factor of the frame
+  (the Tracker's ``obs_weight``, 1 unless the caller weights observations frame by frame, e.g. by the IMU's
+  covariance).
 * ``work = (X_WB, R_WF, p_WM, rs_phi, mk_p, scratch, J6, q_last, flags)`` (:func:`make_work`): kinematics of the
   last evaluation (of the bodies the sensors depend on; :func:`update_kinematics` recomputes only bodies whose
   coordinates changed), each rotation sensor's φ and each marker's p_GS, and scratch space.
@@ -150,11 +152,9 @@ def _inverse_right_jacobian(phi, out):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _cholesky_solve(H, b, n, out):
-    """Solve H out = b for the leading n x n block of a symmetric positive definite H (H is overwritten).
-
-    Returns False when a pivot is not positive (H not positive definite to working precision).
-    """
+def cholesky_factor(H, n):
+    """H = L Lᵀ for the leading n x n block of a symmetric positive definite H, L into H's lower triangle (in
+    place). Returns False when a pivot is not positive (H not positive definite to working precision)."""
     for j in range(n):
         d = H[j, j]
         for k in range(j):
@@ -168,16 +168,32 @@ def _cholesky_solve(H, b, n, out):
             for k in range(j):
                 s -= H[i, k] * H[j, k]
             H[i, j] = s / d
+    return True
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def cholesky_substitute(L, b, n, out):
+    """Solve L Lᵀ out = b with the factor :func:`cholesky_factor` left in L's lower triangle (one factor serves
+    several right-hand sides)."""
     for i in range(n):
         s = b[i]
         for k in range(i):
-            s -= H[i, k] * out[k]
-        out[i] = s / H[i, i]
+            s -= L[i, k] * out[k]
+        out[i] = s / L[i, i]
     for i in range(n - 1, -1, -1):
         s = out[i]
         for k in range(i + 1, n):
-            s -= H[k, i] * out[k]
-        out[i] = s / H[i, i]
+            s -= L[k, i] * out[k]
+        out[i] = s / L[i, i]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _cholesky_solve(H, b, n, out):
+    """Solve H out = b for the leading n x n block of a symmetric positive definite H (H is overwritten by its
+    factor). Returns False when a pivot is not positive (H not positive definite to working precision)."""
+    if not cholesky_factor(H, n):
+        return False
+    cholesky_substitute(H, b, n, out)
     return True
 
 
@@ -678,10 +694,11 @@ def gather_frame(tracker, obs_rot, obs_pos):
     """Per-frame setup: copy each active sensor's observation and compute its row scale into the tracker's ``frame``.
 
     Goal rows get √(W_c w / Σ_c w) where Σ_c w sums the weights of the condition's sensors observed this frame;
-    error rows get √w; unobserved sensors get 0 (active sensors have w > 0, so Σw > 0 where it divides). Returns
-    the number of contributing sensors.
+    error rows get √w; unobserved sensors get 0 (active sensors have w > 0, so Σw > 0 where it divides). A rotation
+    sensor's w is its weight times the factor of its observation slot in the tracker's ``obs_weight`` (> 0, 1 by
+    default: then w is the weight itself, bit for bit). Returns the number of contributing sensors.
     """
-    sensors, frame = tracker.sensors, tracker.frame
+    sensors, frame, obs_weight = tracker.sensors, tracker.frame, tracker.obs_weight
     rs_hard, rs_obs_slot, rs_weight, rs_cond = sensors[3], sensors[4], sensors[5], sensors[6]
     mk_hard, mk_obs_slot, mk_weight, mk_cond = sensors[10], sensors[11], sensors[12], sensors[13]
     cond_weight = sensors[14]
@@ -696,9 +713,9 @@ def gather_frame(tracker, obs_rot, obs_pos):
                 rs_obs[k, i, j] = v
                 if not math.isfinite(v):
                     ok = False
-        rs_scale[k] = 1.0 if ok else 0.0
+        rs_scale[k] = rs_weight[k] * obs_weight[rs_obs_slot[k]] if ok else 0.0  # w of this frame, until below
         if ok:
-            total[rs_cond[k]] += rs_weight[k]
+            total[rs_cond[k]] += rs_scale[k]
             contributing += 1
     for k in range(mk_obs_slot.shape[0]):
         ok = True
@@ -714,9 +731,9 @@ def gather_frame(tracker, obs_rot, obs_pos):
     for k in range(rs_obs_slot.shape[0]):
         if rs_scale[k] != 0.0:
             if rs_hard[k]:
-                rs_scale[k] = math.sqrt(rs_weight[k])
+                rs_scale[k] = math.sqrt(rs_scale[k])
             else:
-                rs_scale[k] = math.sqrt(cond_weight[rs_cond[k]] * rs_weight[k] / total[rs_cond[k]])
+                rs_scale[k] = math.sqrt(cond_weight[rs_cond[k]] * rs_scale[k] / total[rs_cond[k]])
     for k in range(mk_obs_slot.shape[0]):
         if mk_scale[k] != 0.0:
             if mk_hard[k]:
@@ -774,22 +791,24 @@ class Tracker(structref.StructRefProxy):
     """A named record of the compiled state of one initialized Assembler (:func:`make_tracker`); opaque to Python.
 
     Fields: ``tree``, ``sensors``, ``problem``, ``settings`` and ``stats`` as :func:`solve` reads them; ``obs_rot``
-    (n_rot_obs, 3, 3) and ``obs_pos`` (n_pos_obs, 3), the observation slots, read at each frame (the caller's
-    buffers: it writes them in place); ``frame``, ``work``, ``solver_work``, ``r_g`` and ``r_c``, the workspaces.
+    (n_rot_obs, 3, 3) and ``obs_pos`` (n_pos_obs, 3), the observation slots, and ``obs_weight`` (n_rot_obs,) each
+    rotation slot's weight factor, read at each frame (the caller's buffers: it writes them in place; the factors
+    change per frame without a new Tracker); ``frame``, ``work``, ``solver_work``, ``r_g`` and ``r_c``, the
+    workspaces.
     """
 
 
-TRACKER_FIELDS = ("tree", "sensors", "problem", "settings", "stats", "obs_rot", "obs_pos", "frame", "work",
-                  "solver_work", "r_g", "r_c")
+TRACKER_FIELDS = ("tree", "sensors", "problem", "settings", "stats", "obs_rot", "obs_pos", "obs_weight", "frame",
+                  "work", "solver_work", "r_g", "r_c")
 structref.define_constructor(Tracker, TrackerType, TRACKER_FIELDS)
 structref.define_boxing(TrackerType, Tracker)
 
 
 @njit(cache=True)
-def make_tracker(tree, sensors, problem, settings, stats, obs_rot, obs_pos, nq):
+def make_tracker(tree, sensors, problem, settings, stats, obs_rot, obs_pos, obs_weight, nq):
     """A :class:`Tracker` over these arrays (kept by reference, not copied) with its own workspaces for nq
     coordinates."""
-    return Tracker(tree, sensors, problem, settings, stats, obs_rot, obs_pos, make_frame(sensors),
+    return Tracker(tree, sensors, problem, settings, stats, obs_rot, obs_pos, obs_weight, make_frame(sensors),
                    make_work(tree, sensors), make_solver_work(problem, nq), np.empty(problem[0]),
                    np.empty(problem[1]))
 
@@ -801,13 +820,15 @@ def track_one(tracker, q):
     return solve_frame(tracker, q, tracker.obs_rot, tracker.obs_pos)
 
 
-@njit(cache=True)
-def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, locked_q, positions, Q_out, goal_out, err_out, status_out,
-                 X_WB_out):
+@njit(cache=True, nogil=True)  # nogil: replay.overlap reads and writes meanwhile
+def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, obs_weight_seq, locked_q, positions, Q_out, goal_out,
+                 err_out, status_out, X_WB_out):
     """Warm-started tracking over T frames (Simbody's track() per frame: short-circuit test, then one solve) with
     the tracker's problem, settings, statistics and workspaces (:func:`make_tracker`).
 
-    obs_rot_seq (T, n_rot_obs, 3, 3) and obs_pos_seq (T, n_pos_obs, 3) hold all observation slots per frame. If
+    obs_rot_seq (T, n_rot_obs, 3, 3) and obs_pos_seq (T, n_pos_obs, 3) hold all observation slots per frame; if
+    ``obs_weight_seq`` has T rows, each frame first copies its row into the tracker's ``obs_weight`` (the rotation
+    slots' weight factors; with 0 rows the tracker's current factors hold for every frame). If
     ``positions`` has T rows, each frame first sets the locked coordinates ``locked_q`` to that frame's finite
     values (e.g. encoder readings; NaN keeps the previous value). If ``X_WB_out`` (·, nb, 4, 4) has T rows, each
     frame's row gets the poses of every body at its solution, bit for bit what :func:`forward_kinematics` gives
@@ -818,9 +839,13 @@ def track_frames(tracker, q, obs_rot_seq, obs_pos_seq, locked_q, positions, Q_ou
     tolerance = tracker.settings[1]
     tree, work = tracker.tree, tracker.work
     have_positions = positions.shape[0] == Q_out.shape[0]
+    have_weights = obs_weight_seq.shape[0] == Q_out.shape[0]
     want_poses = X_WB_out.shape[0] == Q_out.shape[0]
-    X_WB = work[0]
+    X_WB, obs_weight = work[0], tracker.obs_weight
     for t in range(Q_out.shape[0]):
+        if have_weights:
+            for k in range(obs_weight.shape[0]):
+                obs_weight[k] = obs_weight_seq[t, k]
         if have_positions:
             for i in locked_q:
                 value = positions[t, i]

@@ -154,7 +154,8 @@ class OdometryConfig:
             odometry; None: the robot's only such instance.
         topic: ROS topic of the Odometry stream (unused by the core, kept for the node).
         use_yaw: also take the base's heading from the odometry (a planar base: its rotation coordinate, then no
-            longer estimated). Off: the translation only; the rotation the IMUs observe stays estimated.
+            longer estimated; a floating base: its yaw about the vertical, the solution turned to it at the output,
+            ``odometry_input``). Off: the translation only; the rotation the IMUs observe stays estimated.
         time_offset_s: seconds subtracted from every message's stamp (as :attr:`ImuConfig.time_offset_s`).
     """
 
@@ -346,6 +347,13 @@ class EstimatorConfig:
             newest one, and a sample that fell behind an instant is replaced rather than solved with the next
             instant's samples (it is counted as overwritten), so a disturbance never leaves a lasting phase shift.
         heading_estimation: :class:`HeadingEstimation` (off by default).
+        imu_covariance_weighting: weight each IMU sample in the orientation solve by its message's
+            ``orientation_covariance`` (REP-145): ``weight x imu_orientation_stddev² / (trace(Σ)/3)``; an all-zero
+            covariance (unknown) keeps the configured weight, and one that is no covariance is rejected
+            (``bad_covariance``). Off (default): the covariance is read only for REP-145's -1 flag.
+        imu_orientation_stddev: per-axis orientation noise (rad) of an IMU whose messages give no covariance: the
+            reference the covariance weights are relative to (a sample with Σ = stddev² I has its configured
+            weight), and the noise of the Odometry output's covariance.
     """
 
     imus: tuple = ()
@@ -366,6 +374,8 @@ class EstimatorConfig:
     joint_state_time_offset_s: float = 0.0
     odometry: OdometryConfig | None = None
     heading_estimation: HeadingEstimation = field(default_factory=HeadingEstimation)
+    imu_covariance_weighting: bool = False
+    imu_orientation_stddev: float = 0.01
 
     def __post_init__(self):
         imus = tuple(self.imus)
@@ -433,6 +443,11 @@ class EstimatorConfig:
         if self.odometry is not None and not isinstance(self.odometry, OdometryConfig):
             raise EstimatorConfigError(f"odometry: expected an OdometryConfig or None, got "
                                        f"{type(self.odometry).__name__}")
+        if not isinstance(self.imu_covariance_weighting, bool):
+            raise EstimatorConfigError(f"imu_covariance_weighting: expected a bool, got "
+                                       f"{self.imu_covariance_weighting!r}")
+        object.__setattr__(self, "imu_orientation_stddev",
+                           _check_finite_nonnegative(self.imu_orientation_stddev, "imu_orientation_stddev", False))
         heading = self.heading_estimation
         if not isinstance(heading, HeadingEstimation):
             raise EstimatorConfigError(

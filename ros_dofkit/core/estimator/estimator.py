@@ -27,7 +27,7 @@ from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
 from ros_dofkit.core.estimator.heading import HeadingFilter, fill_accelerations
 from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
-from ros_dofkit.core.estimator.odometry_input import validate_odometry
+from ros_dofkit.core.estimator.odometry_input import VALUES, YAW, turn_headings, validate_odometry
 from ros_dofkit.core.estimator.offline import (
     EstimatorResult,
     OfflineInputs,
@@ -38,7 +38,7 @@ from ros_dofkit.core.estimator.offline import (
     validate_window,
 )
 from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
-from ros_dofkit.core.spatial import describe_quaternion_problem
+from ros_dofkit.core.spatial import describe_quaternion_problem, matrix_to_quat, rotation_z
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
 TRACK_CHUNK = 512
@@ -130,7 +130,8 @@ class Estimator:
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
         self._sample = np.empty(1, dtype=rules.SAMPLE)  # one message's sample
-        self._odometry_values = np.empty(3)
+        self._no_covariance = np.zeros(0)  # an orientation covariance not read (imu_covariance_weighting off)
+        self._odometry_values = np.empty(VALUES)
         self._build_solver()
         self._raw_imus = None
         self._heading = self._heading_filter(config)
@@ -158,6 +159,7 @@ class Estimator:
         self._needs_assemble = True
         self._is_initialized = not self._setup.free_q.any()
         self._q_last = None  # q of the last cycle (the velocity prior's previous q)
+        self._heading_turn = np.full(1, np.nan)  # a floating base's yaw from odometry: the Δ held (odometry_input)
         self._cycles = 0
         self._solve_failures = 0
         if self._heading is not None:
@@ -287,7 +289,8 @@ class Estimator:
                 window.clear()
 
     def _offer_imu(self, name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                   angular_velocity_present, now, run_cycles: bool, accel=None, accel_present=True) -> InputStatus:
+                   angular_velocity_present, now, run_cycles: bool, accel=None, accel_present=True,
+                   orientation_covariance=None) -> InputStatus:
         now_value = math.nan if now is None else float(now)
         self._message.size[0] = 0
         i = self._imu_index.get(name)
@@ -302,9 +305,10 @@ class Estimator:
         quaternion = np.asarray(quaternion_wxyz, dtype=float).reshape(-1)
         gyro_present = angular_velocity_present and angular_velocity is not None
         gyro = np.asarray(angular_velocity if gyro_present else (0.0, 0.0, 0.0), dtype=float).reshape(-1)
-        if (orientation_present and quaternion.size != 4) or gyro.size != 3:
+        covariance = self._covariance_read(orientation_covariance)
+        if (orientation_present and quaternion.size != 4) or gyro.size != 3 or covariance.size not in (0, 9):
             status, _ = parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                                  angular_velocity_present)
+                                  angular_velocity_present, orientation_covariance if covariance.size else None)
             rules.observe_clock(self._state, self._settings, now_value)
             self._after_offer()
             self._state.counts[i, rules.REASONS.index(status.reason)] += 1
@@ -312,7 +316,8 @@ class Estimator:
         stamp = math.nan if stamp is None else float(stamp)
         sample = self._sample[0]
         sample["stamp"], sample["stamp_ns"] = stamp, _stamp_ns(stamp)
-        code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, self._sample, 0)
+        code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, covariance, self._sample,
+                                  0)
         fill_accelerations(sample["f_S"][None], accel, accel_present)  # issue 19.2: the joint-centre constraint
         result = rules.offer_imu(self._state, self._settings, i, now_value, code, self._sample, 0, -1, run_cycles,
                                  self._message)
@@ -321,10 +326,17 @@ class Estimator:
             self._windows[name].append((float(sample["stamp"]), sample["R_GS"].copy()))
         if result == code and code >= 0:  # rejected by validation: parse_imu explains why
             return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                             angular_velocity_present)[0]
+                             angular_velocity_present, covariance if covariance.size else None)[0]
         return self._status(result, stamp - self._config.imus[i].time_offset_s, now_value,
                             RejectReason.ORIENTATION_ABSENT,
                             "orientation marked absent (covariance[0] == -1); gyro kept")
+
+    def _covariance_read(self, orientation_covariance) -> np.ndarray:
+        """The orientation covariance (9,) the rules read: the message's with ``imu_covariance_weighting``, else
+        none (empty: only REP-145's -1 flag, already read as ``orientation_present``, matters)."""
+        if orientation_covariance is None or not self._config.imu_covariance_weighting:
+            return self._no_covariance
+        return np.asarray(orientation_covariance, dtype=float).reshape(-1)
 
     def _offer_joint_state(self, names, positions, velocities, stamp, now, run_cycles: bool) -> InputStatus:
         now_value = math.nan if now is None else float(now)
@@ -398,23 +410,29 @@ class Estimator:
     def add_imu(self, name: str, stamp: float, quaternion_wxyz, angular_velocity=None,
                 orientation_present: bool = True, angular_velocity_present: bool = True,
                 now: float | None = None, linear_acceleration=None,
-                linear_acceleration_present: bool = True) -> InputStatus:
+                linear_acceleration_present: bool = True, orientation_covariance=None) -> InputStatus:
         """Store the newest sample of IMU ``name`` without running a cycle (manual mode): R_GS as a (w, x, y, z)
         quaternion, gyro w_S in rad/s. ``orientation_present`` / ``angular_velocity_present`` are False for fields
         a message marks absent (covariance[0] == -1). Returns an :class:`InputStatus`; a bad sample is dropped and
         counted. A sample that replaces one no cycle has used is counted in ``statistics()["overwritten_samples"]``.
         ``linear_acceleration`` (m/s^2, S) feeds a raw IMU's orientation filter (``ImuConfig.orientation``).
+        ``orientation_covariance`` (9,) row-major, the message's (REP-145): with ``imu_covariance_weighting`` it
+        weights the sample (``inputs.orientation_variance``; None or all zeros: unknown, the configured weight).
         """
         return self._offer_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                               angular_velocity_present, now, False, linear_acceleration, linear_acceleration_present)
+                               angular_velocity_present, now, False, linear_acceleration, linear_acceleration_present,
+                               orientation_covariance)
 
     def process_imu(self, name: str, stamp: float, quaternion_wxyz, angular_velocity=None,
                     orientation_present: bool = True, angular_velocity_present: bool = True,
-                    now: float | None = None, linear_acceleration=None, linear_acceleration_present: bool = True):
+                    now: float | None = None, linear_acceleration=None, linear_acceleration_present: bool = True,
+                    orientation_covariance=None):
         """Offer one IMU sample and run the cycles it completes (the rules of ``rules``: one instant, one cycle);
-        returns ``(status, results)`` (usually 0 or 1 results). The node's and streaming replay's entry point."""
+        returns ``(status, results)`` (usually 0 or 1 results). The node's and streaming replay's entry point.
+        ``orientation_covariance`` as :meth:`add_imu`."""
         status = self._offer_imu(name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                                 angular_velocity_present, now, True, linear_acceleration, linear_acceleration_present)
+                                 angular_velocity_present, now, True, linear_acceleration, linear_acceleration_present,
+                                 orientation_covariance)
         return status, self._message_results()
 
     def process_magnetic_field(self, name: str, stamp: float, field_T) -> InputStatus:
@@ -477,7 +495,7 @@ class Estimator:
         count from the last :meth:`reset`. ``progress(fraction)`` is called between the solver's chunks."""
         odometry = self._setup.odometry
         window = validate_window(self._raw_imus.apply(inputs), self._setup.name_to_art, len(self._names),
-                                 None if odometry is None else odometry.target)
+                                 None if odometry is None else odometry.target, self._config.imu_covariance_weighting)
         m = len(window.kind)
         cycles = rules.new_cycles(rules.cycle_capacity(m, len(self._names)), len(self._names),
                                   len(self._setup.art_names))
@@ -504,12 +522,13 @@ class Estimator:
             has_w = np.isfinite(w_S[:, :, 0])
         observed = ~stale & has_R & self._calibrated & (self._setup.weights > 0.0)
         use_gyro = ~stale & has_w & self._calibrated
+        factors = self._weight_factors(cycles.sample["R_var"][:C])
         if self._heading is not None:  # issue 19.2: gyro biases from the orientation streams (module heading)
             w_S = self._heading.unbiased_gyros(cycle["stamp"], cycle["reset"], R_GS, w_S, ~stale)
             self._heading.begin_run(cycles.sample["stamp"][:C], w_S, cycles.sample["f_S"][:C])
         solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"],
-                            cycles.odometry[:C]["values"], progress)
-        Q = solve["q"]
+                            cycles.odometry[:C]["values"], progress, factors)
+        Q, turn = self._odometry_heading(solve, cycles.odometry[:C]["values"], cycle["reset"])
         v_prior = self._velocity_priors(Q, cycle["stamp"], cycle["stamp_prev"], encoder["v"])
         V = np.empty_like(v_prior)
         from_gyro = np.zeros(v_prior.shape, dtype=bool)
@@ -520,6 +539,8 @@ class Estimator:
             raise np.linalg.LinAlgError("gyro velocities: singular normal equations (velocity_regularization is 0 "
                                         "and the gyros do not observe every free velocity)")
         errors = np.empty((C, len(self._names)))
+        if turn is not None:  # the observations turned with the solution: the errors of the solve
+            R_GS = self._turned_observations(R_GS, turn)
         sensor_errors(X_WB, observed, self._setup.body_index, self._R_BS_array,
                       np.ascontiguousarray(self._R_WG, dtype=float), R_GS, errors)
         if C:
@@ -529,13 +550,55 @@ class Estimator:
         return OfflineRun(
             stamp=cycle["stamp"].copy(), stamp_ns=cycle["stamp_ns"].copy(), input=cycle["input"].copy(), q=Q,
             v=V, velocity_from_gyro=from_gyro, X_WB=X_WB, goal=solve["goal"], solved=solve["solved"],
-            failure=solve["failure"], sensor_errors_deg=errors, observed=observed, stale=stale.copy(),
+            failure=solve["failure"], sensor_errors_deg=errors, observed=observed,
+            weights=np.where(observed, self._setup.weights * (1.0 if factors is None else factors), 0.0),
+            stale=stale.copy(),
             uncalibrated=~stale & ~self._calibrated, missing=self._missing(encoder["have"]),
             tracking_reset=solve["tracking_reset"], initialized=solve["initialized"],
             solve_time_s=solve["solve_time"], sensor_names=self._names,
             position_names=tuple(self._plant.position_names()), velocity_names=tuple(self._plant.velocity_names()),
             articulated_names=self._setup.art_names, first_cycle=first_cycle, tree=self._tree,
             **self._summary(rejected_inputs))
+
+    def _odometry_heading(self, solve, odometry, reset):
+        """``(Q, Δ)``: the solves' q, with a floating base's yaw taken from the odometry (``use_yaw``; module
+        ``odometry_input``: each solution turned by Rz(Δ) about the world's vertical at the output, the solve itself
+        left in the IMUs' frame); the turned cycles' poses are recomputed from Q. Δ (C,) NaN where not turned, None
+        without a floating base's yaw."""
+        base = self._setup.odometry
+        if base is None or not base.target.heading:
+            return solve["q"], None
+        R_WF = np.ascontiguousarray(base.target.X_FW[:3, :3].T)
+        Q = np.empty_like(solve["q"])
+        turn = np.empty(len(Q))
+        turn_headings(solve["q"], np.ascontiguousarray(odometry[:, YAW]), reset, base.joint.position_start, R_WF,
+                      np.ascontiguousarray(base.target.X_BM[0, :3]), matrix_to_quat(R_WF), self._heading_turn, Q, turn)
+        solve["have_X_WB"][np.isfinite(turn)] = False  # the solver's poses are the unturned ones
+        return Q, turn
+
+    def _turned_observations(self, R_GS, turn):
+        """R_GS (C, n_imu, 3, 3) as the turned solution sees it: R_WG^T Rz(Δ) R_WG R_GS where Δ is finite."""
+        rows = np.flatnonzero(np.isfinite(turn))
+        turned = R_GS.copy()
+        if rows.size:
+            M = self._R_WG.T @ rotation_z(turn[rows]) @ self._R_WG
+            turned[rows] = np.einsum("cij,cnjk->cnik", M, R_GS[rows])
+        return np.ascontiguousarray(turned)
+
+    def _weight_factors(self, R_var):
+        """(C, n_imu) each sample's weight factor in the orientation solve with ``imu_covariance_weighting``:
+        f = σ_ref² / v, v = trace(Σ)/3 the sample's mean orientation variance (``SAMPLE.R_var``), σ_ref =
+        ``imu_orientation_stddev``; 1 where v is unknown (an all-zero covariance: REP-145's "unknown"). The sensor's
+        weight is then ``weight x f``: Simbody's OrientationSensors take one scalar weight per sensor, so the
+        covariance enters through its mean variance, which, unlike Σ's axes, does not depend on the frame Σ is
+        expressed in (REP-145 leaves it open); with equal configured weights the solve is the inverse-variance
+        weighted least squares, whose covariance (``odometry.SolveCovarianceModel``) is (Σ_i J_iᵀ J_i / v_i)⁻¹.
+        None when weighting is off (every factor 1: the configured weights, bit for bit)."""
+        if not self._config.imu_covariance_weighting:
+            return None
+        reference = self._config.imu_orientation_stddev ** 2
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(R_var), reference / R_var, 1.0)
 
     def _summary(self, rejected_inputs) -> dict:
         """The run's inputs rejected and the counters so far (a window's run; None: a message's cycles, which
@@ -563,7 +626,7 @@ class Estimator:
             missing[:, self._setup.odometry.art_index] = False
         return missing
 
-    def _solve(self, stamp, reset, observed, R_GS, enc_q, odometry, progress) -> dict:
+    def _solve(self, stamp, reset, observed, R_GS, enc_q, odometry, progress, factors=None) -> dict:
         """q per cycle: assemble on the first observed cycle after a (re)start, then warm-started tracking in
         chunks (``Assembler.track_sequence``, which also hands out the tracked cycles' body poses); a cycle
         nothing observes, or whose solve fails, keeps the previous free coordinates."""
@@ -573,6 +636,7 @@ class Estimator:
                "failure": [""] * C, "X_WB": np.empty((C, self._plant.num_bodies(), 4, 4)),
                "have_X_WB": np.zeros(C, bool)}
         R_WO = self._observations(observed, R_GS)
+        weights = None if factors is None else np.ascontiguousarray(factors[:, self._solver_columns])
         any_observed = observed.any(axis=1)
         heading = self._heading  # issue 19.2 (module heading): cycle by cycle, observations corrected before
         c = 0
@@ -587,6 +651,8 @@ class Estimator:
             if heading is not None:
                 heading.correct(R_WO[c], self._solver_columns)
             if not any_observed[c] or self._needs_assemble:
+                if weights is not None:
+                    self._assembler.set_observation_weights(weights[c])
                 self._solve_one(c, stamp[c], R_WO[c] if any_observed[c] else None, enc_q[c], odometry[c], out)
                 self._heading_update(c, stamp, R_WO, out)
                 c += 1
@@ -594,7 +660,7 @@ class Estimator:
             end = c + 1
             while heading is None and end < C and not reset[end] and end - c < TRACK_CHUNK:
                 end += 1
-            self._track_chunk(c, end, stamp, R_WO, any_observed, enc_q, odometry, out)
+            self._track_chunk(c, end, stamp, R_WO, any_observed, enc_q, odometry, out, weights)
             self._heading_update(c, stamp, R_WO, out)
             c = end
             if progress is not None:
@@ -658,9 +724,10 @@ class Estimator:
         self._q_current = q
         out["initialized"][c] = self._is_initialized
 
-    def _track_chunk(self, c, end, stamp, R_WO, any_observed, enc_q, odometry, out) -> None:
+    def _track_chunk(self, c, end, stamp, R_WO, any_observed, enc_q, odometry, out, weights=None) -> None:
         """Cycles [c, end) (no reset inside) tracked in one compiled call; redone cycle by cycle when a frame
-        fails (the failed frame keeps its previous coordinates, as alone)."""
+        fails (the failed frame keeps its previous coordinates, as alone). ``weights`` (C, solver sensors) the
+        observations' weight factors (:meth:`_weight_factors`), None: the configured weights."""
         frames = c + np.flatnonzero(any_observed[c:end])
         locked = np.full((len(frames), len(self._setup.q_default)), np.nan)
         measured = ~self._setup.estimated
@@ -677,10 +744,13 @@ class Estimator:
         self._assembler.set_positions(self._locked(self._q_current.copy(), enc_q[c], odometry[c]))
         try:
             Q, info = self._assembler.track_sequence(stamp[frames], R_WO[frames], positions=locked, return_info=True,
-                                                     body_poses=poses)
+                                                     body_poses=poses,
+                                                     observation_weights=None if weights is None else weights[frames])
         except RuntimeError:
             for k in range(c, end):
                 out["tracking_reset"][k] = False
+                if weights is not None:
+                    self._assembler.set_observation_weights(weights[k])
                 self._solve_one(k, stamp[k], R_WO[k] if any_observed[k] else None, enc_q[k], odometry[k], out,
                                 track=True)
             return
@@ -693,6 +763,10 @@ class Estimator:
         out["solved"][frames] = True
         out["solve_time"][frames] = elapsed / len(frames)
         self._is_initialized = True
+        out["initialized"][c:end] = True
+        if contiguous:  # every cycle observed (the usual chunk): nothing is held
+            self._q_current = Q[-1].copy()
+            return
         held = self._q_current
         for k in range(c, end):
             if any_observed[k]:
@@ -701,7 +775,6 @@ class Estimator:
                 out["q"][k] = self._locked(held.copy(), enc_q[k], odometry[k])
                 out["failure"][k] = _NOTHING_OBSERVED
                 held = out["q"][k]
-            out["initialized"][k] = True
         self._q_current = held.copy()
 
     def _velocity_priors(self, Q, stamp, stamp_prev, enc_v) -> np.ndarray:

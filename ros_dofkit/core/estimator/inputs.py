@@ -42,6 +42,7 @@ class RejectReason(enum.StrEnum):
     INVALID_STAMP = "invalid_stamp"  # a header stamp that is no time (ROS nanosec outside [0, 1e9))
     REPEATED_STAMP = "repeated_stamp"  # the source's last stamp again: the repeat is dropped (one datum per stamp)
     UNKNOWN_FRAME = "unknown_frame"  # an odometry header or child frame that is not the configured base's
+    BAD_COVARIANCE = "bad_covariance"  # an orientation covariance that is no covariance (imu_covariance_weighting)
 
 
 #: Index of each reason in ``tuple(RejectReason)``: the codes the compiled rules return and count under.
@@ -51,6 +52,14 @@ QUATERNION_OK = -1
 _NON_FINITE_CODE = REASON_CODE[RejectReason.NON_FINITE]
 _ZERO_QUATERNION_CODE = REASON_CODE[RejectReason.ZERO_QUATERNION]
 _NON_UNIT_QUATERNION_CODE = REASON_CODE[RejectReason.NON_UNIT_QUATERNION]
+_BAD_COVARIANCE_CODE = REASON_CODE[RejectReason.BAD_COVARIANCE]
+#: :func:`orientation_variance`'s answer for a covariance it accepts.
+COVARIANCE_OK = -1
+#: Relative asymmetry |Σ_ij - Σ_ji| / max|Σ| a covariance may have (float32 round trips of a driver's matrix).
+COVARIANCE_SYMMETRY_TOLERANCE = 1e-6
+#: The smallest mean variance (rad²) a covariance may claim: a 1e-10 rad standard deviation, far below any sensor;
+#: below it a weight stddev² / variance would leave floating point (a driver's zero-ish diagonal, not a measurement).
+MIN_ORIENTATION_VARIANCE = 1e-20
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -67,6 +76,54 @@ def quaternion_check(w, x, y, z):
     if abs(norm - 1.0) > QUAT_NORM_TOLERANCE:
         return _NON_UNIT_QUATERNION_CODE, norm
     return QUATERNION_OK, norm
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def orientation_variance(covariance):
+    """``(code, variance)`` of an IMU message's ``orientation_covariance`` (9,) row-major (REP-145; the caller has
+    already read a -1 in [0] as "no orientation"): all zeros -> (:data:`COVARIANCE_OK`, NaN), the covariance is
+    unknown; a non-finite entry, a negative diagonal entry, an asymmetry beyond
+    :data:`COVARIANCE_SYMMETRY_TOLERANCE` of its largest entry, or a mean variance below
+    :data:`MIN_ORIENTATION_VARIANCE` ->
+    ``bad_covariance``; else (:data:`COVARIANCE_OK`, trace(Σ)/3), the mean per-axis variance (rad²). An empty
+    ``covariance`` (not read: weighting off) is unknown."""
+    if covariance.shape[0] == 0:
+        return COVARIANCE_OK, math.nan
+    largest = 0.0
+    for k in range(9):
+        if not math.isfinite(covariance[k]):
+            return _BAD_COVARIANCE_CODE, math.nan
+        largest = max(largest, abs(covariance[k]))
+    if largest == 0.0:
+        return COVARIANCE_OK, math.nan
+    trace = 0.0
+    for a in range(3):
+        if covariance[4 * a] < 0.0:
+            return _BAD_COVARIANCE_CODE, math.nan
+        trace += covariance[4 * a]
+        for b in range(a + 1, 3):
+            if abs(covariance[3 * a + b] - covariance[3 * b + a]) > COVARIANCE_SYMMETRY_TOLERANCE * largest:
+                return _BAD_COVARIANCE_CODE, math.nan
+    variance = trace / 3.0
+    if variance < MIN_ORIENTATION_VARIANCE:  # a zero diagonal under off-diagonal terms, or a vanishing trace
+        return _BAD_COVARIANCE_CODE, math.nan
+    return COVARIANCE_OK, variance
+
+
+def describe_covariance_problem(covariance) -> str:
+    """Why :func:`orientation_variance` refused ``covariance`` (9,), for the log."""
+    matrix = np.asarray(covariance, dtype=float).reshape(3, 3)
+    if not np.all(np.isfinite(matrix)):
+        problem = "non-finite entries"
+    elif np.any(np.diag(matrix) < 0):
+        problem = f"negative variances on the diagonal {np.diag(matrix).tolist()}"
+    elif np.max(np.abs(matrix - matrix.T)) > COVARIANCE_SYMMETRY_TOLERANCE * np.max(np.abs(matrix)):
+        problem = f"an asymmetric matrix (largest |Σ_ij - Σ_ji| = {np.max(np.abs(matrix - matrix.T)):.3g})"
+    else:
+        problem = (f"a mean variance trace/3 = {np.trace(matrix) / 3:.3g} below {MIN_ORIENTATION_VARIANCE:g} rad^2 "
+                   "under non-zero entries")
+    return (f"orientation_covariance has {problem}; expected a symmetric matrix with variances >= 0 (rad^2), all "
+            f"zeros when unknown, or -1 in [0] when there is no orientation: {matrix.reshape(-1).tolist()}")
 
 
 @dataclass(frozen=True)
@@ -233,13 +290,16 @@ class ImuSample:
     w_S: np.ndarray | None
 
 
-def parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present=True, angular_velocity_present=True):
+def parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present=True, angular_velocity_present=True,
+              orientation_covariance=None):
     """Validate an IMU sample; return ``(status, sample or None)``.
 
     The orientation is dropped (sample kept, reason ``orientation_absent``) when the message marks it absent
     (``orientation_covariance[0] == -1``, REP-145). A zero or non-finite quaternion, or one whose norm is off by
     more than ``QUAT_NORM_TOLERANCE``, rejects the whole sample; a near-unit one is normalized (SPEC 9.7). A
-    non-finite gyro rejects the sample. A sample with neither orientation nor gyro is dropped.
+    non-finite gyro rejects the sample. A sample with neither orientation nor gyro is dropped. An
+    ``orientation_covariance`` (9,) given (imu_covariance_weighting on) that :func:`orientation_variance` refuses
+    rejects the sample (``bad_covariance``).
     """
     R_GS = None
     w_S = None
@@ -253,6 +313,14 @@ def parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present=True
         if code != QUATERNION_OK:
             return rejected(list(RejectReason)[code], describe_quaternion_problem(quaternion, norm)), None
         R_GS = quat_to_matrix(quaternion / norm)
+        if orientation_covariance is not None:
+            covariance = np.asarray(orientation_covariance, dtype=float).reshape(-1)
+            if covariance.size != 9:
+                return rejected(RejectReason.MISMATCHED_ARRAYS,
+                                f"orientation_covariance needs 9 entries (3x3 row-major), got {covariance.size}"), None
+            # the compiled rule's own Python (an explanation path: no kernel compiled for it)
+            if orientation_variance.py_func(covariance)[0] != COVARIANCE_OK:
+                return rejected(RejectReason.BAD_COVARIANCE, describe_covariance_problem(covariance)), None
     if angular_velocity_present and angular_velocity is not None:
         w_S = np.asarray(angular_velocity, dtype=float).reshape(-1)
         if w_S.size != 3:

@@ -167,11 +167,11 @@ def _sandwich(A, w, m, unobserved, rank_tolerance, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _cycle_covariances(tree, q, bodies, weights, orientation_variance, velocity_variance, free, unobserved,
+def _cycle_covariances(tree, q, bodies, weights, orientation_variances, velocity_variance, free, unobserved,
                        rank_tolerance, sigma_orientation, sigma_velocity):
     """Both covariances of one cycle at ``q`` (:meth:`SolveCovarianceModel.covariances`): the sensors on ``bodies``
-    with orientation ``weights``; the gyro solve unweighted. ``free`` (n,) the free velocity indices; the outputs
-    (nv, nv) are zero outside them."""
+    with orientation ``weights`` and per-axis noise ``orientation_variances``; the gyro solve unweighted. ``free``
+    (n,) the free velocity indices; the outputs (nv, nv) are zero outside them."""
     nb = tree.parent.shape[0]
     nv = sigma_orientation.shape[0]
     X_WB, R_WF, p_WM = np.empty((nb, 4, 4)), np.empty((nb, 3, 3)), np.empty((nb, 3))
@@ -188,7 +188,7 @@ def _cycle_covariances(tree, q, bodies, weights, orientation_variance, velocity_
             for j in range(n):
                 A[3 * i + a, j] = J[a, free[j]]
             w[3 * i + a] = weights[i]
-            m[3 * i + a] = weights[i] * weights[i] * orientation_variance
+            m[3 * i + a] = weights[i] * weights[i] * orientation_variances[i]
     sigma_orientation[:, :] = 0.0
     sigma_velocity[:, :] = 0.0
     if n == 0:
@@ -337,6 +337,15 @@ class SolveCovarianceModel:
     every IMU's orientation and gyro; the orientation solve's weights are the IMUs' configured ``weight``. Only
     the IMUs observed in a cycle take part (a stale or uncalibrated one constrains nothing). ``free`` (nv,) bool
     is :func:`free_velocities` of the estimator.
+
+    With ``imu_covariance_weighting`` a cycle's weights are ``w_i = weight_i f_i`` with ``f_i = s² / v_i``
+    (``Estimator._weight_factors``, ``s²`` = ``orientation_variance``, ``v_i`` the message's mean variance):
+    sensor i's noise is then ``v_i = s² weight_i / w_i`` (``s²`` where its covariance was unknown, f_i = 1), and
+    with equal configured weights the orientation covariance is ``(sum_i J_iᵀ J_i / v_i)⁺``.
+
+    A floating base whose yaw comes from the odometry (``odometry_yaw``) publishes the odometry's yaw, not this
+    solve's: its rotation about the world's vertical gets :data:`UNOBSERVED_VARIANCE` (as the translation the
+    odometry gives), so that a filter fusing both counts the odometry once; roll and pitch keep the solve's.
     """
 
     def __init__(self, estimator, orientation_variance: float, angular_velocity_variance: float):
@@ -351,6 +360,10 @@ class SolveCovarianceModel:
         self._names = estimator.config.imu_names
         self._bodies = np.array([estimator.imu_body(name).index for name in self._names], dtype=np.int64)
         self._weights = np.array([imu.weight for imu in estimator.config.imus], dtype=float)
+        base = estimator.odometry_base
+        # A floating base's yaw taken from the odometry (odometry_input): not this solve's, a copy of the input's.
+        self._yaw_copied = None if base is None or not base.target.heading else (
+            base.joint.velocity_start, base.target.X_FW[:3, 2].copy())  # (first velocity, world vertical in F)
         self._orientation_variance = float(orientation_variance)
         self._angular_velocity_variance = float(angular_velocity_variance)
 
@@ -368,18 +381,30 @@ class SolveCovarianceModel:
         return jacobians
 
     def covariances(self, result) -> SolveCovariances:
-        """The covariances of ``result``'s cycle (an EstimatorResult)."""
+        """The covariances of ``result``'s cycle (an EstimatorResult, its ``sensor_weights``)."""
+        used = result.sensor_weights
         observed = set(result.observed_sensors)
-        return self.at(result.q, np.array([name in observed for name in self._names], dtype=bool))
+        return self.at(result.q, np.array([name in observed for name in self._names], dtype=bool),
+                       np.array([used.get(name, 0.0) for name in self._names]) if used else None)
 
-    def at(self, q, observed) -> SolveCovariances:
+    def at(self, q, observed, weights=None) -> SolveCovariances:
         """The covariances of a cycle solved at ``q`` (nq,) with the IMUs ``observed`` (n_imu,) bool in
-        configuration order (an OfflineRun's row), compiled (:func:`_cycle_covariances`)."""
+        configuration order (an OfflineRun's row) and their ``weights`` in the solve (n_imu,; an OfflineRun's
+        ``weights`` row; None: the configured weights), compiled (:func:`_cycle_covariances`)."""
         nv = self.free.size
         orientation, velocity = np.empty((nv, nv)), np.empty((nv, nv))
+        configured = self._weights[observed]
+        used = configured if weights is None else np.asarray(weights, dtype=float)[observed]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            noise = self._orientation_variance * np.where(used > 0.0, configured / used, 1.0)
         _cycle_covariances(self._tree, np.ascontiguousarray(q, dtype=float), self._bodies[observed],
-                           self._weights[observed], self._orientation_variance, self._angular_velocity_variance,
+                           np.ascontiguousarray(used), noise, self._angular_velocity_variance,
                            self._free_index, UNOBSERVED_VARIANCE, RANK_TOLERANCE, orientation, velocity)
+        if self._yaw_copied is not None:
+            start, n = self._yaw_copied  # Σ_F <- P Σ_F P + U n nᵀ, P = I - n nᵀ (n: the vertical in F)
+            block = slice(start, start + 3)
+            P = np.eye(3) - np.outer(n, n)
+            orientation[block, block] = P @ orientation[block, block] @ P + UNOBSERVED_VARIANCE * np.outer(n, n)
         return SolveCovariances(orientation=orientation, velocity=velocity, free=self.free)
 
 

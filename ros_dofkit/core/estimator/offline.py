@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ros_dofkit.core.assembly.kernels import _cholesky_solve
+from ros_dofkit.core.assembly.kernels import cholesky_factor, cholesky_substitute
 from ros_dofkit.core.estimator import odometry_input, rules
 from ros_dofkit.core.estimator.heading import fill_accelerations
 from ros_dofkit.core.estimator.inputs import joint_state_layout, joint_state_verdict
@@ -51,6 +51,8 @@ class OfflineInputs:
     ``field_sensor`` (n_f,), ``field_stamp`` (n_f,) s, ``field_vector`` (n_f, 3) tesla in S, ``field_position``
     (n_f,), optional: magnetometer samples of raw IMUs, each offered before input ``field_position`` (the number of
     inputs offered before it; M = after the last), in order (``orientation_filter`` matching rule).
+    ``imu_orientation_covariance`` (n_imu, 9), optional: each IMU message's orientation_covariance, which
+    ``imu_covariance_weighting`` reads (``Estimator.process_imu``'s ``orientation_covariance``).
     """
 
     kind: np.ndarray
@@ -77,6 +79,7 @@ class OfflineInputs:
     field_stamp: np.ndarray | None = None
     field_vector: np.ndarray | None = None
     field_position: np.ndarray | None = None
+    imu_orientation_covariance: np.ndarray | None = None  # (n_imu, 9) row-major per sample (REP-145); None: unknown
 
     def __post_init__(self):
         m = len(self.kind)
@@ -91,6 +94,9 @@ class OfflineInputs:
             raise OfflineInputError(f"expected imu_quaternion_wxyz ({n_imu}, 4) and imu_angular_velocity "
                                     f"({n_imu}, 3), got {np.shape(self.imu_quaternion_wxyz)} and "
                                     f"{np.shape(self.imu_angular_velocity)}")
+        if self.imu_orientation_covariance is not None and np.shape(self.imu_orientation_covariance) != (n_imu, 9):
+            raise OfflineInputError(f"imu_orientation_covariance: expected ({n_imu}, 9), got "
+                                    f"{np.shape(self.imu_orientation_covariance)}")
         n_js = len(self.js_stamp)
         if not (len(self.js_names) == len(self.js_positions) == len(self.js_velocities) == n_js):
             raise OfflineInputError("js_stamp, js_names, js_positions and js_velocities must have equal lengths")
@@ -118,9 +124,11 @@ class OfflineInputs:
         return stamps
 
 
-def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odometry=None) -> rules.WindowInputs:
+def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odometry=None,
+                    covariance_weighting: bool = False) -> rules.WindowInputs:
     """The window's inputs validated, as the compiled rules take them (see ``rules.WindowInputs``); ``odometry``
-    the ``odometry_input.OdometryTarget`` of the driven base (None: odometry rows are refused)."""
+    the ``odometry_input.OdometryTarget`` of the driven base (None: odometry rows are refused); with
+    ``covariance_weighting`` the IMUs' orientation covariances are read (``imu_covariance_weighting``)."""
     imu_sensor = np.asarray(inputs.imu_sensor, dtype=np.int64)
     if imu_sensor.size and (imu_sensor.min() < 0 or imu_sensor.max() >= n_imu):
         raise OfflineInputError(f"imu_sensor must index the {n_imu} configured IMUs, got values in "
@@ -128,10 +136,12 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odom
     n = len(imu_sensor)
     imu_code = np.empty(n, dtype=np.int64)
     samples = np.empty(n, dtype=rules.SAMPLE)
+    read = covariance_weighting and inputs.imu_orientation_covariance is not None
+    covariance = np.ascontiguousarray(inputs.imu_orientation_covariance, dtype=float) if read else np.zeros((n, 0))
     rules.validate_imus(np.ascontiguousarray(inputs.imu_quaternion_wxyz, dtype=float),
                         np.ascontiguousarray(inputs.imu_angular_velocity, dtype=float),
                         np.asarray(inputs.imu_orientation_present, dtype=np.bool_),
-                        np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), imu_code, samples)
+                        np.asarray(inputs.imu_angular_velocity_present, dtype=np.bool_), covariance, imu_code, samples)
     fill_accelerations(samples["f_S"], inputs.imu_linear_acceleration, inputs.imu_linear_acceleration_present)
     js_code, js_offsets, js_index, js_position, js_velocity = _validate_joint_states(inputs, name_to_index)
     if inputs.stamp_ns is None:
@@ -147,7 +157,7 @@ def validate_window(inputs: OfflineInputs, name_to_index: dict, n_imu: int, odom
     if n_odom and odometry is None:
         raise OfflineInputError(f"{n_odom} odometry inputs, but the estimator has no odometry configured")
     odom_code = np.empty(n_odom, dtype=np.int64)
-    odom_values = np.empty((n_odom, 3))
+    odom_values = np.empty((n_odom, odometry_input.VALUES))
     if n_odom:
         odometry_input.validate_odometries(
             np.ascontiguousarray(inputs.odom_position, dtype=float),
@@ -235,16 +245,7 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
 
 
 # ---------------------------------------------------------------------------------------------- velocities
-@njit(cache=True, inline="always")
-def _copy_square(source, target):
-    """target[:] = source element by element (a slice assignment between arrays allocates a copy in numba when it
-    cannot rule out overlap; this runs per cycle)."""
-    for i in range(source.shape[0]):
-        for j in range(source.shape[1]):
-            target[i, j] = source[i, j]
-
-
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # nogil: replay.overlap reads and writes meanwhile
 def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies, R_BS, free_v, regularization,
                               X_WB_out, V_out, from_gyro_out):
     """Per cycle c: X_WB at Q[c] into X_WB_out[c] (unless have_X_WB[c]: the solver already put its poses at Q[c]
@@ -275,7 +276,6 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     A = np.empty((3 * n_imu, n_free))
     residual = np.empty(3 * n_imu)
     lhs = np.empty((n_free, n_free))
-    factor = np.empty((n_free, n_free))  # lhs, overwritten by each solve's Cholesky factor
     rhs = np.empty(n_free)
     unit = np.zeros(n_free)
     step = np.empty(n_free)
@@ -329,16 +329,15 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
             rhs[i] = value
         for i in range(n_free):
             lhs[i, i] += regularization
-        # The step, then the resolution's diagonal: (M^-1 A^T A)_jj = 1 - reg (M^-1)_jj with M = A^T A + reg I
-        # (kernels._cholesky_solve factors in place, so each solve starts from a copy of M).
-        _copy_square(lhs, factor)
-        if not _cholesky_solve(factor, rhs, n_free, step):
+        # The step, then the resolution's diagonal: (M^-1 A^T A)_jj = 1 - reg (M^-1)_jj with M = A^T A + reg I,
+        # every right-hand side through one factor of M.
+        if not cholesky_factor(lhs, n_free):
             return False
+        cholesky_substitute(lhs, rhs, n_free, step)
         for j in range(n_free):
             V_out[c, free[j]] += step[j]
-            _copy_square(lhs, factor)
             unit[j] = 1.0
-            _cholesky_solve(factor, unit, n_free, column)
+            cholesky_substitute(lhs, unit, n_free, column)
             unit[j] = 0.0
             from_gyro_out[c, free[j]] = 1.0 - regularization * column[j] > 0.5
     return True
@@ -376,7 +375,7 @@ def relative_poses(X_WB, parents, bodies) -> np.ndarray:
     return X_PC.reshape(lead + (bodies.size, 4, 4))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sensor_errors(X_WB, observed, bodies, R_BS, R_WG, R_GS, errors_out):
     """errors_out[c, i] (deg) = the angle between R_WS and R_WO for each observed (cycle, IMU): R_WS = R_WB R_BS
     at the cycle's solution, R_WO = R_WG R_GS[c, i] of the sample the cycle used; NaN where not observed.
@@ -435,6 +434,8 @@ class EstimatorResult:
         cycle: running cycle counter (from 1).
         initialized: the estimated coordinates have been solved at least once since the last reset (or there
             are none); before that they hold default values and should not be published as estimates.
+        sensor_weights: {sensor name: its weight in this cycle's orientation solve} for the observed sensors (the
+            configured weight, times its covariance factor with ``imu_covariance_weighting``).
     """
 
     stamp: float
@@ -456,6 +457,7 @@ class EstimatorResult:
     tracking_reset: bool
     cycle: int
     initialized: bool
+    sensor_weights: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -465,7 +467,8 @@ class OfflineRun:
     ``stamp`` (C,) s; ``stamp_ns`` (C,) the integer stamp of the input whose stamp the cycle carries; ``input``
     (C,) index of the input whose offering ran the cycle; ``q`` (C, nq); ``v`` (C, nv); ``velocity_from_gyro``
     (C, nv); ``X_WB`` (C, nb, 4, 4); ``goal``, ``solved``, ``failure`` (C,); ``sensor_errors_deg`` (C, n_imu)
-    in ``sensor_names`` order (NaN = not observed); ``observed`` / ``stale`` (C, n_imu) bool;
+    in ``sensor_names`` order (NaN = not observed); ``observed`` / ``stale`` (C, n_imu) bool; ``weights``
+    (C, n_imu) each observed sensor's weight in the orientation solve (0 = not observed);
     ``uncalibrated`` (C, n_imu) bool (not stale, waiting for calibration); ``missing`` (C, n_art) bool (measured,
     never received); ``tracking_reset``, ``initialized`` (C,) bool;
     ``solve_time_s`` (C,); ``rejected`` (M,) bool per input; ``counts_by_reason`` / ``counts_by_source`` as
@@ -487,6 +490,7 @@ class OfflineRun:
     failure: list
     sensor_errors_deg: np.ndarray
     observed: np.ndarray
+    weights: np.ndarray
     stale: np.ndarray
     uncalibrated: np.ndarray
     missing: np.ndarray
@@ -509,7 +513,8 @@ class OfflineRun:
 
     #: Per-cycle fields (first axis = cycle) that :meth:`concatenate` joins.
     CYCLE_FIELDS = ("stamp", "stamp_ns", "q", "v", "velocity_from_gyro", "goal", "solved", "sensor_errors_deg",
-                    "observed", "stale", "uncalibrated", "missing", "tracking_reset", "initialized", "solve_time_s")
+                    "observed", "weights", "stale", "uncalibrated", "missing", "tracking_reset", "initialized",
+                    "solve_time_s")
 
     @classmethod
     def concatenate(cls, runs, keep_poses: bool = True) -> OfflineRun:
@@ -568,6 +573,7 @@ class OfflineRun:
             missing_encoders=tuple(n for n, m in zip(self.articulated_names, self.missing[k], strict=True) if m),
             solve_time_s=float(self.solve_time_s[k]), tracking_reset=bool(self.tracking_reset[k]),
             cycle=self.first_cycle + k + 1, initialized=bool(self.initialized[k]),
+            sensor_weights={n: float(w) for n, o, w in zip(names, observed, self.weights[k], strict=True) if o},
         )
 
     def results(self, mask=None) -> ResultSequence:
