@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import types
 
 import numpy as np
 import pytest
@@ -516,23 +515,6 @@ def ic_offset_in_both_paths(plant, window, config) -> float:
 def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration():
     plant, window = ball_joint_window([math.radians(12.0)], 1.5)
     assert ic_offset_in_both_paths(plant, window, ball_config(0.3)) != 0.0
-
-
-def test_imus_sampled_at_different_instants_are_paired_by_interpolation_alike_in_both_paths():
-    # the child IMU samples 4 ms after the parent (independent devices): no stamp is shared; each measurement takes
-    # the older end's sample and the other end's value interpolated at its stamp
-    offset = math.radians(12.0)
-    plant = ball_joint_plant()
-    trajectory = SineTrajectory(plant, seed=1, max_amplitude=0.5, max_translation=0.1, frequency_range=(0.6, 1.0))
-    simulator = SensorSimulator(plant, BALL_IMUS, trajectory=trajectory, noise=SensorNoise(), seed=1)
-    runs = [simulator.run(6.0, start_s=start) for start in (0.0, 0.004)]
-    sessions = types.SimpleNamespace(imu=lambda name: runs[name == "ic"].imu(name), encoders=None)
-    window = simulation_window(sessions, ["ip", "ic"])
-    turned = window.imu_sensor == 1
-    window.imu_quaternion_wxyz[turned] = matrix_to_quat(rotation_z(offset) @ quat_to_matrix(
-        window.imu_quaternion_wxyz[turned]))
-    assert not np.intersect1d(window.imu_stamp[turned], window.imu_stamp[~turned]).size
-    assert ic_offset_in_both_paths(plant, window, ball_config(0.1)) == pytest.approx(offset, abs=math.radians(0.3))
 
 
 def test_one_parent_imu_serves_two_ball_joints_with_their_own_lever_arms():

@@ -86,12 +86,9 @@ update, after the projection above (it observes what orientations cannot): S += 
 g -= (sigma^2 |v|^2 / (2 s_a^2)) Delta h, h = e_c - e_p (an entry only for an estimated offset). No horizontal
 acceleration, no information: no threshold. a_S is the central difference of the gyro around a sample, so the
 measurement of a sample enters at the IMU's next sample (one sample late; each IMU's previous lever arm, f + w x
-(w x r) and corrected R_WO are held, u turned by the heading change since). IMUs sampled at different instants
-(independent devices) are paired by interpolation: each joint end keeps its two newest finished samples; a
-measurement is taken at the older of the two ends' newest stamps (once per stamp), the other end's u linearly
-interpolated between its two samples around that stamp (at most twice the stale timeout apart); equal stamps
-need no interpolation. A backward difference (alpha half a sample late) biased the heading by 2 deg on the exact
-ball-joint case of the tests.
+(w x r) and corrected R_WO are held, u turned by the heading change since); both IMUs' held samples must share
+a stamp. A backward difference (alpha half a sample late) biased the heading by 2 deg on the exact ball-joint case
+of the tests.
 
 What limits a leg's heading. Behind a 3-dof hip only this measurement observes the leg's heading relative to the
 pelvis, so its accuracy is an information limit, not a bias: with exact simulated sensors Delta equals the true
@@ -588,11 +585,7 @@ class HeadingFilter:
         self._before_t, self._before_w = np.empty(n), np.empty((n, 3))  # per IMU: the sample before the held one
         self._held_t, self._held_w = np.empty(n), np.empty((n, 3))
         self._held_R, self._held_d = np.empty((n, 3, 3)), np.empty(n)
-        ends = len(self._end_imu)
-        self._held_r, self._held_a = np.empty((ends, 3)), np.empty((ends, 3))  # per end
-        # per end, its last two finished samples (slot 1 the newer): stamp, heading-corrected vector, heading then
-        self._done_t, self._done_a, self._done_d = np.empty((ends, 2)), np.empty((ends, 2, 3)), np.empty((ends, 2))
-        self._anchor = np.empty(len(self.pairs.child))  # per pair: the stamp of its last measurement
+        self._held_r, self._held_a = np.empty((len(self._end_imu), 3)), np.empty((len(self._end_imu), 3))  # per end
         self.delta = np.zeros(m)
         self.P = np.zeros((m, m))
         self._stamp = np.full(1, np.nan)
@@ -611,8 +604,6 @@ class HeadingFilter:
         self._stamp[0] = np.nan
         self._before_t[:] = np.nan
         self._held_t[:] = np.nan
-        self._done_t[:] = np.nan
-        self._anchor[:] = -math.inf
 
     def clear(self) -> None:
         """Everything as built: offsets reset, gyro biases 0, no sample history (``Estimator.reset``)."""
@@ -658,31 +649,30 @@ class HeadingFilter:
         self._stamp[0] = stamp
         return True
 
-    def _inertial_step(self, cycle, R_WO, solver_columns, R_BS) -> None:
+    def _inertial_step(self, cycle, R_WO, solver_columns, R_BS):
         """Per IMU with a new sample at this cycle: for each joint end it sits on (pair k's child end k, parent end
-        P + k), its previous sample is finished (module docstring: R_WO (f + w x (w x r) + alpha x r), alpha from
-        the central difference of the gyros around it, with the heading estimate of its cycle) and kept in the end's
-        newest slot when finite; then the new sample's parts (lever arm, f + w x (w x r), corrected R_WO) are held
-        for the next."""
+        P + k), u of its previous sample (module docstring) with alpha from the central difference of the gyros
+        around it, turned by the heading change since (finite: ``ready``); then the new sample's parts (lever arm,
+        f + w x (w x r), corrected R_WO) are held for the next. Returns (ready, u (2P, 3), the ends' held stamps)."""
         sample_stamp, w_S, f_S = (values[cycle] for values in self._inertial)
         X_WB, p_WM, body = self._work.X_WB, self._work.p_WM, self._model.body
         row = np.full(len(self.names), -1, dtype=np.int64)
         row[solver_columns] = np.arange(len(solver_columns))
+        ends = len(self._end_imu)
+        ready, u, stamps = np.zeros(ends, dtype=bool), np.full((ends, 3), np.nan), self._held_t[self._end_imu]
         for i in self._paired:
             t = sample_stamp[i]
             if not (math.isfinite(t) and t != self._held_t[i]):
                 continue
             span = t - self._before_t[i]
             alpha = (w_S[i] - self._before_w[i]) / span if 0.0 < span <= 2.0 * self._max_gap else None
+            turn = rotation_z(self._held_d[i] - self._offset(i))
             R_WB, b = X_WB[body[i], :3, :3], body[i]
             R_WS = R_WB @ R_BS[i]
             for e in np.flatnonzero(self._end_imu == i):
                 if alpha is not None:
-                    a = self._held_R[i] @ (self._held_a[e] + np.cross(alpha, self._held_r[e]))
-                    if np.isfinite(a).all():
-                        self._done_t[e, 0], self._done_a[e, 0], self._done_d[e, 0] = \
-                            self._done_t[e, 1], self._done_a[e, 1], self._done_d[e, 1]
-                        self._done_t[e, 1], self._done_a[e, 1], self._done_d[e, 1] = self._held_t[i], a, self._held_d[i]
+                    u[e] = turn @ (self._held_R[i] @ (self._held_a[e] + np.cross(alpha, self._held_r[e])))
+                    ready[e] = np.isfinite(u[e]).all()
                 r = R_WS.T @ (p_WM[self._end_centre[e]] - X_WB[b, :3, 3] - R_WB @ self._p_BS[i])
                 self._held_r[e] = r
                 self._held_a[e] = f_S[i] + np.cross(w_S[i], np.cross(w_S[i], r))
@@ -690,20 +680,7 @@ class HeadingFilter:
             self._held_t[i], self._held_w[i] = t, w_S[i]
             self._held_R[i] = R_WO[row[i]] if row[i] >= 0 else np.nan
             self._held_d[i] = self._offset(i)
-
-    def _end_value(self, e: int, t: float):
-        """u of joint end e at stamp t (module docstring), turned by the heading change since its sample(s): its
-        newest finished sample if stamped t, else the linear interpolation of its two newest when they bracket t
-        (at most twice the stale timeout apart); None otherwise."""
-        i = self._end_imu[e]
-        t0, t1 = self._done_t[e]
-        if t1 == t:
-            return rotation_z(self._done_d[e, 1] - self._offset(i)) @ self._done_a[e, 1]
-        if not (t0 <= t < t1 and t1 - t0 <= 2.0 * self._max_gap):
-            return None
-        share = (t - t0) / (t1 - t0)
-        return (1.0 - share) * (rotation_z(self._done_d[e, 0] - self._offset(i)) @ self._done_a[e, 0]) + \
-            share * (rotation_z(self._done_d[e, 1] - self._offset(i)) @ self._done_a[e, 1])
+        return ready, u, stamps
 
     def _offset(self, i) -> float:
         """IMU i's current heading estimate (0 for an offset held at 0)."""
@@ -712,20 +689,14 @@ class HeadingFilter:
 
     def _add_accelerations(self, cycle, R_WO, solver_columns, R_BS) -> None:
         """S and g (in the orientation residual's units: scaled by sigma^2) += each joint's acceleration
-        measurement of d_child - d_parent (module docstring), once per new anchor: the older of the two ends'
-        newest finished samples, the other end's value at that stamp interpolated (IMUs not sampled together)."""
-        self._inertial_step(cycle, R_WO, solver_columns, R_BS)
+        measurement of d_child - d_parent (module docstring) at both IMUs' previous samples when they share a stamp."""
+        ready, u, stamps = self._inertial_step(cycle, R_WO, solver_columns, R_BS)
         column, P = self._model.column, len(self.pairs.child)
         h = np.zeros(self.delta.shape[0])
         for k, (child, parent) in enumerate(zip(self.pairs.child, self.pairs.parent, strict=True)):
-            anchor = min(self._done_t[k, 1], self._done_t[P + k, 1])
-            if not anchor > self._anchor[k]:
+            if not (ready[k] and ready[P + k] and stamps[k] == stamps[P + k]):
                 continue
-            u_child, u_parent = self._end_value(k, anchor), self._end_value(P + k, anchor)
-            if u_child is None or u_parent is None:
-                continue
-            self._anchor[k] = anchor
-            delta, weight = acceleration_information(u_child, u_parent, self._noise2)
+            delta, weight = acceleration_information(u[k], u[P + k], self._noise2)
             h[:] = 0.0
             if column[child] >= 0:
                 h[column[child]] = 1.0
