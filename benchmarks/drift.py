@@ -3,14 +3,20 @@
 Where you are: benchmarks/ -- a script that prints numbers; not a test (test/test_bench_drift.py runs it briefly,
 test/test_estimator_heading.py asserts the method). Run
 
-    ./run bench drift [--minutes 10] [--models arm lower_body] [--seed 0] [--steps-per-min 0.5 --step-deg 10]
+    ./run bench drift [--minutes 10] [--models arm lower_body lower_body_gait] [--seed 0]
+                      [--steps-per-min 0.5 --step-deg 10]
 
 Scenarios (``ros_dofkit.core.simulation``, 100 Hz IMUs, every IMU's heading a random walk of
 ``--drift`` deg/min (3 by default: sigma_psi = 3/sqrt(60) deg/sqrt(s)), orientation noise 0.5 deg, gyro noise
 0.01 rad/s and a 0.005 rad/s gyro bias that walks):
 * ``arm``: the demo's 7-dof arm, 4 IMUs on links 3, 5, 6, 7, encoders on joints 1-2 (50 Hz), joints 3-7 estimated;
 * ``lower_body``: config/lower_body.yaml's model (pelvis on a floating base, 3-dof hips, knees, 2-dof ankles),
-  7 IMUs, every joint estimated.
+  7 IMUs, every joint estimated, moving along slow sines (0.05-0.35 Hz, pelvis translation 0.05 m): the hip
+  centres accelerate horizontally by ~0.1 m/s^2 RMS;
+* ``lower_body_gait``: the same model and IMUs walking on a treadmill (``core.simulation.GaitTrajectory``: joint
+  angles and pelvis motion of normal gait at 0.9 strides/s, sources in ``LOWER_BODY_GAIT``): the hip centres
+  accelerate by ~1 m/s^2 RMS, as in a lower-body IMU suit's recordings. A leg's heading behind its 3-dof hip is
+  observed only through that acceleration (``core.estimator.heading``), so both sessions are reported.
 
 Rows, side by side on the same inputs:
 * ``per-frame IK``: today's estimator, every IMU orientation trusted (OpenSense's model);
@@ -61,7 +67,14 @@ from ros_dofkit.core.estimator.orientation_filter import (  # noqa: E402
     heading_offset,
 )
 from ros_dofkit.core.estimator.robot import build_plant  # noqa: E402
-from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
+from ros_dofkit.core.simulation import (  # noqa: E402
+    STANDARD_GRAVITY,
+    GaitTrajectory,
+    SensorNoise,
+    SensorSimulator,
+    SimulatedImu,
+    SineTrajectory,
+)
 from ros_dofkit.core.spatial import quat_to_matrix, rotation_x, rotation_z  # noqa: E402
 from ros_dofkit.replay.demo_robot import (  # noqa: E402
     DEMO_CENTRE,
@@ -77,6 +90,8 @@ GOAL_DEG = 2.0
 RAW_ALIGNMENT_SAMPLE = 5
 #: Heading random walk (deg/min) the fusion assumes for raw IMUs: their heading drifts with the gyro bias.
 RAW_DRIFT_DEG_PER_MIN = 20.0
+#: Orientation noise (deg per axis) the fusion assumes: twice the simulated 0.5 deg.
+ORIENTATION_NOISE_DEG = 1.0
 PERIOD_S = 0.01
 
 
@@ -107,23 +122,30 @@ def arm_scenario(noise: SensorNoise, seed: int) -> Scenario:
     return Scenario("arm", robot.plant, simulator, robot.estimator_config)
 
 
-def lower_body_scenario(noise: SensorNoise, seed: int) -> Scenario:
-    """config/lower_body.yaml's model and IMUs with known mountings (each IMU turned on its segment)."""
+def lower_body_scenario(noise: SensorNoise, seed: int, gait: bool = False) -> Scenario:
+    """config/lower_body.yaml's model and IMUs with known mountings (each IMU turned on its segment), moving along
+    slow sines (0.05-0.35 Hz, pelvis translation 0.05 m: the hip centres accelerate by ~0.1 m/s^2) or, with
+    ``gait``, walking (``core.simulation.GaitTrajectory``: hip centres ~1 m/s^2)."""
     values = load_parameter_file(LOWER_BODY_CONFIG)
     plant = build_plant(model_specs_from_parameters(values))
     names = list(values["imu_names"])
     mountings = [rotation_z(0.7 * k) @ rotation_x(0.4 * (k % 3)) for k in range(len(names))]
     imus = tuple(SimulatedImu(name, values[f"imus.{name}.body"], R) for name, R in zip(names, mountings,
                                                                                          strict=True))
-    trajectory = SineTrajectory(plant, seed=seed, max_amplitude=0.5, max_translation=0.05)
+    trajectory = GaitTrajectory(plant, seed=seed) if gait else SineTrajectory(plant, seed=seed, max_amplitude=0.5,
+                                                                             max_translation=0.05)
     simulator = SensorSimulator(plant, imus, trajectory=trajectory, noise=noise, seed=seed)
     config = EstimatorConfig(imus=tuple(ImuConfig(imu.name, imu.body, mounting=imu.R_BS, position=imu.p_BS)
                                         for imu in imus),
                              estimated_joints={"lower_body": "all"}, use_joint_limits=True)
-    return Scenario("lower_body", plant, simulator, config)
+    return Scenario("lower_body_gait" if gait else "lower_body", plant, simulator, config)
 
 
-SCENARIOS = {"arm": arm_scenario, "lower_body": lower_body_scenario}
+def lower_body_gait_scenario(noise: SensorNoise, seed: int) -> Scenario:
+    return lower_body_scenario(noise, seed, gait=True)
+
+
+SCENARIOS = {"arm": arm_scenario, "lower_body": lower_body_scenario, "lower_body_gait": lower_body_gait_scenario}
 
 
 def simulation_window(run, imu_names) -> OfflineInputs:
@@ -163,12 +185,27 @@ def simulation_window(run, imu_names) -> OfflineInputs:
         js_velocities=[encoders.velocities[k] for k in js_rows] if encoders is not None else [])
 
 
-def with_heading(config: EstimatorConfig, drift_deg_per_min: float) -> EstimatorConfig:
+def acceleration_noise(noise: SensorNoise) -> float:
+    """The fusion's ``acceleration_noise`` (m/s^2 per horizontal axis) for the simulated sensors: the accelerometer's
+    white noise and the tilt error the fusion assumes (:data:`ORIENTATION_NOISE_DEG`, twice the simulated) times g,
+    which turns gravity into a horizontal error. Measured against the simulator's truth (the joint-centre
+    measurement's scatter, both lower-body sessions), the simulated IMUs' own error is ~0.1 m/s^2: this keeps the
+    same 2x margin as the orientation noise (0.18 m/s^2 for the session's sensors; the default 0.3 is for real
+    IMUs on skin, whose lever arms and soft tissue add to it)."""
+    return math.hypot(noise.accelerometer, STANDARD_GRAVITY * math.radians(ORIENTATION_NOISE_DEG))
+
+
+def with_heading(config: EstimatorConfig, drift_deg_per_min: float, noise: SensorNoise,
+                 acceleration: float | None = None) -> EstimatorConfig:
+    """``config`` with heading estimation on: the simulated drift, :data:`ORIENTATION_NOISE_DEG` and
+    ``acceleration`` noise (None: :func:`acceleration_noise` of the simulated sensors ``noise``)."""
     return dataclasses.replace(config, heading_estimation=HeadingEstimation(
-        enabled=True, drift_deg_per_min=drift_deg_per_min, orientation_noise_deg=1.0))
+        enabled=True, drift_deg_per_min=drift_deg_per_min, orientation_noise_deg=ORIENTATION_NOISE_DEG,
+        acceleration_noise=acceleration_noise(noise) if acceleration is None else acceleration))
 
 
-def raw_imu_config(config: EstimatorConfig, run, drift_deg_per_min: float) -> EstimatorConfig:
+def raw_imu_config(config: EstimatorConfig, run, drift_deg_per_min: float, noise: SensorNoise,
+                   acceleration: float | None = None) -> EstimatorConfig:
     """``config`` with every IMU raw (``orientation="filter"``: VQF on gyro + accelerometer,
     ``core.estimator.orientation_filter``) and heading estimation on. Each filter's initial heading is aligned with
     the model as ``Estimator.calibrate`` would: the turn about the vertical from the filter's output to the true
@@ -185,7 +222,7 @@ def raw_imu_config(config: EstimatorConfig, run, drift_deg_per_min: float) -> Es
             readings.true_quaternion_wxyz[k]))
         imus.append(dataclasses.replace(imu, orientation="filter", filter=dataclasses.replace(
             settings, heading_offset=psi)))
-    return dataclasses.replace(with_heading(config, drift_deg_per_min), imus=tuple(imus))
+    return dataclasses.replace(with_heading(config, drift_deg_per_min, noise, acceleration), imus=tuple(imus))
 
 
 def joint_errors(scenario: Scenario, run, result, estimator) -> tuple:
@@ -216,17 +253,20 @@ def print_table(label: str, names, table, goal: float | None = None) -> None:
         print(f"    worst minute of any joint: {worst:.3f} deg (goal < {goal:g} deg)")
 
 
-def run_scenario(scenario: Scenario, minutes: float, drift: float) -> dict:
-    """Simulate once, estimate with both rows; returns the tables and the fusion's per-cycle timing."""
+def run_scenario(scenario: Scenario, minutes: float, drift: float, acceleration: float | None = None) -> dict:
+    """Simulate once, estimate with every row (``acceleration``: the fusion's acceleration noise, None: from the
+    sensors); returns the tables and the fusion's per-cycle timing."""
     started = time.perf_counter()
     run = scenario.simulator.run(minutes * 60.0)
     simulated = time.perf_counter() - started
     window = simulation_window(run, scenario.config.imu_names)
+    noise = scenario.simulator.noise
     whole_minutes = max(1, int(math.ceil(minutes)))
     tables = {}
     for label, config in (("per-frame IK", scenario.config),
-                          ("fusion (orientations)", with_heading(scenario.config, drift)),
-                          ("fusion (raw IMUs)", raw_imu_config(scenario.config, run, RAW_DRIFT_DEG_PER_MIN))):
+                          ("fusion (orientations)", with_heading(scenario.config, drift, noise, acceleration)),
+                          ("fusion (raw IMUs)", raw_imu_config(scenario.config, run, RAW_DRIFT_DEG_PER_MIN, noise,
+                                                               acceleration))):
         estimator = Estimator(scenario.plant, config)
         started = time.perf_counter()
         result = estimator.run(window)
@@ -305,6 +345,9 @@ def main(argv=None) -> int:
     parser.add_argument("--steps-per-min", type=float, default=0.0,
                         help="heading steps (magnetic disturbances) per IMU per minute (default none)")
     parser.add_argument("--step-deg", type=float, default=10.0, help="size of a heading step, deg")
+    parser.add_argument("--acceleration-noise", type=float, default=None,
+                        help="the fusion's heading_estimation.acceleration_noise, m/s^2 (default: from the simulated "
+                             "sensors, see acceleration_noise())")
     parser.add_argument("--timing-seconds", type=float, default=20.0,
                         help="seconds of lower-body input for the streaming per-cycle cost")
     args = parser.parse_args(argv)
@@ -312,11 +355,13 @@ def main(argv=None) -> int:
     noise = session_noise(args.drift, args.steps_per_min, args.step_deg)
     steps = f", heading steps of {args.step_deg:g} deg {args.steps_per_min:g}/min" if args.steps_per_min else ""
     print(f"drift benchmark: {args.minutes:g} min at 100 Hz, heading random walk {args.drift:g} deg/min per IMU "
-          f"(sigma_psi {args.drift / math.sqrt(60):.3f} deg/sqrt(s)){steps}, seed {args.seed}, one core")
+          f"(sigma_psi {args.drift / math.sqrt(60):.3f} deg/sqrt(s)){steps}, seed {args.seed}, one core; fusion: "
+          f"orientation noise {ORIENTATION_NOISE_DEG:g} deg, acceleration noise "
+          f"{acceleration_noise(noise) if args.acceleration_noise is None else args.acceleration_noise:.3f} m/s^2")
     verdicts = []
     for name in args.models:
         scenario = SCENARIOS[name](noise, args.seed)
-        tables = run_scenario(scenario, args.minutes, args.drift)
+        tables = run_scenario(scenario, args.minutes, args.drift, args.acceleration_noise)
         run = tables["run"]
         print(f"\n{name}: {len(scenario.config.imus)} IMUs, simulated in {tables['simulated_s']:.1f} s")
         for label in ("per-frame IK", "fusion (orientations)", "fusion (raw IMUs)"):
@@ -345,7 +390,8 @@ def main(argv=None) -> int:
                   f"{math.degrees(readings.heading_error[-1]):8.2f}   ({math.degrees(estimate['heading_std_rad']):.2f}"
                   f"; {'yes' if estimate['observable'] else 'no'})")
     lower_body = lower_body_scenario(noise, args.seed)
-    cost = streaming_cycle_cost(lower_body, with_heading(lower_body.config, args.drift), args.timing_seconds)
+    cost = streaming_cycle_cost(lower_body, with_heading(lower_body.config, args.drift, noise, args.acceleration_noise),
+                                args.timing_seconds)
     peer = streaming_cycle_cost(lower_body, lower_body.config, args.timing_seconds)
     ratio = cost / PERIOD_S
     print(f"\nreal time: streaming per-cycle cost with heading estimation, lower body (7 IMUs, 100 Hz): "

@@ -35,6 +35,12 @@ without an estimate with their stamp), the ratios to the peers and the node's ow
 first --warmup seconds are not measured. Exit status 0 unless something fails to run; a missed budget is
 reported, not an error. The machine may be shared: the load average is printed, rerun before trusting a MISS.
 
+``--in-process`` measures, instead of the DDS rounds, the node's own per-set path in one process (no middleware):
+each Imu of a set serialized, decoded and offered by ``ros.imu_input.feed_imu_cdr`` as the node's callback does,
+each estimate encoded as the node's JointState and TF bytes; CPU per set of this tree and, alternating in fresh
+processes, of ``--estimator-pythonpath``'s (before/after figures that a loaded machine disturbs far less than
+latencies over DDS).
+
 Where you are: ``benchmarks/`` (not part of the package). rclpy and message packages are imported inside the role
 that needs them (the publisher, floor and probe are separate processes); ``--profile`` uses
 benchmarks/profiling.py (py-spy, a tool, not a dependency).
@@ -44,7 +50,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import pickle
 import shutil
 import signal
 import struct
@@ -310,6 +318,100 @@ def run_floor(load: NodeLoad) -> int:
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
+    return 0
+
+
+#: --in-process: sets offered before the CPU time is taken (the first solves, tracking started)
+IN_PROCESS_WARMUP_SETS = 50
+
+
+def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
+    """The node's per-set path without DDS, in this process, on the estimator of source tree ``tree``: each Imu
+    of a set serialized as it arrives, handed to ``feed_imu_cdr`` (decode, ``Estimator.process_imu``), and each
+    result encoded as the node's outputs (JointState bytes, TF bytes); nothing published. Prints a JSON line: CPU
+    per set (``time.process_time``, best round), the median and p99 of the sets' own times (perf_counter), the
+    results per set and the estimator's source file (that ``tree`` was the one measured)."""
+    sys.path.insert(0, str(Path(tree).resolve()))  # before the package is imported: the tree under test
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import Imu
+
+    from ros_dofkit.core.estimator import estimator as core
+    from ros_dofkit.core.estimator.config import EstimatorConfig, ImuConfig
+    from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
+    from ros_dofkit.ros.estimator_messages import JointStateSelection
+    from ros_dofkit.ros.imu_input import feed_imu_cdr
+    from ros_dofkit.ros.tf_builder import TfBuilder
+
+    load, rate, table = pickle.loads(Path(table_path).read_bytes())
+    plant = build_plant([ModelSpec(load.urdf, "robot", load.base_joint)])
+    config = EstimatorConfig(imus=tuple(ImuConfig(name, body) for name, body in load.imus.items()),
+                             estimated_joints={"robot": "all"}, sync_tolerance_s=1e-4, stale_timeout_s=0.1,
+                             future_tolerance_s=0.5)  # as parameters_yaml
+    message, stream = Imu(), []
+    for k in range(sets):
+        stamp_ns = 1_000_000_000_000 + round(k * 1e9 / rate)
+        message.header.stamp.sec, message.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        for name, quaternion, gyro in table[k % len(table)]:
+            message.orientation.w, message.orientation.x, message.orientation.y, message.orientation.z = (
+                float(c) for c in quaternion)
+            velocity = message.angular_velocity
+            velocity.x, velocity.y, velocity.z = (float(c) for c in gyro)
+            stream.append((name, serialize_message(message), stamp_ns * 1e-9 + 1e-4))
+    per_set = len(load.imus)
+    tf = TfBuilder(plant)
+    best, times, outputs = math.inf, [], 0
+    for _ in range(rounds):
+        estimator = core.Estimator(plant, config)
+        joint_states = JointStateSelection(estimator)
+        times, outputs = [], 0
+        start_cpu = None
+        for k in range(0, len(stream), per_set):
+            if k == IN_PROCESS_WARMUP_SETS * per_set:  # after a warm-up (first solves, tracking started)
+                start_cpu = time.process_time()
+            started = time.perf_counter()
+            for name, data, now in stream[k:k + per_set]:
+                sec, nanosec, _, results = feed_imu_cdr(estimator, name, data, now=now)
+                for result in results:
+                    outputs += 1
+                    joint_states.serialized(result, sec, nanosec)
+                    tf.moving_transforms_serialized(result.X_WB, sec, nanosec)
+            times.append(time.perf_counter() - started)
+        best = min(best, (time.process_time() - start_cpu) / (sets - IN_PROCESS_WARMUP_SETS))
+    times = sorted(times[IN_PROCESS_WARMUP_SETS:])
+    print(json.dumps({"cpu_us_per_set": 1e6 * best, "p50_us": 1e6 * percentile(times, 50),
+                      "p99_us": 1e6 * percentile(times, 99), "outputs_per_set": outputs / sets,
+                      "source": core.__file__}), flush=True)
+    return 0
+
+
+def in_process_comparison(args) -> int:
+    """``--in-process``: :func:`run_in_process` in a fresh process per tree (this one, and ``--estimator-pythonpath``
+    when given), the trees alternating ``--repeat`` times, so that both see the same machine."""
+    tmp = Path(tempfile.mkdtemp(prefix="dofkit_inprocess_"))
+    table = tmp / "table.pickle"
+    table.write_bytes(pickle.dumps((args.load, args.rate, imu_table(args.load, args.rate))))
+    trees = {"this tree": str(_REPO)}
+    if args.estimator_pythonpath:
+        trees[args.estimator_pythonpath] = args.estimator_pythonpath
+    print(f"node path in process (decode, estimator, output encoding; no DDS): {args.load.name}, {len(args.load.imus)} "
+          f"IMUs, {args.sets} sets per round, best of 3 rounds per process, {args.repeat} process(es) per tree, "
+          f"load average {os.getloadavg()[0]:.2f} at start")
+    cpu = {label: [] for label in trees}
+    for _ in range(max(1, args.repeat)):
+        for label, tree in trees.items():
+            command = [sys.executable, __file__, "--role", "in_process", "--tree", tree, "--table", str(table),
+                       "--sets", str(args.sets)]
+            line = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+            result = json.loads(line)
+            cpu[label].append(result["cpu_us_per_set"])
+            print(f"  {label}: CPU {result['cpu_us_per_set']:.0f} us per set; a set's time p50 {result['p50_us']:.0f} "
+                  f"us, p99 {result['p99_us']:.0f} us; {result['outputs_per_set']:.3f} outputs per set "
+                  f"({result['source']})")
+    if len(trees) == 2:
+        this, other = (min(values) for values in cpu.values())
+        print(f"  best CPU per set: this tree {this:.0f} us, {args.estimator_pythonpath} {other:.0f} us: "
+              f"x{this / other:.2f}")
+    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
@@ -593,9 +695,18 @@ def main(argv=None) -> int:
                         help="run the floor and the estimator under py-spy (sampling, from outside), write their "
                              "collapsed stacks to DIR and print the busiest functions (latencies then include "
                              "py-spy's sampling cost)")
-    parser.add_argument("--role", choices=["bench", "publisher", "floor"], default="bench", help=argparse.SUPPRESS)
+    parser.add_argument("--in-process", action="store_true",
+                        help="instead of the DDS rounds: the node's per-set path in process (decode, estimator, "
+                             "output encoding), CPU per set of this tree and --estimator-pythonpath's, alternating")
+    parser.add_argument("--sets", type=int, default=2000, help="--in-process: sample sets per round (default 2000)")
+    parser.add_argument("--role", choices=["bench", "publisher", "floor", "in_process"], default="bench",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--tree", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--table", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--single-topic", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.role == "in_process":  # before anything imports the package: the tree under test is the one imported
+        return run_in_process(args.tree, args.table, args.sets, 3)
     args.load = load_by_name(args.model)
     if args.rate is None:
         args.rate = args.load.rate
@@ -603,6 +714,10 @@ def main(argv=None) -> int:
         return run_publisher(args.load, args.rate, args.duration, args.single_topic)
     if args.role == "floor":
         return run_floor(args.load)
+    if args.in_process:
+        if args.sets <= IN_PROCESS_WARMUP_SETS:
+            parser.error(f"--sets: expected more than the {IN_PROCESS_WARMUP_SETS} warm-up sets, got {args.sets}")
+        return in_process_comparison(args)
     if args.peer_duration is None:
         args.peer_duration = args.duration
 

@@ -1,7 +1,8 @@
-"""Smoke test of the drift benchmark (benchmarks/drift.py): a short session of both scenarios end to end, in a
-process of its own (the benchmark pins itself to one CPU). No timing is asserted: the test checks that every
-table, row and verdict is printed with finite figures, and that the fusion's verdict on accuracy is a PASS on
-this short session (per-frame IK's worst minute is printed beside it)."""
+"""Smoke test of the drift benchmark (benchmarks/drift.py): a short session of every scenario (the arm, the lower
+body's slow sines, the lower body walking) end to end, in a process of its own (the benchmark pins itself to one
+CPU). No timing is asserted: the test checks that every table, row and verdict is printed with finite figures, and
+that the fusion's verdict on accuracy is a PASS on this short session for the arm and the walking lower body
+(per-frame IK's worst minute is printed beside it)."""
 
 import importlib.util
 import re
@@ -24,8 +25,8 @@ def test_drift_benchmark_runs_end_to_end_and_prints_every_row_and_verdict():
     else:
         knees = out.split("imumocap 1.3.1 (knee flexion")[1].splitlines()[2].split()
         assert knees[0] == "1" and all(0.0 <= float(value) < 90.0 for value in knees[1:3])
-    for scenario, joints in (("arm", 5), ("lower_body", 12)):
-        section = out.split(f"\n{scenario}: ")[1].split("\nlower_body: ")[0].split("\nreal time: ")[0]
+    for scenario, joints in (("arm", 5), ("lower_body", 12), ("lower_body_gait", 12)):
+        section = re.split(r"\n(?:arm|lower_body|lower_body_gait): |\nreal time: ", out.split(f"\n{scenario}: ")[1])[0]
         for row in ("per-frame IK", "fusion (orientations)", "fusion (raw IMUs)"):
             table = section.split(f"  {row} (estimator ")[1]
             assert re.match(r"\d+ us per cycle", table), table[:80]
@@ -34,8 +35,9 @@ def test_drift_benchmark_runs_end_to_end_and_prints_every_row_and_verdict():
             assert all(0.0 <= float(value) < 90.0 for value in first_minute[1:])
         assert "imumocap" in section
         offsets = re.findall(r"^    \S+\s+(-?[0-9.]+)  vs\s+(-?[0-9.]+)", section, re.MULTILINE)
-        assert len(offsets) == {"arm": 4, "lower_body": 7}[scenario]
+        assert len(offsets) == {"arm": 4, "lower_body": 7, "lower_body_gait": 7}[scenario]
     verdicts = re.findall(r"^(PASS|MISS)  (.*)$", out, re.MULTILINE)
-    assert len(verdicts) == 5, out
+    assert len(verdicts) == 7, out
     assert verdicts[0][0] == "PASS" and verdicts[0][1].startswith("arm: every estimated joint")
+    assert verdicts[4][0] == "PASS" and verdicts[4][1].startswith("lower_body_gait: every estimated joint")
     assert re.search(r"real time: .* (\d+) us = ([0-9.]+) of the 10 ms period", out)

@@ -109,3 +109,21 @@ def test_benchmark_runs_end_to_end(model, tmp_path):
 def test_profile_without_py_spy_says_how_to_install_it():
     with pytest.raises(SystemExit, match="pip install py-spy"):
         profiling.py_spy()
+
+
+def test_in_process_mode_measures_each_tree_it_is_given(tmp_path):
+    """--in-process runs the node's per-set path of this tree and of --estimator-pythonpath's (here a copy of the
+    package under another path): each child imports the package of its own tree, and every set gives one estimate."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "ros_dofkit").symlink_to(REPO / "ros_dofkit")
+    finished = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "node_latency.py"), "--in-process", "--sets", "120",
+         "--estimator-pythonpath", str(other)], capture_output=True, text=True, timeout=400, cwd=REPO)
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+    lines = re.findall(r"^  (.+?): CPU ([0-9.]+) us per set; .* ([0-9.]+) outputs per set \((.*)\)$", finished.stdout,
+                       flags=re.MULTILINE)
+    assert [label for label, *_ in lines] == ["this tree", str(other)], finished.stdout
+    assert all(float(cpu) > 0 and outputs == "1.000" for _, cpu, outputs, _ in lines), finished.stdout
+    assert lines[0][3].startswith(str(REPO / "ros_dofkit")) and lines[1][3].startswith(str(other)), finished.stdout
+    assert "best CPU per set: this tree" in finished.stdout

@@ -2,6 +2,7 @@
 synthetic sensor streams generated from known trajectories: tracking accuracy, measured vs estimated dofs, gyro
 velocities, floating and planar bases, stale sensors, reliability rules (drop + count), clock jumps."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from ros_dofkit.core.estimator import CALIBRATE, EstimatorConfig, EstimatorConfigError, ImuConfig, UnknownNameError
 from ros_dofkit.core.estimator.estimator import Estimator, rotation_angle_between
 from ros_dofkit.core.estimator.inputs import RejectReason
+from ros_dofkit.core.estimator.offline import OfflineInputs
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.spatial import matrix_to_quat, quat_to_matrix, rotation_x, rotation_y, rotation_z, rotvec_to_matrix
 
@@ -679,6 +681,83 @@ def test_zero_weight_imu_is_not_used_by_the_solve(arm_plant):
         estimator.add_imu(name, 0.0, *reading)
     result = estimator.step()
     assert result.observed_sensors == ("hand",) and math.isnan(result.sensor_errors_deg["wrist"])
+
+
+def test_streaming_results_equal_batch_results_field_by_field():
+    """Every field of every cycle (but the solve's wall time) is the same bits whether the inputs are offered one
+    message at a time (the node's streaming cycle) or as one window: a floating base with measured and estimated
+    leg joints, a world alignment that is not the identity, an IMU that goes stale, a gyro-only IMU and cycles
+    with only its samples (nothing observed), and a stamp jump that resets tracking. Streaming builds no batch run
+    for an ordinary cycle."""
+    plant = build_plant([ModelSpec("quadruped.urdf", "quadruped", "floating")])
+    imus = (ImuConfig("trunk", "trunk_imu_link", mounting=rotation_z(np.pi / 2)), ImuConfig("shank", "fl_shank"),
+            ImuConfig("thigh", "fr_thigh", mounting=rotation_x(0.4), weight=0.0))  # gyro only
+    config = EstimatorConfig(imus=imus, estimated_joints={"quadruped": ["fl_knee", "fl_hip_flexion", "fr_hip_flexion"]},
+                             R_WG=rotation_z(0.3), stale_timeout_s=0.005)
+    names = list(plant.position_names())
+    estimated = {plant.get_joint_by_name(j).position_start for j in config.estimated_joints["quadruped"]}
+    measured = [i for i in range(7, plant.num_positions()) if i not in estimated]
+    default = plant.default_positions()
+    messages = []  # (stamp, kind, name, payload)
+    for k in range(40):
+        t = (10.0 if k < 25 else 5.0) + k * DT  # a jump back at k = 25: tracking restarts
+        R_WB = rotvec_to_matrix(np.array([0.3, -0.2, 0.8]) * k * DT) @ rotation_x(0.1)
+        legs = 0.2 * np.sin(3 * t + np.arange(12)) - 0.5 * np.isin(np.arange(12), [2, 5, 8, 11])
+        q = np.concatenate([matrix_to_quat(R_WB), default[4:7], legs])
+        v = np.concatenate([[0.3, -0.2, 0.8], np.zeros(3), 0.6 * np.cos(3 * t + np.arange(12))])
+        messages.append((t, 1, "joint_states", (q[measured], v[[i - 1 for i in measured]])))
+        for name, (quaternion, gyro) in sensor_readings(plant, imus, q, v).items():
+            if name == "shank" and 8 <= k < 14 or 30 <= k < 36 and name != "thigh":  # stale; then gyro only
+                continue
+            messages.append((t, 0, name, (rotation_z(0.3).T @ quat_to_matrix(quaternion), gyro)))
+    streaming_estimator = Estimator(plant, config)
+    batch_runs = []
+    original = Estimator._solve_cycles
+
+    def solve_cycles(self, *args, **kwargs):
+        batch_runs.append(self)
+        return original(self, *args, **kwargs)
+
+    streaming = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Estimator, "_solve_cycles", solve_cycles)
+        for t, kind, name, payload in messages:
+            if kind == 0:
+                streaming += streaming_estimator.process_imu(name, t, matrix_to_quat(payload[0]), payload[1])[1]
+            else:
+                streaming += streaming_estimator.process_joint_state([names[i] for i in measured], *payload,
+                                                                     stamp=t)[1]
+    imu_rows = [m for m in messages if m[1] == 0]
+    js_rows = [m for m in messages if m[1] == 1]
+    kind = np.array([m[1] for m in messages], dtype=np.int64)
+    row = np.empty(len(messages), dtype=np.int64)
+    row[kind == 0], row[kind == 1] = np.arange(len(imu_rows)), np.arange(len(js_rows))
+    index = {imu.name: i for i, imu in enumerate(imus)}
+    batch = list(Estimator(plant, config).run(OfflineInputs(
+        kind=kind, row=row, imu_sensor=np.array([index[m[2]] for m in imu_rows], dtype=np.int64),
+        imu_stamp=np.array([m[0] for m in imu_rows]),
+        imu_quaternion_wxyz=np.array([matrix_to_quat(m[3][0]) for m in imu_rows]),
+        imu_angular_velocity=np.array([m[3][1] for m in imu_rows]),
+        imu_orientation_present=np.ones(len(imu_rows), bool),
+        imu_angular_velocity_present=np.ones(len(imu_rows), bool), js_stamp=np.array([m[0] for m in js_rows]),
+        js_names=[tuple(names[i] for i in measured)] * len(js_rows), js_positions=[m[3][0] for m in js_rows],
+        js_velocities=[m[3][1] for m in js_rows])).results())
+    assert len(streaming) == len(batch) >= 38
+    assert any(r.tracking_reset for r in batch[20:]) and any(r.stale_sensors == ("shank",) for r in batch)
+    assert any(not r.observed_sensors for r in batch)
+    assert len(batch_runs) < len(batch) // 4  # the reset, the assembles, the cycle with nothing observed
+    for got, expected in zip(streaming, batch, strict=True):
+        for item in dataclasses.fields(expected):
+            if item.name == "solve_time_s":
+                continue
+            a, b = getattr(got, item.name), getattr(expected, item.name)
+            if isinstance(b, dict):
+                assert list(a) == list(b)
+                a, b = list(a.values()), list(b.values())
+            if isinstance(b, (np.ndarray, list)):
+                np.testing.assert_array_equal(a, b, err_msg=f"cycle {expected.cycle}: {item.name}")
+            else:
+                assert a == b, f"cycle {expected.cycle}: {item.name}"
 
 
 # -- weighting by the IMU's orientation covariance (issue 13, REP-145) -------------------------------------------

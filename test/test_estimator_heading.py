@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.drift import arm_scenario, simulation_window
+from benchmarks.drift import arm_scenario, lower_body_scenario, session_noise, simulation_window
 from ros_dofkit.core.estimator import EstimatorConfig, EstimatorConfigError, ImuConfig, UnknownNameError
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import HeadingEstimation
@@ -490,11 +490,13 @@ def test_joint_centre_acceleration_recovers_the_heading_offset_behind_a_ball_joi
     assert estimates[0.0]["heading_std_rad"] > math.radians(19.0)
     assert estimates[0.1]["heading_offset_rad"] == pytest.approx(offset, abs=math.radians(0.3))
     assert estimates[0.1]["heading_std_rad"] < math.radians(0.5)
+    # observable: not from orientations alone, but through the joint centre's acceleration
+    assert not estimates[0.0]["observable"] and estimates[0.1]["observable"]
 
 
-def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration():
-    plant, window = ball_joint_window([math.radians(12.0)], 1.5)
-    config = ball_config(0.3)
+def ic_offset_in_both_paths(plant, window, config) -> float:
+    """ic's heading offset estimate after the batch run of ``window`` and after feeding it message by message to
+    the streaming entry point, which must give the same q and offset bit for bit."""
     batch_estimator = Estimator(plant, config)
     batch = batch_estimator.run(window)
     streaming_estimator = Estimator(plant, config)
@@ -506,7 +508,13 @@ def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration()
             window.imu_angular_velocity[r], linear_acceleration=window.imu_linear_acceleration[r])[1]
     np.testing.assert_array_equal(np.array([result.q for result in streamed]), batch.q)
     batch_offset = batch_estimator.heading_estimates()["ic"]["heading_offset_rad"]
-    assert streaming_estimator.heading_estimates()["ic"]["heading_offset_rad"] == batch_offset != 0.0
+    assert streaming_estimator.heading_estimates()["ic"]["heading_offset_rad"] == batch_offset
+    return batch_offset
+
+
+def test_streaming_equals_batch_bit_for_bit_with_the_joint_centre_acceleration():
+    plant, window = ball_joint_window([math.radians(12.0)], 1.5)
+    assert ic_offset_in_both_paths(plant, window, ball_config(0.3)) != 0.0
 
 
 def test_one_parent_imu_serves_two_ball_joints_with_their_own_lever_arms():
@@ -520,3 +528,49 @@ def test_one_parent_imu_serves_two_ball_joints_with_their_own_lever_arms():
     estimates = estimator.heading_estimates()
     for name, offset in zip(("ic", "ic1"), offsets, strict=True):
         assert estimates[name]["heading_offset_rad"] == pytest.approx(offset, abs=math.radians(0.3))
+
+
+# ------------------------------------------------------------------------------------ the lower body walking
+LEG_OFFSETS_DEG = {"left_upper_leg": 8.0, "left_lower_leg": 9.0, "left_foot": 7.0, "right_upper_leg": -6.0,
+                   "right_lower_leg": -5.0, "right_foot": -6.5}
+
+
+def turned_lower_body_window(gait: bool, seconds: float):
+    """A lower-body session (benchmarks/drift.py's scenario: walking or slow sines) with white sensor noise and no
+    drift, each leg IMU's world turned by a constant :data:`LEG_OFFSETS_DEG` (the pelvis' is the reference)."""
+    scenario = lower_body_scenario(session_noise(0.0), 0, gait=gait)
+    window = simulation_window(scenario.simulator.run(seconds), scenario.config.imu_names)
+    for k, name in enumerate(scenario.config.imu_names):
+        if name in LEG_OFFSETS_DEG:
+            turned = window.imu_sensor == k
+            R = rotation_z(math.radians(LEG_OFFSETS_DEG[name])) @ quat_to_matrix(window.imu_quaternion_wxyz[turned])
+            window.imu_quaternion_wxyz[turned] = matrix_to_quat(R)
+    return scenario, window
+
+
+def test_the_hip_centres_acceleration_makes_each_legs_heading_observable():
+    scenario = lower_body_scenario(SensorNoise(), 0)
+    for noise, legs in ((0.3, True), (0.0, False)):
+        config = dataclasses.replace(scenario.config, heading_estimation=HeadingEstimation(
+            enabled=True, acceleration_noise=noise))
+        estimates = Estimator(scenario.plant, config).heading_estimates()
+        assert [estimates[name]["observable"] for name in LEG_OFFSETS_DEG] == [legs] * 6
+        assert estimates["pelvis"]["observable"] is False and estimates["pelvis"]["heading_std_rad"] == 0.0
+
+
+def test_walking_recovers_each_legs_heading_behind_its_hip():
+    # orientations fix each leg's segments relative to each other (knee hinge, 2-dof ankle); only the hip centre's
+    # horizontal acceleration, seen from the pelvis and the thigh, fixes the leg's heading relative to the pelvis
+    config_settings = HeadingEstimation(enabled=True, initial_deg=10.0, drift_deg_per_min=0.1)
+    errors = {}
+    for gait in (True, False):
+        scenario, window = turned_lower_body_window(gait, 20.0)
+        config = dataclasses.replace(scenario.config, heading_estimation=config_settings)
+        estimator = Estimator(scenario.plant, config)
+        estimator.run(window)
+        estimates = estimator.heading_estimates()
+        errors[gait] = [math.degrees(estimates[name]["heading_offset_rad"]) - offset
+                        for name, offset in LEG_OFFSETS_DEG.items()]
+    assert np.max(np.abs(errors[True])) < 0.5
+    # the slow sines move the hip centres by ~0.1 m/s^2: far less information in the same time
+    assert np.max(np.abs(errors[False])) > 2.0 * np.max(np.abs(errors[True]))

@@ -14,8 +14,10 @@ import pytest
 from ros_dofkit.core import simulation
 from ros_dofkit.core.estimator.robot import MODELS_DIR, ModelSpec, build_plant
 from ros_dofkit.core.simulation import (
+    GAIT_STRIDE_FREQUENCY_HZ,
     NOISE_PRESETS,
     STANDARD_GRAVITY,
+    GaitTrajectory,
     SensorNoise,
     SensorSimulator,
     SimulatedImu,
@@ -346,3 +348,72 @@ def test_long_sessions_compute_the_kinematics_block_by_block_with_the_same_value
         for field in ("quaternion_wxyz", "angular_velocity", "linear_acceleration", "heading_error"):
             np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert len({float(readings.heading_error[-1]) for readings in whole.imus}) == len(segments)
+
+
+@pytest.fixture(scope="module")
+def lower_body():
+    return build_plant([ModelSpec("lower_body.urdf", "lower_body", base_joint="floating")])
+
+
+def test_gait_follows_its_stride_table_the_right_leg_half_a_stride_later(lower_body):
+    trajectory = GaitTrajectory(lower_body, seed=0, variability=0.0, standing_s=0.0, start_s=0.0)
+    period = 1.0 / GAIT_STRIDE_FREQUENCY_HZ
+    t = np.linspace(0.0, 2.0 * period, 4001)
+    names = list(trajectory.position_names)
+    q, v = trajectory.evaluate(t)
+    later, _ = trajectory.evaluate(t + 0.5 * period)
+    # no standing start: the walk is continuous through t = 0 (the accelerometer's differences reach t < 0)
+    np.testing.assert_allclose(trajectory.evaluate(np.array([-1e-3]))[0], q[:1], atol=5e-3)  # rates < 5 rad/s
+    art = lower_body.articulated_view().q_indices
+    for joint in ("hip_flexion", "hip_adduction", "hip_rotation", "knee_flexion", "ankle_dorsiflexion",
+                  "ankle_inversion"):
+        left, right = (art[names.index(f"{side}_{joint}")] for side in ("left", "right"))
+        np.testing.assert_allclose(q[:, right], later[:, left], atol=1e-12)
+    knee = np.degrees(q[:, art[names.index("left_knee_flexion")]])
+    hip = np.degrees(q[:, art[names.index("left_hip_flexion")]])
+    # the normative curves the table was fitted to: knee ~5 deg at heel strike, ~60 in swing; hip +30 .. -10
+    assert knee[0] == pytest.approx(5.0, abs=1.0) and knee.max() == pytest.approx(60.0, abs=2.0)
+    assert hip[0] == pytest.approx(30.0, abs=1.0) and hip.min() == pytest.approx(-10.0, abs=2.0)
+    lower, upper = lower_body.position_lower_limits(), lower_body.position_upper_limits()
+    assert np.all(q[:, art] >= lower[art]) and np.all(q[:, art] <= upper[art])
+    # analytic rates: v == dq/dt (central differences) for the joints and the base translation
+    view = lower_body.articulated_view()
+    dq = np.gradient(q[:, view.q_indices], t, axis=0)
+    np.testing.assert_allclose(v[1:-1, view.v_indices], dq[1:-1], atol=2e-3)
+    np.testing.assert_allclose(v[1:-1, 3:6], np.gradient(q[:, 4:7], t, axis=0)[1:-1], atol=2e-3)
+
+
+def test_a_gait_session_starts_standing_in_the_neutral_pose_then_fades_the_walk_in(lower_body):
+    trajectory = GaitTrajectory(lower_body, seed=0, standing_s=1.0, start_s=2.0)
+    t = np.linspace(0.0, 5.0, 20001)
+    q, v = trajectory.evaluate(t)
+    standing = t < 1.0
+    neutral = np.asarray(lower_body.default_positions())
+    np.testing.assert_allclose(q[standing], np.broadcast_to(neutral, q[standing].shape), atol=1e-15)
+    assert np.all(v[standing] == 0.0)
+    walking, _ = GaitTrajectory(lower_body, seed=0, standing_s=0.0, start_s=0.0).evaluate(t[t >= 3.0])
+    np.testing.assert_allclose(q[t >= 3.0], walking, atol=1e-12)
+    # the fade-in's rates (r' q_gait + r v_gait) are the derivative of its positions, base included
+    view = lower_body.articulated_view()
+    np.testing.assert_allclose(v[1:-1, view.v_indices], np.gradient(q[:, view.q_indices], t, axis=0)[1:-1],
+                               atol=1e-4)
+    np.testing.assert_allclose(v[1:-1, 3:6], np.gradient(q[:, 4:7], t, axis=0)[1:-1], atol=1e-4)
+    # the base's angular velocity: R(t + h) R(t - h)^T = exp(2 h [w]x) in the world
+    R = np.array([quat_to_matrix(quaternion) for quaternion in q[:, :4]])
+    turn = np.array([matrix_to_rotvec(R[k + 1] @ R[k - 1].T) for k in range(1, len(t) - 1)])
+    np.testing.assert_allclose(v[1:-1, :3], turn / (t[2] - t[0]), atol=1e-4)
+
+
+def test_walking_accelerates_the_hip_centres_ten_times_the_slow_sines(lower_body):
+    # the pelvis IMU sits 0.1 m behind the hips: its horizontal acceleration is the hip centres' order
+    imus = [SimulatedImu("pelvis", "pelvis", np.eye(3), [-0.1, 0.0, 0.05])]
+    horizontal = {}
+    for name, trajectory in (("gait", GaitTrajectory(lower_body, seed=0, standing_s=0.0)),
+                             ("slow", SineTrajectory(lower_body, seed=0, max_amplitude=0.5, max_translation=0.05))):
+        R_WS, _, f_S = SensorSimulator(lower_body, imus, trajectory=trajectory).sensor_kinematics(
+            np.arange(0.0, 30.0, 0.01))
+        f_W = np.einsum("tij,tj->ti", R_WS[0], f_S[0])
+        horizontal[name] = np.sqrt(np.mean(np.sum(f_W[:, :2] ** 2, axis=1)))
+    # walking: the pelvis' +-1.5 m/s^2 fore-aft and ~0.8 m/s^2 sideways (LOWER_BODY_GAIT's sources)
+    assert 0.8 < horizontal["gait"] < 1.6
+    assert horizontal["slow"] < 0.2

@@ -272,6 +272,17 @@ class SineTrajectory:
         s, c = np.sin(arg), np.cos(arg)
         return (a * s).sum(-1), (a * omega * c).sum(-1), -(a * omega**2 * s).sum(-1)
 
+    def _coordinates(self, t):
+        """The articulated coordinates' offsets from their centres and rates at t (T,): (T, n) each."""
+        value, rate, _ = self._sines(t, self._a, self._omega, self._phi)
+        return value, rate
+
+    def _base_motion(self, t, base):
+        """A floating base's (yaw, pitch, roll) angles, their rates, translation offset and velocity: (T, 3) each."""
+        angles, rates, _ = self._sines(t, base["a"][:3], base["omega"][:3], base["phi"][:3])
+        offset, velocity, _ = self._sines(t, base["a"][3:], base["omega"][3:], base["phi"][3:])
+        return angles, rates, offset, velocity
+
     def evaluate(self, times):
         """``(q, v)`` at ``times`` (T,): shapes (T, nq), (T, nv); plant (Drake) coordinates."""
         t = np.atleast_1d(np.asarray(times, dtype=float))
@@ -281,12 +292,11 @@ class SineTrajectory:
         T = t.shape[0]
         q = np.tile(np.asarray(plant.default_positions(), dtype=float), (T, 1))
         v = np.zeros((T, plant.num_velocities()))
-        value, rate, _ = self._sines(t, self._a, self._omega, self._phi)
+        value, rate = self._coordinates(t)
         q[:, self._q_indices] = self.centre + value
         v[:, self._v_indices] = rate
         for base in self._floating:
-            angles, rates, _ = self._sines(t, base["a"][:3], base["omega"][:3], base["phi"][:3])
-            offset, velocity, _ = self._sines(t, base["a"][3:], base["omega"][3:], base["phi"][3:])
+            angles, rates, offset, velocity = self._base_motion(t, base)
             yaw, pitch, roll = angles[:, 0], angles[:, 1], angles[:, 2]
             Rz, Ry, Rx = rotation_z(yaw), rotation_y(pitch), rotation_x(roll)
             R = Rz @ Ry @ Rx @ base["R0"]
@@ -301,6 +311,137 @@ class SineTrajectory:
             v[:, vs:vs + 3] = w
             v[:, vs + 3:vs + 6] = velocity
         return q, v
+
+
+#: One stride of level walking at a self-selected speed, per coordinate of ros_dofkit/models/lower_body.urdf (the
+#: left side; the right side is the same half a stride later): ``(mean, ((harmonic, amplitude, phase), ...))`` with
+#: value(t) = mean + sum amplitude sin(2 pi harmonic f t + phase), phase 0 at the left heel strike; angles in degrees,
+#: the pelvis' translation in metres. Joint angles: two or three harmonics fitted (least squares) to the normative
+#: sagittal curves of Perry & Burnfield, Gait Analysis: Normal and Pathological Function, 2nd ed. (2010), ch. 4-7
+#: (hip +30 deg flexed at heel strike to -10 deg at terminal stance; knee 5 deg at heel strike, ~18 deg in loading
+#: response, ~60 deg in swing; ankle 10 deg dorsiflexion in terminal stance, ~15 deg plantarflexion after toe-off) and
+#: Kadaba, Ramakrishnan & Wootten, J. Orthop. Res. 8 (1990) 383-392 (hip adduction and rotation, ankle inversion
+#: ranges of ~10 deg or less). Pelvis: rotation and obliquity +-4 deg once a stride, tilt +-1.5 deg twice (Perry &
+#: Burnfield); the centre of mass rises and falls +-2.3 cm twice a stride (lowest at double support) and sways +-2 cm
+#: once (Saunders, Inman & Eberhart, J. Bone Joint Surg. 35-A (1953) 543-558); its forward speed varies by
+#: +-0.13 m/s (10 % of 1.3 m/s, fastest at double support) twice a stride: +-1.2 cm about the mean forward motion,
+#: +-1.5 m/s^2, the order of the trunk accelerations measured in walking (Zijlstra & Hof, Gait & Posture 18 (2003)
+#: 1-10). The walk is on a treadmill (no mean forward velocity: a constant velocity changes no sensor reading).
+LOWER_BODY_GAIT = {
+    "hip_flexion": (9.5, ((1, 20.8, 1.84), (2, 6.6, 3.07))),
+    "hip_adduction": (0.0, ((1, 5.0, 0.63),)),
+    "hip_rotation": (0.0, ((1, 4.0, -0.31),)),
+    "knee_flexion": (23.9, ((1, 20.6, -2.95), (2, 15.4, -1.09), (3, 1.8, -0.86))),
+    "ankle_dorsiflexion": (-1.7, ((1, 4.8, -0.18), (2, 9.2, 2.86))),
+    "ankle_inversion": (0.0, ((1, 3.0, 0.63),)),
+    "base_yaw": (0.0, ((1, 4.0, 0.0),)),
+    "base_pitch": (0.0, ((2, 1.5, 0.0),)),
+    "base_roll": (0.0, ((1, 4.0, 1.57),)),
+    "base_x": (0.0, ((2, 0.0115, 0.0),)),
+    "base_y": (0.0, ((1, 0.02, 0.0),)),
+    "base_z": (0.0, ((2, 0.023, -1.57),)),
+}
+
+#: Self-selected cadence of adults, ~108 steps per minute (Perry & Burnfield: 113 on average): 0.9 strides per s.
+GAIT_STRIDE_FREQUENCY_HZ = 0.9
+
+#: A session starts standing still in the neutral pose (the pose an IMU suit is calibrated in) for this long (s) ...
+GAIT_STANDING_S = 5.0
+
+#: ... then starts walking smoothly over this long (s).
+GAIT_START_S = 2.0
+
+#: The floating base's series in :data:`LOWER_BODY_GAIT`, in the order of ``SineTrajectory``'s base arrays.
+_BASE_SERIES = ("base_yaw", "base_pitch", "base_roll", "base_x", "base_y", "base_z")
+
+
+class GaitTrajectory(SineTrajectory):
+    """Walking on a treadmill: every coordinate named in ``gait`` (default :data:`LOWER_BODY_GAIT`, sides
+    ``left_`` and ``right_``, the right half a stride later) follows its stride's Fourier series at
+    ``stride_frequency_hz``; the floating base's angles and translation follow the ``base_*`` series. Each series'
+    amplitudes are scaled by one seeded factor in [1 - variability, 1 + variability] (subjects differ); coordinates
+    the table does not name stay at their centre. The session starts standing in the neutral pose (every gait
+    coordinate and the base's motion 0) for ``standing_s``, then the gait fades in over ``start_s``: q = r(t) q_gait
+    with a smooth r from 0 to 1, v = r' q_gait + r v_gait (analytic, as in :class:`SineTrajectory`).
+
+    The slow :class:`SineTrajectory` moves the lower body's hip centres by a few 0.1 m/s^2; walking moves them by
+    1-2 m/s^2 (the pelvis' accelerations above), which is what a lower-body IMU suit records.
+    """
+
+    def __init__(self, plant, seed: int = 0, stride_frequency_hz: float = GAIT_STRIDE_FREQUENCY_HZ,
+                 gait: dict | None = None, variability: float = 0.1, standing_s: float = GAIT_STANDING_S,
+                 start_s: float = GAIT_START_S):
+        super().__init__(plant, seed=seed, max_amplitude=0.0, max_translation=0.0, components=1)
+        self.standing_s = _check_nonnegative(standing_s, "standing_s")
+        self.start_s = _check_nonnegative(start_s, "start_s")
+        gait = LOWER_BODY_GAIT if gait is None else gait
+        frequency = _check_nonnegative(stride_frequency_hz, "stride_frequency_hz")
+        if frequency == 0.0:
+            raise SimulationError("stride_frequency_hz: expected a frequency > 0, got 0")
+        variability = _check_nonnegative(variability, "variability")
+        rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
+        K = max(len(series) for _, series in gait.values())
+        names = list(self.position_names)
+        series = {f"{side}_{name}": (mean, terms, shift) for name, (mean, terms) in gait.items()
+                  if not name.startswith("base_") for side, shift in (("left", 0.0), ("right", math.pi))}
+        unknown = sorted(set(series) - set(names))
+        if unknown:
+            raise SimulationError(f"gait: coordinates {unknown} are not in the plant; its coordinates are {names}")
+        a, omega, phi = np.zeros((len(names), K)), np.ones((len(names), K)), np.zeros((len(names), K))
+        for name, (mean, terms, shift) in series.items():
+            i = names.index(name)
+            self.centre[i] = math.radians(mean)
+            a[i], omega[i], phi[i] = _gait_terms(terms, K, frequency, shift, math.radians(1.0), rng, variability)
+        self._a, self._omega, self._phi = a, omega, phi
+        for base in self._floating:
+            base["a"], base["omega"], base["phi"] = np.zeros((6, K)), np.ones((6, K)), np.zeros((6, K))
+            for row, name in enumerate(_BASE_SERIES):
+                mean, terms = gait.get(name, (0.0, ()))
+                if mean:
+                    raise SimulationError(f"gait: {name} must have mean 0 (the base moves about its default pose)")
+                unit = math.radians(1.0) if row < 3 else 1.0
+                base["a"][row], base["omega"][row], base["phi"][row] = _gait_terms(terms, K, frequency, 0.0, unit, rng,
+                                                                                 variability)
+        self.amplitude = np.abs(a).sum(axis=1)
+        self.stride_frequency_hz = frequency
+        self._walking = np.isin(np.arange(len(names)), [names.index(name) for name in series])
+
+    def _ramp(self, t):
+        """The gait's share r(t) and its rate: 0 while standing, 6x^5 - 15x^4 + 10x^3 over the start
+        (x = (t - standing_s) / start_s; continuous acceleration), then 1 (always 1 without standing and start:
+        the accelerometer's differences then see no step at t = 0)."""
+        if self.start_s == 0.0:
+            step = np.ones_like(t) if self.standing_s == 0.0 else (t >= self.standing_s).astype(float)
+            return step, np.zeros_like(t)
+        x = np.clip((t - self.standing_s) / self.start_s, 0.0, 1.0)
+        return x ** 3 * (10.0 - 15.0 * x + 6.0 * x * x), 30.0 * x * x * (1.0 - x) ** 2 / self.start_s
+
+    def _coordinates(self, t):
+        """The gait's coordinates times the ramp: the neutral pose (0) while standing, the stride after the start."""
+        value, rate = super()._coordinates(t)
+        r, dr = self._ramp(t)
+        full = self.centre + value
+        walking = self._walking
+        value[:, walking] = r[:, None] * full[:, walking] - self.centre[walking]
+        rate[:, walking] = dr[:, None] * full[:, walking] + r[:, None] * rate[:, walking]
+        return value, rate
+
+    def _base_motion(self, t, base):
+        angles, rates, offset, velocity = super()._base_motion(t, base)
+        r, dr = (values[:, None] for values in self._ramp(t))
+        return r * angles, dr * angles + r * rates, r * offset, dr * offset + r * velocity
+
+
+def _gait_terms(terms, K: int, frequency: float, shift: float, unit: float, rng, variability: float):
+    """(a, omega, phi) (K,) each of one gait series (module constant :data:`LOWER_BODY_GAIT`), unused terms of
+    amplitude 0; ``shift`` the phase of a stride (pi: half a stride later, times the harmonic)."""
+    a, omega, phi = np.zeros(K), np.ones(K), np.zeros(K)
+    scale = rng.uniform(1.0 - variability, 1.0 + variability)
+    for k, (harmonic, amplitude, phase) in enumerate(terms):
+        a[k] = scale * amplitude * unit
+        omega[k] = 2.0 * math.pi * harmonic * frequency
+        phi[k] = phase + harmonic * shift
+    return a, omega, phi
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,9 @@ full rank (no reference needed); a floating base, or a vertical first joint that
 heading (rank m - 1), and the first IMU whose removal restores full rank becomes the reference. What remains
 rank deficient is reported as unobservable and gets no information (above): e.g. the common heading of a leg
 behind a 3-dof hip (the hip absorbs it; the hinges below only fix the leg's segments relative to each other).
-Motion observes that direction (next paragraph); ``observable`` still reports the orientation-only rule.
+Motion observes that direction (next paragraph): with the joint-centre accelerations on, ``observable`` also counts
+the directions their pairs measure (:func:`observable_offsets`; observable once the joint centres accelerate
+horizontally).
 
 Joint-centre acceleration (2/3-dof joints). :func:`joint_pairs` pairs IMU c with IMU p on the nearest ancestor body
 carrying an IMU when the joints between them are >= 2 hinges (welds allowed) through one point J (a ball or
@@ -86,9 +88,18 @@ acceleration, no information: no threshold. a_S is the central difference of the
 measurement of a sample enters at the IMU's next sample (one sample late; each IMU's previous lever arm, f + w x
 (w x r) and corrected R_WO are held, u turned by the heading change since); both IMUs' held samples must share
 a stamp. A backward difference (alpha half a sample late) biased the heading by 2 deg on the exact ball-joint case
-of the tests. Measured (``benchmarks/drift.py --minutes 10 --models lower_body``, 3 deg/min): hip adduction /
-rotation worst-minute RMS 3.06 deg (4.3 from orientations alone), raw IMUs' hips 6.4 deg (30); the simulated motion
-is slow (horizontal hip-centre accelerations of a few 0.1 m/s^2), so the information stays weak.
+of the tests.
+
+What limits a leg's heading. Behind a 3-dof hip only this measurement observes the leg's heading relative to the
+pelvis, so its accuracy is an information limit, not a bias: with exact simulated sensors Delta equals the true
+remaining offset difference to 0.001 deg at every sample; with the drift benchmark's sensors (0.5 deg orientation
+noise: g times the tilt error, ~0.09 m/s^2, dominates each side's error) its 10-second information-weighted means
+scatter by 0.8-1.6 deg about the truth when the hip centres accelerate by ~0.1 m/s^2 (slow sines) and by 0.17-0.21
+deg when walking (~1 m/s^2). A random walk of rate 2 q (two IMUs at q = (3 deg/min)^2 / 60 s) observed with
+information I per second is tracked by any causal filter with a standard deviation of at least (2 q / I)^(1/4):
+1.5 deg for the slow sines, 0.6 deg walking (I from those scatters). The slow session's 1.5-2 deg leg-heading
+errors, and its hips' worst minutes of 3 deg, are that limit; the walking session's hips stay under 2 deg.
+Measured (``benchmarks/drift.py --minutes 10``): README, "Heading drift".
 
 Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
 samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
@@ -309,6 +320,10 @@ JointPairs.__doc__ = """The joint-centre acceleration constraints: per pair, the
 centre J (``centre_body``); int64 arrays of one length."""
 
 
+#: No joint-centre acceleration constraint.
+NO_PAIRS = JointPairs(*(np.zeros(0, np.int64),) * 3)
+
+
 def joint_pairs(tree, body, scale, Q) -> JointPairs:
     """Pairs (IMU i, IMU k) where IMU k rides the nearest ancestor body of i's body that carries an IMU (weight > 0),
     and the joints between them are at least two revolute joints (welds allowed) whose origins coincide at every
@@ -340,6 +355,31 @@ def joint_pairs(tree, body, scale, Q) -> JointPairs:
             above.append(carrier[a])
             centre.append(hinges[0])
     return JointPairs(np.array(child, np.int64), np.array(above, np.int64), np.array(centre, np.int64))
+
+
+def observable_offsets(column, basis, pairs) -> np.ndarray:
+    """(n_imu,) bool: the estimated offsets (``column`` >= 0) whose unit vector lies in the span of the observable
+    directions of the orientations (``basis`` (m, k), :func:`choose_reference`) and of each joint pair's difference
+    e_child - e_parent (the joint-centre acceleration's measurement direction): what the chain observes once the
+    joint centres accelerate horizontally."""
+    m = basis.shape[0]
+    directions = [basis]
+    for child, parent in zip(pairs.child, pairs.parent, strict=True):
+        h = np.zeros((m, 1))
+        if column[child] >= 0:
+            h[column[child]] = 1.0
+        if column[parent] >= 0:
+            h[column[parent]] -= 1.0
+        directions.append(h)
+    spanned = np.hstack(directions)
+    observable = np.zeros(len(column), dtype=bool)
+    if m == 0 or spanned.shape[1] == 0:
+        return observable
+    U, singular, _ = np.linalg.svd(spanned, full_matrices=False)
+    span = U[:, singular > 1e-8 * max(float(singular[0]), 1e-300)]
+    estimated = column >= 0
+    observable[estimated] = np.sum(span ** 2, axis=1)[column[estimated]] > 1.0 - OBSERVABLE_TOLERANCE
+    return observable
 
 
 def fill_accelerations(f_S, accel, present) -> None:
@@ -460,9 +500,9 @@ def rank(S, scale: float, relative: float = 1e-8) -> int:
 def choose_reference(tree, nv: int, body, scale, free_v, reference: int | None, plant) -> tuple:
     """The observability rule (module docstring): ``(column, observable, basis)`` where column (n_imu,) int64 is
     each IMU's offset index (-1: held at 0: the reference and IMUs of weight 0), observable (n_imu,) bool says which
-    estimated offsets the chain sees generically, and basis (m, k) spans the observable directions of the offsets
-    (k = m: all of them). ``reference``: a configured reference IMU index, or None to
-    let the rule choose one (only when a common heading is unobservable)."""
+    estimated offsets the chain's orientations see generically, and basis (m, k) spans the observable directions of
+    the offsets (k = m: all of them). ``reference``: a configured reference IMU index, or None to let the rule choose
+    one (only when a common heading is unobservable)."""
     n_imu = len(body)
     Q = random_configurations(plant, OBSERVABILITY_SAMPLES)
 
@@ -489,14 +529,11 @@ def choose_reference(tree, nv: int, body, scale, free_v, reference: int | None, 
             if rank(reduced, size) == full:
                 column, S = candidate, reduced
                 break
-    observable = np.zeros(n_imu, dtype=bool)
     seen = np.zeros((S.shape[0], 0))
     if S.shape[0]:
         eigenvalues, vectors = np.linalg.eigh(S)
         seen = vectors[:, eigenvalues > 1e-8 * size]  # the resolution matrix pinv(S) S is seen @ seen^T
-        estimated = column >= 0
-        observable[estimated] = np.sum(seen ** 2, axis=1)[column[estimated]] > 1.0 - OBSERVABLE_TOLERANCE
-    return column, observable, seen
+    return column, observable_offsets(column, seen, NO_PAIRS), seen
 
 
 class HeadingFilter:
@@ -517,8 +554,7 @@ class HeadingFilter:
         body = np.asarray(setup.body_index, dtype=np.int64)
         scale = np.sqrt(np.asarray(setup.weights, dtype=float))
         reference = None if settings.reference_imu is None else self.names.index(settings.reference_imu)
-        column, self.observable, basis = choose_reference(self._tree, nv, body, scale, self._free_v, reference,
-                                                          plant)
+        column, _, basis = choose_reference(self._tree, nv, body, scale, self._free_v, reference, plant)
         # Information only along the generically observable directions (module docstring): None when all are.
         self._projector = None if basis.shape[1] == basis.shape[0] else basis @ basis.T
         self.reference = None
@@ -538,9 +574,10 @@ class HeadingFilter:
         # joint-centre acceleration constraints (module docstring), their noise and the gyro differentiation state
         self._noise2 = float(settings.acceleration_noise) ** 2
         self.pairs = joint_pairs(self._tree, body, scale, random_configurations(plant, OBSERVABILITY_SAMPLES)) \
-            if self._noise2 > 0.0 and m else JointPairs(*(np.zeros(0, np.int64),) * 3)
+            if self._noise2 > 0.0 and m else NO_PAIRS
         self._p_BS = np.zeros((n, 3)) if positions is None else np.asarray(positions, dtype=float).reshape(n, 3)
         self._inertial = None
+        self.observable = observable_offsets(column, basis, self.pairs)  # orientations and accelerations
         # joint ends: pair k's child side k, its parent side P + k (an IMU may sit on several, e.g. the pelvis)
         self._end_imu = np.concatenate([self.pairs.child, self.pairs.parent])
         self._end_centre = np.concatenate([self.pairs.centre_body, self.pairs.centre_body])
