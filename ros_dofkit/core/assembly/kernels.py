@@ -590,12 +590,13 @@ def solve(tracker, q, r_g, r_c, evaluated):
     :func:`make_work`) and ``solver_work`` (:func:`make_solver_work`); neither carries anything from one call to the
     next that changes the result. If ``evaluated``, ``work``, r_g and r_c already hold the evaluation at q.
 
-    Iteration: Jacobians at q; hold variables on an outward-pushed bound; damped step (:func:`compute_step`);
-    trial q' = clip(q ⊕ d); accept or reject (:func:`accept_step`) with λ divided by 3 on acceptance (down to 1e-8)
-    and multiplied by 4 on rejection. Converged, after an accepted step, when the error norm is within
-    ``tolerance`` and either |d|∞ <= accuracy or the goal decreased by at most accuracy² of its value; also when
-    the projected gradient and the errors vanish, or when a rejected step already has |d|∞ <= accuracy with the
-    errors within tolerance. Stops as stalled when λ exceeds 1e16 and after ``max_iterations`` steps.
+    Start (:func:`_start`): q clipped into its bounds, residuals and Jacobians at q. Iteration: hold variables on an
+    outward-pushed bound; damped step (:func:`compute_step`); trial q' = clip(q ⊕ d); accept or reject
+    (:func:`accept_step`) with λ divided by 3 on acceptance (down to 1e-8, then Jacobians at the new q) and multiplied
+    by 4 on rejection. Converged, after an accepted step, when the error norm is within ``tolerance`` and either
+    |d|∞ <= accuracy or the goal decreased by at most accuracy² of its value; also when the projected gradient and
+    the errors vanish, or when a rejected step already has |d|∞ <= accuracy with the errors within tolerance. Stops
+    as stalled when λ exceeds 1e16 and after ``max_iterations`` steps.
 
     ``stats`` (int64[3]) is incremented: [residual evaluations, Jacobian evaluations, iterations].
     Returns (status, goal F = ½|r_g|², error norm); r_g, r_c end as the residuals at the returned q.
