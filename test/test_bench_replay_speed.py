@@ -56,6 +56,9 @@ def test_budget_lines_take_the_worst_round():
     assert peer.startswith("MISS") and "9.5x" in peer
     factor, peer = replay_speed.budget_lines([150.0], [10.0])
     assert factor.startswith("PASS") and peer.startswith("PASS") and "worst of 1 round:" in factor
+    line = replay_speed.overlapped_budget_line([170.0, 149.5], 2)
+    assert line.startswith("MISS") and "on 2 cores: 149.5x (worst of 2 rounds: 170.0x 149.5x)" in line
+    assert replay_speed.overlapped_budget_line([151.0], 2).startswith("PASS")
 
 
 def test_reach_line_compares_the_unavoidable_parts_with_a_tenth_of_the_read():
