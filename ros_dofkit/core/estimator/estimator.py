@@ -19,7 +19,6 @@ import math
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from itertools import compress
 
 import numpy as np
 
@@ -625,19 +624,14 @@ class Estimator:
         sensor_errors(b.X_WB, b.observed, self._setup.body_index, self._R_BS_array, self._R_WG, b.R_GS, b.errors)
         self._q_last = self._q_current
         self._cycles += 1
-        names = self._names
-        return EstimatorResult(
-            stamp=stamp, q=_frozen(Q[0]), v=_frozen(b.V[0]), position_names=self._position_names,
-            velocity_names=self._velocity_names, velocity_from_gyro=_frozen(b.from_gyro[0]), X_WB=_frozen(b.X_WB[0]),
-            goal=float(info["goal"][0]), solved=True, failure="",
-            sensor_errors_deg=dict(zip(names, b.errors[0].tolist(), strict=True)),
-            observed_sensors=tuple(compress(names, b.observed[0])), stale_sensors=tuple(compress(names, stale)),
-            uncalibrated_sensors=tuple(compress(names, ~stale & ~self._calibrated)),
-            missing_encoders=tuple(compress(self._setup.art_names, self._missing(encoder["have"][None])[0]))
-            if self._measured.any() else (),
-            solve_time_s=solve_time, tracking_reset=False, cycle=self._cycles, initialized=True,
-            sensor_weights={n: float(w) for n, o, w in zip(names, b.observed[0], self._setup.weights, strict=True)
-                            if o})
+        return EstimatorResult.of_cycle(
+            sensor_names=self._names, articulated_names=self._setup.art_names, position_names=self._position_names,
+            velocity_names=self._velocity_names, stamp=stamp, q=Q[0], v=b.V[0], velocity_from_gyro=b.from_gyro[0],
+            X_WB=b.X_WB[0], goal=info["goal"][0], solved=True, failure="", errors_deg=b.errors[0],
+            observed=b.observed[0], stale=stale, uncalibrated=~stale & ~self._calibrated,
+            missing=self._missing(encoder["have"][None])[0] if self._measured.any() else (),
+            weights=self._setup.weights, solve_time_s=solve_time, tracking_reset=False, cycle=self._cycles,
+            initialized=True)
 
     def feed(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
         """Offer a window of a recording (in offering order, after the windows fed before) and run every cycle

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 
 import numpy as np
 from numba import njit
@@ -459,6 +460,27 @@ class EstimatorResult:
     initialized: bool
     sensor_weights: dict = field(default_factory=dict)
 
+    @classmethod
+    def of_cycle(cls, *, sensor_names, articulated_names, position_names, velocity_names, stamp, q, v,
+                 velocity_from_gyro, X_WB, goal, solved, failure, errors_deg, observed, stale, uncalibrated, missing,
+                 weights, solve_time_s, tracking_reset, cycle, initialized) -> EstimatorResult:
+        """One cycle's result from its row arrays, the one conversion of the batch run's rows
+        (:meth:`OfflineRun.result`) and of a message's streamed cycle: arrays frozen, per-sensor flags (bool rows in
+        ``sensor_names`` order) as name tuples, ``missing`` (bool row in ``articulated_names`` order, or empty) as
+        names, ``weights`` kept for the observed sensors only."""
+        return cls(
+            stamp=float(stamp), q=_frozen(q), v=_frozen(v), position_names=position_names,
+            velocity_names=velocity_names, velocity_from_gyro=_frozen(velocity_from_gyro), X_WB=_frozen(X_WB),
+            goal=float(goal), solved=bool(solved), failure=failure,
+            sensor_errors_deg=dict(zip(sensor_names, np.asarray(errors_deg, dtype=float).tolist(), strict=True)),
+            observed_sensors=tuple(compress(sensor_names, observed)),
+            stale_sensors=tuple(compress(sensor_names, stale)),
+            uncalibrated_sensors=tuple(compress(sensor_names, uncalibrated)),
+            missing_encoders=tuple(compress(articulated_names, missing)),
+            solve_time_s=float(solve_time_s), tracking_reset=bool(tracking_reset), cycle=int(cycle),
+            initialized=bool(initialized),
+            sensor_weights={n: float(w) for n, o, w in zip(sensor_names, observed, weights, strict=True) if o})
+
 
 @dataclass(frozen=True)
 class OfflineRun:
@@ -558,23 +580,14 @@ class OfflineRun:
     def result(self, k: int):
         """Cycle ``k`` of this run as the streaming path's :class:`EstimatorResult` (cycle numbers from 1 after the
         reset)."""
-        observed = self.observed[k]
-        stale = self.stale[k]
-        names = self.sensor_names
-        return EstimatorResult(
-            stamp=float(self.stamp[k]), q=_frozen(self.q[k]), v=_frozen(self.v[k]),
-            position_names=self.position_names, velocity_names=self.velocity_names,
-            velocity_from_gyro=_frozen(self.velocity_from_gyro[k]), X_WB=_frozen(self.poses(k)),
-            goal=float(self.goal[k]), solved=bool(self.solved[k]), failure=self.failure[k],
-            sensor_errors_deg={name: float(self.sensor_errors_deg[k, i]) for i, name in enumerate(names)},
-            observed_sensors=tuple(n for n, o in zip(names, observed, strict=True) if o),
-            stale_sensors=tuple(n for n, s in zip(names, stale, strict=True) if s),
-            uncalibrated_sensors=tuple(n for n, u in zip(names, self.uncalibrated[k], strict=True) if u),
-            missing_encoders=tuple(n for n, m in zip(self.articulated_names, self.missing[k], strict=True) if m),
-            solve_time_s=float(self.solve_time_s[k]), tracking_reset=bool(self.tracking_reset[k]),
-            cycle=self.first_cycle + k + 1, initialized=bool(self.initialized[k]),
-            sensor_weights={n: float(w) for n, o, w in zip(names, observed, self.weights[k], strict=True) if o},
-        )
+        return EstimatorResult.of_cycle(
+            sensor_names=self.sensor_names, articulated_names=self.articulated_names,
+            position_names=self.position_names, velocity_names=self.velocity_names, stamp=self.stamp[k], q=self.q[k],
+            v=self.v[k], velocity_from_gyro=self.velocity_from_gyro[k], X_WB=self.poses(k), goal=self.goal[k],
+            solved=self.solved[k], failure=self.failure[k], errors_deg=self.sensor_errors_deg[k],
+            observed=self.observed[k], stale=self.stale[k], uncalibrated=self.uncalibrated[k], missing=self.missing[k],
+            weights=self.weights[k], solve_time_s=self.solve_time_s[k], tracking_reset=self.tracking_reset[k],
+            cycle=self.first_cycle + k + 1, initialized=self.initialized[k])
 
     def results(self, mask=None) -> ResultSequence:
         """The cycles (those where ``mask`` is True) as a lazy sequence of EstimatorResult."""
