@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import multiprocessing
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -99,10 +98,3 @@ def run_tasks(tasks: list[Callable], jobs: int, before: Callable[[], None] | Non
     with context.Pool(min(jobs, len(tasks)), initializer=before) as pool:
         for _ in pool.imap_unordered(_run_one, tasks, chunksize=1):
             pass
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system has one), at least 1."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)

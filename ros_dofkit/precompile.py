@@ -42,8 +42,9 @@ from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odomet
 from ros_dofkit.core.estimator.offline import kinematics_and_velocities, sensor_errors
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
-from ros_dofkit.kernel_jobs import available_cores, cached_kernels, run_tasks, share_compiles
+from ros_dofkit.kernel_jobs import cached_kernels, run_tasks, share_compiles
 from ros_dofkit.replay.demo_robot import build_demo_robot
+from ros_dofkit.replay.overlap import usable_cores
 from ros_dofkit.ros.parameters import (
     estimator_config_from_parameters,
     load_parameter_file,
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"kernel groups to compile: {', '.join(GROUPS)} (default: all)")
     parser.add_argument("--config", action="append", type=Path, default=[], metavar="FILE",
                         help=f"estimator parameter file to warm up (repeatable; default: {SOURCE_CONFIG_DIR}/*.yaml)")
-    parser.add_argument("--jobs", type=int, default=available_cores(),
+    parser.add_argument("--jobs", type=int, default=usable_cores(),
                         help="worker processes (default: the cores this process may use)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.groups) - set(GROUPS))
