@@ -3,6 +3,8 @@ bag time, looping sends the clock back once per restart, and bad bags are refuse
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -31,13 +33,25 @@ def stamp_ns(stamp) -> int:
 
 
 def test_play_publishes_the_bag_unchanged_with_clock(demo_bag, ros_node, ros_processes):
+    """Every message of the played topics arrives, the first and the last included.
+
+    A subscription matches a publisher a little after the publisher matches it, and a message sent in between is
+    lost to it; the player cannot see the subscriber's side. So the test opens a gate only once its own
+    subscriptions have matched the player's publishers: a third played topic that the player waits for and that
+    the test subscribes to last. The last messages are the player's to deliver: it waits for acknowledgements
+    before exiting.
+    """
     from ros_dofkit.ros.bag_io import read_bag
 
     topics = ["/imu/hand/data", "/joint_states"]
+    gate = "/imu/wrist/data"
     collectors = collect(ros_node, [*topics, "/clock"])
-    process = ros_processes.start("dofkit", "play", str(demo_bag), "--topics", *topics, "--quiet",
-                                  "--wait-for-subscribers", *topics)
-    expected = {topic: [r.message for r in read_bag(demo_bag, topics=[topic])] for topic in topics}
+    process = ros_processes.start("dofkit", "play", str(demo_bag), "--topics", *topics, gate, "--quiet",
+                                  "--wait-for-subscribers", *topics, gate)
+    for topic in [*topics, "/clock"]:
+        ros_node.wait_for_publishers(collectors[topic], timeout=30.0)
+    collectors.update(collect(ros_node, [gate]))
+    expected = {topic: [r.message for r in read_bag(demo_bag, topics=[topic])] for topic in [*topics, gate]}
     ros_node.spin_until(
         lambda: all(len(collectors[t]) >= len(expected[t]) for t in topics),
         lambda: f"all messages ({ {t: (len(collectors[t]), len(expected[t])) for t in topics} })",
@@ -55,10 +69,52 @@ def test_play_publishes_the_bag_unchanged_with_clock(demo_bag, ros_node, ros_pro
     assert list(joints[0].name) == list(expected["/joint_states"][0].name)
     np.testing.assert_array_equal(joints[-1].position, expected["/joint_states"][-1].position)
     # Every message was preceded by a clock at its bag time: one clock per distinct stamp, the last one last.
-    stamps = {stamp_ns(m.header.stamp) for t in topics for m in expected[t]}
+    stamps = {stamp_ns(m.header.stamp) for t in [*topics, gate] for m in expected[t]}
     ros_node.spin_until(lambda: len(collectors["/clock"]) >= len(stamps), "every /clock message", timeout=10.0)
     clock = [stamp_ns(m.clock) for m in collectors["/clock"].messages]
     assert clock == sorted(stamps)
+
+
+SUBSCRIBER = """
+import sys, rclpy
+from sensor_msgs.msg import Imu
+rclpy.init()
+node = rclpy.create_node("stalled_subscriber")
+node.create_subscription(Imu, sys.argv[1], lambda message: None, 1000)
+print("subscribed", flush=True)
+rclpy.spin(node)
+"""
+
+
+def test_the_player_reports_messages_a_subscriber_has_not_acknowledged(demo_bag, ros_node, ros_processes):
+    """A stopped subscriber cannot acknowledge: the player names its topic at the deadline; once it runs again it
+    acknowledges everything, and the player reports nothing."""
+    import os
+    import signal
+    import sys
+
+    from ros_dofkit.replay.player import BagPlayer
+    from ros_dofkit.ros.bag_io import read_bag
+
+    topic = "/imu/hand/data"
+    player = BagPlayer(ros_node.node, demo_bag, rate=50.0, topics=[topic], publish_clock=False)
+    subscriber = ros_processes.start(sys.executable, "-c", SUBSCRIBER, topic)
+    subscriber.wait_for_output("subscribed", timeout=30.0)
+    ros_node.wait_for_subscriptions(player.publishers[topic], timeout=30.0)
+    time.sleep(1.0)  # the subscriber's side of the match
+    os.kill(subscriber.pid, signal.SIGSTOP)
+    try:
+        stats = player.play()
+        assert stats.published[topic] == len(list(read_bag(demo_bag, topics=[topic])))
+        assert player.wait_for_acknowledgements(0.5) == [topic]
+    finally:
+        os.kill(subscriber.pid, signal.SIGCONT)
+    assert player.wait_for_acknowledgements(20.0) == []
+
+
+def test_play_refuses_a_negative_acknowledgement_timeout(demo_bag, capsys):
+    assert cli.main(["play", str(demo_bag), "--ack-timeout", "-1"]) == 2
+    assert "--ack-timeout" in capsys.readouterr().err
 
 
 def test_looping_sends_the_clock_back_once_per_restart(demo_bag, ros_node, ros_processes):

@@ -14,6 +14,8 @@ Online replay without rosbag2: publish every message of the bag IN on its topic 
 timestamps (times --rate), and /clock (rosgraph_msgs/Clock) with the bag time before each new instant, so that
 nodes started with use_sim_time:=true (e.g. the estimator) run on the recording's time. Messages go out as
 stored (serialized CDR) on reliable publishers; a /clock topic inside the bag is replaced by the player's.
+Before exiting, the player waits (at most --ack-timeout s) until every subscriber has acknowledged every message,
+so that none loses the bag's last messages with the exiting process.
 
 --loop plays the bag again and again: each restart sends the clock back to the bag's first stamp, and the
 estimator resets its tracking on that jump instead of mixing the passes. Example:
@@ -42,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "has one), then 1 s more for the subscribers to see the match too; at most --wait-timeout s")
     parser.add_argument("--wait-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="longest wait for subscribers (default 30)")
+    parser.add_argument("--ack-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="after the last message, wait at most this long for the subscribers to acknowledge "
+                        "every message before exiting (default 5; 0: exit at once)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.set_defaults(func=run)
 
@@ -53,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     from ros_dofkit.replay.player import BagPlayer
     from ros_dofkit.ros.bag_io import BagError
 
+    if not args.ack_timeout >= 0:
+        print(f"dofkit play: error: --ack-timeout: expected a number >= 0, got {args.ack_timeout}", file=sys.stderr)
+        return 2
     if args.count < 1:
         print(f"dofkit play: error: --count: expected an integer >= 1, got {args.count}", file=sys.stderr)
         return 2
@@ -88,6 +96,11 @@ def run(args: argparse.Namespace) -> int:
             return 1
         if interactive:
             sys.stderr.write("\n")
+        unacknowledged = player.wait_for_acknowledgements(args.ack_timeout) if args.ack_timeout > 0 else []
+        if unacknowledged:
+            print(f"dofkit play: warning: messages on {unacknowledged} were not acknowledged by every subscriber "
+                  f"within --ack-timeout {args.ack_timeout:g} s; a subscriber may miss the last of them",
+                  file=sys.stderr)
         total = sum(stats.published.values())
         print(f"played {args.input}: {stats.passes} pass(es), {total} messages on {len(stats.published)} topics, "
               f"{stats.clock_messages} /clock messages, {stats.wall_time_s:.2f} s")

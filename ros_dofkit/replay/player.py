@@ -133,6 +133,28 @@ class BagPlayer:
                 spin()
             time.sleep(0.01)
 
+    def wait_for_acknowledgements(self, timeout_s: float = 5.0) -> list[str]:
+        """Wait until every matched subscription has acknowledged every message published so far, at most
+        ``timeout_s`` in all; returns the topics still unacknowledged (empty when all were).
+
+        A process that exits right after its last ``publish`` takes its writers' history with it: a sample whose
+        first transmission a reader missed can no longer be repaired, so the reader never gets the bag's last
+        message (what ``ros2 bag play --wait-for-all-acked`` is for). The publishers are reliable, so DDS reports
+        the acknowledgements; a topic without subscribers counts as acknowledged.
+        """
+        from rclpy.duration import Duration
+
+        deadline = time.monotonic() + timeout_s
+        unacknowledged = []
+        publishers = dict(self._publishers)
+        if self._clock_publisher is not None:
+            publishers[CLOCK_TOPIC] = self._clock_publisher
+        for topic, publisher in publishers.items():
+            remaining = max(deadline - time.monotonic(), 0.0)
+            if not publisher.wait_for_all_acked(Duration(nanoseconds=int(remaining * 1e9))):
+                unacknowledged.append(topic)
+        return unacknowledged
+
     def _records(self):
         from rosbags.rosbag2 import Reader
 
