@@ -25,6 +25,7 @@ import numpy as np
 from ros_dofkit.core.assembly import average_rotations, calibrate_imus
 from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
+from ros_dofkit.core.estimator.compiled_entry import compiled_entry
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
 from ros_dofkit.core.estimator.heading import HeadingFilter, fill_accelerations
 from ros_dofkit.core.estimator.inputs import ACCEPTED, InputStatus, RejectReason, parse_imu, parse_joint_state, rejected
@@ -236,6 +237,7 @@ class Estimator:
         self._state = rules.new_state(len(self._names), self._settings, self._setup.q_default[self._setup.art_q],
                                       problem.time_offsets_ns(self._config)[:len(self._names)])
         self._resets = self._state.clock["resets"]  # (1,) view, read after every offer
+        self._bind_offer()
         # raw IMUs' orientation filters, before the rules (headings aligned by calibration kept, as mountings are)
         self._raw_imus = RawImuFilters(self._config.imus, self._raw_imus)
         self._unknown_sensors = Counter()
@@ -366,6 +368,15 @@ class Estimator:
         self._after_offer()
         return int(self._state.clock[0]["resets"]) != resets
 
+    def _bind_offer(self) -> None:
+        """``rules.offer_imu``'s machine code for this state, settings, sample and message buffers, called without
+        numba's per-call typing of their named tuples (``compiled_entry``); rebound whenever the state or the
+        settings are replaced. Arguments: (state, settings, i: int, now: float, code: int, samples, row: int,
+        input_index: int, run_cycles: bool, out)."""
+        self._offer_bound = (self._state, self._settings)
+        self._offer = compiled_entry(rules.offer_imu, (self._state, self._settings, 0, 0.0, 0, self._sample, 0, -1,
+                                                       True, self._message))
+
     def _after_offer(self) -> None:
         """A reset in the rules (a clock jump) also empties the calibration windows and restarts the solve."""
         resets = int(self._resets[0])
@@ -405,8 +416,10 @@ class Estimator:
                                   0)
         if self._heading is not None:  # issue 19.2: only the joint-centre constraint reads them (else NaN, absent)
             fill_accelerations(self._sample["f_S"], accel, accel_present)
-        result = rules.offer_imu(self._state, self._settings, i, now_value, code, self._sample, 0, -1, run_cycles,
-                                 self._message)
+        if self._offer_bound[0] is not self._state or self._offer_bound[1] is not self._settings:
+            self._bind_offer()  # replaced elsewhere than reset() and update_settings(): the entry must follow
+        result = self._offer(self._state, self._settings, i, now_value, int(code), self._sample, 0, -1,
+                             bool(run_cycles), self._message)
         self._after_offer()
         R_GS = self._sample_R_GS[0]
         if result < 0 and math.isfinite(R_GS[0, 0]):  # at the stamp the rules judged (offset applied)
@@ -968,6 +981,7 @@ class Estimator:
             )
         self._config = config
         self._settings = self._setup.rules_settings(config)
+        self._bind_offer()
         self._state.imu["offset_ns"] = problem.time_offsets_ns(config)[:len(self._names)]
         if not np.array_equal(config.R_WG, old.R_WG):
             self._align(config.R_WG)
