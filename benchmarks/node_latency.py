@@ -39,7 +39,10 @@ reported, not an error. The machine may be shared: the load average is printed, 
 each Imu of a set serialized, decoded and offered by ``ros.imu_input.feed_imu_cdr`` as the node's callback does,
 each estimate encoded as the node's JointState and TF bytes; CPU per set of this tree and, alternating in fresh
 processes, of ``--estimator-pythonpath``'s (before/after figures that a loaded machine disturbs far less than
-latencies over DDS).
+latencies over DDS). With ``--paced`` the sets come one per tick of --rate, the process asleep in between, as over
+DDS: the same work then costs about twice the CPU of the sets back to back (measured on a loaded machine; each set
+starts after other processes ran on the core, presumably with cold caches), which accounts for what the node's
+main thread spends over DDS above the in-process figure; the receive path is the floor's (benchmarks/README.md).
 
 Where you are: ``benchmarks/`` (not part of the package). rclpy and message packages are imported inside the role
 that needs them (the publisher, floor and probe are separate processes); ``--profile`` uses
@@ -325,12 +328,16 @@ def run_floor(load: NodeLoad) -> int:
 IN_PROCESS_WARMUP_SETS = 50
 
 
-def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
+def run_in_process(tree: str, table_path: str, sets: int, rounds: int, paced: bool = False) -> int:
     """The node's per-set path without DDS, in this process, on the estimator of source tree ``tree``: each Imu
     of a set serialized as it arrives, handed to ``feed_imu_cdr`` (decode, ``Estimator.process_imu``), and each
     result encoded as the node's outputs (JointState bytes, TF bytes); nothing published. Prints a JSON line: CPU
     per set (``time.process_time``, best round), the median and p99 of the sets' own times (perf_counter), the
-    results per set and the estimator's source file (that ``tree`` was the one measured)."""
+    results per set and the estimator's source file (that ``tree`` was the one measured).
+
+    ``paced``: one set per tick of the table's rate, the process asleep in between, as the node over DDS (else the
+    sets back to back). The same work then costs more CPU: between two sets the core runs other processes and
+    sleeps, and each set starts with the interpreter's, NumPy's and numba's code and data out of the caches."""
     sys.path.insert(0, str(Path(tree).resolve()))  # before the package is imported: the tree under test
     from rclpy.serialization import serialize_message
     from sensor_msgs.msg import Imu
@@ -360,11 +367,13 @@ def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
     per_set = len(load.imus)
     tf = TfBuilder(plant)
     best, times, outputs = math.inf, [], 0
+    period = 1.0 / rate if paced else 0.0
     for _ in range(rounds):
         estimator = core.Estimator(plant, config)
         joint_states = JointStateSelection(estimator)
         times, outputs = [], 0
         start_cpu = None
+        tick = round_start = time.perf_counter()
         for k in range(0, len(stream), per_set):
             if k == IN_PROCESS_WARMUP_SETS * per_set:  # after a warm-up (first solves, tracking started)
                 start_cpu = time.process_time()
@@ -376,11 +385,15 @@ def run_in_process(tree: str, table_path: str, sets: int, rounds: int) -> int:
                     joint_states.serialized(result, sec, nanosec)
                     tf.moving_transforms_serialized(result.X_WB, sec, nanosec)
             times.append(time.perf_counter() - started)
+            if period:  # the sleep's own system calls are CPU time too, a few microseconds of a set's hundreds
+                tick += period
+                time.sleep(max(0.0, tick - time.perf_counter()))
         best = min(best, (time.process_time() - start_cpu) / (sets - IN_PROCESS_WARMUP_SETS))
+        span = time.perf_counter() - round_start  # the round's wall time (paced: at least sets / rate)
     times = sorted(times[IN_PROCESS_WARMUP_SETS:])
     print(json.dumps({"cpu_us_per_set": 1e6 * best, "p50_us": 1e6 * percentile(times, 50),
                       "p99_us": 1e6 * percentile(times, 99), "outputs_per_set": outputs / sets,
-                      "source": core.__file__}), flush=True)
+                      "round_s": span, "source": core.__file__}), flush=True)
     return 0
 
 
@@ -394,19 +407,20 @@ def in_process_comparison(args) -> int:
     if args.estimator_pythonpath:
         trees[args.estimator_pythonpath] = args.estimator_pythonpath
     print(f"node path in process (decode, estimator, output encoding; no DDS): {args.load.name}, {len(args.load.imus)} "
-          f"IMUs, {args.sets} sets per round, best of 3 rounds per process, {args.repeat} process(es) per tree, "
-          f"load average {os.getloadavg()[0]:.2f} at start")
+          f"IMUs, {args.sets} sets per round " + (f"paced at {args.rate:g} Hz" if args.paced else "back to back")
+          + f", best of 3 rounds per process, {args.repeat} process(es) per tree, load average "
+          f"{os.getloadavg()[0]:.2f} at start")
     cpu = {label: [] for label in trees}
     for _ in range(max(1, args.repeat)):
         for label, tree in trees.items():
             command = [sys.executable, __file__, "--role", "in_process", "--tree", tree, "--table", str(table),
-                       "--sets", str(args.sets)]
+                       "--sets", str(args.sets)] + (["--paced"] if args.paced else [])
             line = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             result = json.loads(line)
             cpu[label].append(result["cpu_us_per_set"])
             print(f"  {label}: CPU {result['cpu_us_per_set']:.0f} us per set; a set's time p50 {result['p50_us']:.0f} "
-                  f"us, p99 {result['p99_us']:.0f} us; {result['outputs_per_set']:.3f} outputs per set "
-                  f"({result['source']})")
+                  f"us, p99 {result['p99_us']:.0f} us; {result['outputs_per_set']:.3f} outputs per set; a round "
+                  f"{result['round_s']:.2f} s ({result['source']})")
     if len(trees) == 2:
         this, other = (min(values) for values in cpu.values())
         print(f"  best CPU per set: this tree {this:.0f} us, {args.estimator_pythonpath} {other:.0f} us: "
@@ -490,6 +504,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
     is the JointState with the set's stamp; for the relay, the last of the set's 4 relayed Imu messages."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import Imu, JointState
     from tf2_msgs.msg import TFMessage
 
@@ -535,7 +550,9 @@ def measure(kind: str, args, tmp: Path) -> dict:
         if kind != "relay":
             node.create_subscription(JointState, f"{NAMESPACE}/estimated/joint_states", on_output, output_qos(100),
                                      raw=True)
-            node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+            # Kept serialized, read after the round: building a DiagnosticArray object (dozens of KeyValues) in
+            # this process once a second would delay the receipt of the estimator's outputs, not of the floor's.
+            node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10, raw=True)
             # A realistic consumer set: TF is built and sent every cycle too (outputs without subscribers are not).
             node.create_subscription(TFMessage, "/tf", lambda m: tf_count.__setitem__(0, tf_count[0] + 1),
                                      tf_qos(), raw=True)
@@ -620,7 +637,7 @@ def measure(kind: str, args, tmp: Path) -> dict:
         "main_thread_us_per_set": main_us_per_set, "foreign": cpu_window.get("foreign", (0, 0)),
     }
     if diagnostics:
-        for status in diagnostics[-1].status:
+        for status in deserialize_message(diagnostics[-1], DiagnosticArray).status:
             if status.name.endswith(": estimator"):
                 result["node_says"] = {v.key: v.value for v in status.values}
     return result
@@ -699,6 +716,9 @@ def main(argv=None) -> int:
                         help="instead of the DDS rounds: the node's per-set path in process (decode, estimator, "
                              "output encoding), CPU per set of this tree and --estimator-pythonpath's, alternating")
     parser.add_argument("--sets", type=int, default=2000, help="--in-process: sample sets per round (default 2000)")
+    parser.add_argument("--paced", action="store_true",
+                        help="--in-process: one set per tick of --rate, asleep in between, as over DDS (default: the "
+                             "sets back to back)")
     parser.add_argument("--role", choices=["bench", "publisher", "floor", "in_process"], default="bench",
                         help=argparse.SUPPRESS)
     parser.add_argument("--tree", default=None, help=argparse.SUPPRESS)
@@ -706,7 +726,7 @@ def main(argv=None) -> int:
     parser.add_argument("--single-topic", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role == "in_process":  # before anything imports the package: the tree under test is the one imported
-        return run_in_process(args.tree, args.table, args.sets, 3)
+        return run_in_process(args.tree, args.table, args.sets, 3, args.paced)
     args.load = load_by_name(args.model)
     if args.rate is None:
         args.rate = args.load.rate

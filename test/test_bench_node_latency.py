@@ -121,9 +121,24 @@ def test_in_process_mode_measures_each_tree_it_is_given(tmp_path):
         [sys.executable, str(REPO / "benchmarks" / "node_latency.py"), "--in-process", "--sets", "120",
          "--estimator-pythonpath", str(other)], capture_output=True, text=True, timeout=400, cwd=REPO)
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
-    lines = re.findall(r"^  (.+?): CPU ([0-9.]+) us per set; .* ([0-9.]+) outputs per set \((.*)\)$", finished.stdout,
-                       flags=re.MULTILINE)
+    lines = re.findall(r"^  (.+?): CPU ([0-9.]+) us per set; .* ([0-9.]+) outputs per set; a round [0-9.]+ s \((.*)\)$",
+                       finished.stdout, flags=re.MULTILINE)
     assert [label for label, *_ in lines] == ["this tree", str(other)], finished.stdout
     assert all(float(cpu) > 0 and outputs == "1.000" for _, cpu, outputs, _ in lines), finished.stdout
     assert lines[0][3].startswith(str(REPO / "ros_dofkit")) and lines[1][3].startswith(str(other)), finished.stdout
     assert "best CPU per set: this tree" in finished.stdout
+
+
+def test_paced_in_process_mode_offers_one_set_per_tick_of_the_rate():
+    """--paced: the sets arrive at --rate (a round of N sets spans at least N / rate seconds, asleep in between, as
+    over DDS) and each still gives one estimate."""
+    finished = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "node_latency.py"), "--in-process", "--paced", "--rate", "200",
+         "--sets", "120"], capture_output=True, text=True, timeout=400, cwd=REPO)
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+    assert "120 sets per round paced at 200 Hz" in finished.stdout, finished.stdout
+    lines = re.findall(r"^  this tree: CPU ([0-9.]+) us per set; .* ([0-9.]+) outputs per set; a round ([0-9.]+) s",
+                       finished.stdout, flags=re.MULTILINE)
+    assert len(lines) == 1, finished.stdout
+    cpu, outputs, round_s = lines[0]
+    assert float(cpu) > 0 and outputs == "1.000" and float(round_s) >= 120 / 200, finished.stdout
