@@ -367,18 +367,26 @@ class EstimatorNode(Node):
         return on_field
 
     def _after_input(self, source: str, status, results) -> None:
+        # The outputs first: the counters and log lines below are not what a consumer of the estimate waits for.
+        for result in results:
+            self._publish_result(result)
         self.statistics.record_input(source, time.monotonic())
         if status.reason is not None:
             self._warn_throttled((source, status.reason), f"{source}: {status.reason.value}: {status.detail}"
                                  + ("" if status.accepted else " (message dropped)"))
-        for result in results:
-            self._publish_result(result)
 
     def _publish_result(self, result) -> None:
         if not result.initialized:
             self._warn_throttled("uninitialized", "waiting for IMU samples: the estimated coordinates have not been "
                                  "solved yet, nothing is published")
             return
+        sec, nanosec = self._stamps.get(result.stamp) or seconds_to_sec_nanosec(result.stamp)
+        # Outputs nobody subscribes to are not built (a cycle's budget is a few hundred microseconds). JointState
+        # and TF are published as bytes serialized into fixed templates: building the message objects and having
+        # rclpy convert them cost ~4x more. JointState goes out before the cycle's bookkeeping (statistics, log
+        # lines), which no consumer waits for.
+        if self._joint_state_publisher.get_subscription_count():
+            self._joint_state_publisher.publish(self._joint_states.serialized(result, sec, nanosec))
         self.statistics.record_output(result, time.monotonic())
         if result.stale_sensors:
             self._warn_throttled(("stale", result.stale_sensors),
@@ -386,12 +394,6 @@ class EstimatorNode(Node):
                                  f"{self.estimator.config.stale_timeout_s} s; tracking with the others")
         if not result.solved and result.observed_sensors:
             self._warn_throttled("solve", f"cycle at {result.stamp:.6f} s not solved: {result.failure}")
-        sec, nanosec = self._stamps.get(result.stamp) or seconds_to_sec_nanosec(result.stamp)
-        # Outputs nobody subscribes to are not built (a cycle's budget is a few hundred microseconds). JointState
-        # and TF are published as bytes serialized into fixed templates: building the message objects and having
-        # rclpy convert them cost ~4x more.
-        if self._joint_state_publisher.get_subscription_count():
-            self._joint_state_publisher.publish(self._joint_states.serialized(result, sec, nanosec))
         for selection, publisher in self._instance_outputs:
             if publisher.get_subscription_count():
                 publisher.publish(selection.serialized(result, sec, nanosec))
