@@ -1,7 +1,8 @@
 """The estimator: merged encoders + IMU orientations and gyros in, joint configuration q and velocity v out.
 
 You are in the ROS-free estimator core; this module imports the estimator's setup, its compiled cycle rules
-(``rules``), its batch input/output types (``offline``) and the assembler. The live node offers one message at a
+(``rules``), its batch input/output types (``offline``), the assembler and the plant's compiled position difference
+(the velocities' finite differences). The live node offers one message at a
 time (:meth:`Estimator.process_imu` / :meth:`Estimator.process_joint_state`); offline replay offers a window of a
 recording at a time (:meth:`Estimator.feed`). Both go through the same compiled rules over the same state and the
 same solve, so a recording gives the same bits either way; a message's one cycle skips the batch records (its
@@ -39,7 +40,7 @@ from ros_dofkit.core.estimator.offline import (
     validate_window,
 )
 from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
-from ros_dofkit.core.multibody import Joint
+from ros_dofkit.core.multibody.compiled import position_differences
 from ros_dofkit.core.spatial import describe_quaternion_problem, matrix_to_quat, rotation_z
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
@@ -111,46 +112,6 @@ def _timing_detail(reason: RejectReason, stamp: float, now: float, config: Estim
 
 
 @dataclass(frozen=True)
-class _DifferenceColumns:
-    """The plant's ``position_difference`` (dv with q0 ⊕ dv = q1) in a few array operations: q1 - q0 on the
-    coordinates of joints that keep ``Joint.difference`` (``q_index`` -> ``v_index``), every other joint's own
-    ``difference`` on its block (the plant's loop over every joint cost ~0.1 ms per cycle on
-    a humanoid)."""
-
-    nv: int
-    q_index: np.ndarray
-    v_index: np.ndarray
-    floating: tuple  # (joint, q slice, v slice) of the joints with their own difference
-    plain: bool  # none of those, and q and v index the same coordinates: dv = q1 - q0
-
-    @classmethod
-    def of(cls, plant) -> _DifferenceColumns:
-        q_index, v_index, floating = [], [], []
-        for joint in (plant.get_joint(j) for j in range(plant.num_joints())):
-            qs, vs = joint.position_start, joint.velocity_start
-            if not joint.num_positions:
-                continue
-            if type(joint).difference is Joint.difference:  # q1 - q0
-                q_index.extend(range(qs, qs + joint.num_positions))
-                v_index.extend(range(vs, vs + joint.num_velocities))
-            else:
-                floating.append((joint, slice(qs, qs + joint.num_positions), slice(vs, vs + joint.num_velocities)))
-        nv = plant.num_velocities()
-        plain = not floating and q_index == v_index == list(range(nv)) and plant.num_positions() == nv
-        return cls(nv, np.array(q_index, np.int64), np.array(v_index, np.int64), tuple(floating), plain)
-
-    def __call__(self, q0, q1) -> np.ndarray:
-        """(N, nv) differences of the rows of q0, q1 (N, nq)."""
-        if self.plain:
-            return q1 - q0
-        dv = np.zeros((len(q0), self.nv))
-        dv[:, self.v_index] = q1[:, self.q_index] - q0[:, self.q_index]
-        for joint, qs, vs in self.floating:
-            dv[:, vs] = joint.difference(q0[:, qs], q1[:, qs])
-        return dv
-
-
-@dataclass(frozen=True)
 class _StreamBuffers:
     """One cycle's arrays for :meth:`Estimator._stream_cycle`, allocated once per solver: the inputs and outputs
     of the compiled kernels as a one-cycle run (leading axis 1), the types and layouts of the batch path's (the
@@ -199,7 +160,6 @@ class Estimator:
         # Fixed by the plant: built once, not per cycle (the node's cycle is a few hundred microseconds).
         self._position_names = tuple(plant.position_names())
         self._velocity_names = tuple(plant.velocity_names())
-        self._difference = _DifferenceColumns.of(plant)
         self._measured = ~self._setup.estimated  # articulated coordinates locked at their encoder values
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
@@ -935,10 +895,13 @@ class Estimator:
             dt = stamp - stamp_prev
             use = np.isfinite(stamp_prev) & (dt > 0.0)
             if use.all():  # row by row the same operations as below: fewer of them for a message's one cycle
-                v_prior = self._difference(previous, Q) / dt[:, None]
+                position_differences(self._tree, previous, np.ascontiguousarray(Q), v_prior)
+                v_prior /= dt[:, None]
             elif use.any():
                 rows = np.flatnonzero(use)
-                v_prior[rows] = self._difference(previous[rows], Q[rows]) / dt[use][:, None]
+                differences = np.empty((len(rows), v_prior.shape[1]))
+                position_differences(self._tree, previous[rows], np.ascontiguousarray(Q[rows]), differences)
+                v_prior[rows] = differences / dt[use][:, None]
         measured = self._measured
         if measured.any():
             columns = self._setup.art_v[measured]
