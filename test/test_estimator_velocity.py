@@ -12,11 +12,11 @@ import pytest
 from robot_models import urdf_path
 from ros_dofkit.core import spatial
 from ros_dofkit.core.estimator.offline import kinematics_and_velocities
-from ros_dofkit.core.multibody import MultibodyPlant
 from ros_dofkit.core.estimator.velocity import (
     VelocityInputError,
     solve_velocities_from_gyros,
 )
+from ros_dofkit.core.multibody import MultibodyPlant
 
 
 def _robots_dir() -> Path:
