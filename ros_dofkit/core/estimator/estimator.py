@@ -2,8 +2,8 @@
 
 You are in the ROS-free estimator core; this module imports the estimator's setup, its compiled cycle rules
 (``rules``), its batch input/output types (``offline``), the assembler and the plant's compiled position difference
-(the velocities' finite differences). The live node offers one message at a
-time (:meth:`Estimator.process_imu` / :meth:`Estimator.process_joint_state`); offline replay offers a window of a
+(the velocities' finite differences). The live node offers one message at a time (:meth:`Estimator.process_imu` /
+:meth:`Estimator.process_joint_state`); offline replay offers a window of a
 recording at a time (:meth:`Estimator.feed`). Both go through the same compiled rules over the same state and the
 same solve, so a recording gives the same bits either way; a message's one cycle skips the batch records (its
 kernels' inputs and outputs in buffers allocated once, ``Estimator._stream_cycle``). The data flow is DESIGN.md's:
