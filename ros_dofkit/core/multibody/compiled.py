@@ -319,15 +319,18 @@ def add_rotated_angular_columns(tree, R_WF, body, M, scale, J, row):
 
 
 @njit(cache=True, inline="always")
+def _joint_coordinates(tree, b):
+    """(joint type, first q, first v) of body b's inboard joint; first q < 0: none of its own (weld, mimic)."""
+    return tree.joint_type[b], tree.q_start[b], tree.v_start[b]
+
+
+@njit(cache=True, inline="always")
 def integrate_positions(tree, q, dv, out):
     """out = q ⊕ dv: additive for 1-dof and planar joints; floating: quat <- exp(dv_ω) ⊗ quat, p += dv_v."""
-    joint_type, q_start, v_start = tree.joint_type, tree.q_start, tree.v_start
     for i in range(q.shape[0]):
         out[i] = q[i]
-    for b in range(1, joint_type.shape[0]):
-        kind = joint_type[b]
-        qs = q_start[b]
-        vs = v_start[b]
+    for b in range(1, tree.joint_type.shape[0]):
+        kind, qs, vs = _joint_coordinates(tree, b)
         if qs < 0:
             continue
         if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
@@ -364,13 +367,10 @@ def difference_positions(tree, q0, q1, out):
     (θ in [0, π]) of quat1 ⊗ quat0*, expressed in F. The operations of ``QuaternionFloatingJoint.difference``
     (``spatial.quat_multiply``, ``quat_to_rotvec``) in the same order, so the same bits, except atan2: libm's here,
     NumPy's SIMD loop there, which can differ by an ulp. v entries of no joint (none in a finalized plant) are 0."""
-    joint_type, q_start, v_start = tree.joint_type, tree.q_start, tree.v_start
     for i in range(out.shape[0]):
         out[i] = 0.0
-    for b in range(1, joint_type.shape[0]):
-        kind = joint_type[b]
-        qs = q_start[b]
-        vs = v_start[b]
+    for b in range(1, tree.joint_type.shape[0]):
+        kind, qs, vs = _joint_coordinates(tree, b)
         if qs < 0:
             continue
         if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
