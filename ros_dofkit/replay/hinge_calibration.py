@@ -24,7 +24,12 @@ from ros_dofkit.core.assembly.hinge_calibration import OrientationSeries, calibr
 from ros_dofkit.core.estimator.orientation_filter import OrientationFilter, is_raw
 from ros_dofkit.core.estimator.setup import build as build_estimator_setup
 from ros_dofkit.core.spatial import quat_to_matrix
-from ros_dofkit.replay.calibration import BagCalibration, calibrated_parameters, setup_with_parameters
+from ros_dofkit.replay.calibration import (
+    BagCalibration,
+    calibrated_parameters,
+    input_stamp_ns,
+    setup_with_parameters,
+)
 from ros_dofkit.replay.pipeline import ReplayError
 
 
@@ -52,7 +57,11 @@ def orientation_series(inputs, config, R_WG, first_ns: int, start_s: float, name
     settings, as the static calibration's started on the same first sample), the others' from their messages."""
     sensors = np.asarray(inputs.imu_sensor, dtype=np.int64)
     stamps = np.asarray(inputs.imu_stamp, dtype=float)
-    relative = stamps - first_ns * 1e-9
+    # seconds after the first stamp counted in ns, as the static window's (a float difference put the bag's first
+    # sample 2.5e-10 s before it, and its filter then started one sample later than the static calibration's)
+    imu_inputs = np.asarray(inputs.kind) == 0
+    relative = np.empty(len(stamps))
+    relative[np.asarray(inputs.row)[imu_inputs]] = (input_stamp_ns(inputs)[imu_inputs] - first_ns) * 1e-9
     raw = set(raw_imus(inputs, config))
     series = {}
     for i, imu in enumerate(config.imus):
