@@ -40,11 +40,14 @@ KNEES = ("left_knee_flexion", "right_knee_flexion")
 SAME_MOUNTING_DEG = 1e-6
 
 
-def _offer(estimator, inputs, rows) -> list:
-    """Offer the inputs' IMU rows ``rows`` one by one as the node does; the results of the cycles they complete."""
-    names = estimator.config.imu_names
+def _offer(estimator, inputs, rows, names=None) -> list:
+    """Offer the inputs' IMU rows ``rows`` (IMU ``names[sensor]``, default the estimator's) one by one as the node
+    does, those of IMUs the estimator has; the results of the cycles they complete."""
+    names = estimator.config.imu_names if names is None else names
     results = []
     for r in rows:
+        if names[inputs.imu_sensor[r]] not in estimator.config.imu_names:
+            continue
         _, done = estimator.process_imu(
             names[inputs.imu_sensor[r]], float(inputs.imu_stamp[r]), inputs.imu_quaternion_wxyz[r],
             inputs.imu_angular_velocity[r], bool(inputs.imu_orientation_present[r]), True,
@@ -146,6 +149,19 @@ def test_a_model_without_raw_imus_on_hinges_is_refused(session):
     _offer(estimator, session["inputs"], session["stand"])  # the simulator's orientations are in the messages
     estimator.calibrate()
     with pytest.raises(HingeCalibrationError, match="no raw IMU calibrated on the stand shares a hinge"):
+        HingeRecording(estimator, HingeRecordingSettings())
+
+
+def test_a_model_without_hinges_between_imus_is_refused(session):
+    """Raw IMUs on the pelvis and the feet only: between them a hip, a knee and an ankle, no one- or two-joint
+    hinge; nothing to fit."""
+    config = session["config"]
+    kept = ("pelvis", "left_foot", "right_foot")
+    feet = dataclasses.replace(config, imus=tuple(imu for imu in config.imus if imu.name in kept))
+    estimator = Estimator(session["setup"].plant, feet)
+    _offer(estimator, session["inputs"], session["stand"], names=config.imu_names)
+    estimator.calibrate()
+    with pytest.raises(HingeCalibrationError, match=r"shares a hinge .* IMU pairs across hinges \[\]"):
         HingeRecording(estimator, HingeRecordingSettings())
 
 
