@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ros_dofkit.core.assembly.errors import AssemblyValueError
 from ros_dofkit.core.assembly.hinge_calibration import HingeCalibration, calibrate_filter_headings, joint_pairs
 from ros_dofkit.core.estimator.estimator import CalibrationError, Estimator
@@ -54,9 +56,21 @@ class HingeRecordingSettings:
             raise HingeCalibrationError(f"max_samples: expected an integer >= 20, got {self.max_samples!r}")
 
 
+@dataclass(frozen=True)
+class MotionRecord:
+    """What :meth:`HingeRecording.stop` hands to :meth:`HingeRecording.fit`: ``orientations`` {IMU:
+    ``OrientationSeries`` of R_GS as the rules took them}, ``mountings`` {IMU: R_BS or None}, ``R_WG``, ``q_cal``."""
+
+    orientations: dict
+    mountings: dict
+    R_WG: np.ndarray
+    q_cal: np.ndarray
+
+
 class HingeRecording:
     """One hinge calibration of ``estimator``: construction checks that it can run and starts recording;
-    :attr:`covered_s` / :attr:`done` follow the motion; :meth:`finish` fits and adopts, :meth:`cancel` drops it."""
+    :attr:`covered_s` / :attr:`done` follow the motion; :meth:`finish` (= :meth:`stop`, :meth:`fit`, :meth:`adopt`)
+    fits and adopts, :meth:`cancel` drops it."""
 
     def __init__(self, estimator: Estimator, settings: HingeRecordingSettings):
         calibration = estimator.calibration
@@ -92,17 +106,31 @@ class HingeRecording:
         """Stop recording; nothing is adopted."""
         self.estimator.recorded_orientations()
 
-    def finish(self) -> HingeCalibration:
-        """Stop recording, fit the turns (``calibrate_filter_headings``) and adopt them
-        (``Estimator.adopt_hinge_calibration``); raises :class:`HingeCalibrationError` with the fit's reason, the
-        estimator unchanged."""
+    def stop(self) -> MotionRecord:
+        """Stop recording: the recorded orientations and what the fit needs of the estimator now (its mountings,
+        world alignment and calibration pose), as a :class:`MotionRecord` that :meth:`fit` reads without touching
+        the estimator (so that a node can fit in a worker thread while it keeps estimating)."""
         estimator = self.estimator
-        orientations = estimator.recorded_orientations()
-        mountings = {name: estimator.mounting(name) for name in self._bodies}
+        return MotionRecord(estimator.recorded_orientations(),
+                            {name: estimator.mounting(name) for name in self._bodies}, estimator.R_WG,
+                            estimator.calibration.q_cal)
+
+    def fit(self, record: MotionRecord) -> HingeCalibration:
+        """The turns from ``record`` (``calibrate_filter_headings``); :class:`HingeCalibrationError` with the fit's
+        reason. Reads the plant and ``record`` only."""
         try:
-            hinge = calibrate_filter_headings(estimator.plant, estimator.calibration.q_cal, estimator.R_WG,
-                                              self._bodies, mountings, orientations, self._turnable)
+            return calibrate_filter_headings(self.estimator.plant, record.q_cal, record.R_WG, self._bodies,
+                                             record.mountings, record.orientations, self._turnable)
         except AssemblyValueError as error:
             raise HingeCalibrationError(str(error)) from None
-        estimator.adopt_hinge_calibration(hinge.R_BS, hinge.filter_turns)
+
+    def adopt(self, hinge: HingeCalibration) -> None:
+        """The estimator takes the turned mountings and turns its filters (``Estimator.adopt_hinge_calibration``)."""
+        self.estimator.adopt_hinge_calibration(hinge.R_BS, hinge.filter_turns)
+
+    def finish(self) -> HingeCalibration:
+        """:meth:`stop`, :meth:`fit` and :meth:`adopt` in one call; on :class:`HingeCalibrationError` the estimator is
+        unchanged."""
+        hinge = self.fit(self.stop())
+        self.adopt(hinge)
         return hinge
