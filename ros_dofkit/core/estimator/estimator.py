@@ -1100,7 +1100,7 @@ class Estimator:
         reset still empties them). :meth:`recorded_orientations` hands them out; calibration keeps using the last
         ``calibration_window`` of them."""
         if isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 1:
-            raise ValueError(f"max_samples: expected an integer >= 1, got {max_samples!r}")
+            raise EstimatorConfigError(f"max_samples: expected an integer >= 1, got {max_samples!r}")
         self._recording = max_samples
         self._windows = {name: deque(window, maxlen=self._window_length()) for name, window in self._windows.items()}
 
