@@ -91,9 +91,10 @@ def hinge_calibrated(inputs, setup, calibration: BagCalibration, source: str = "
     result = calibration.result
     config = setup.config
     turnable = [name for name in raw_imus(inputs, config) if name in result.R_BS]
-    # in the filters' own frames F: calibrate_filter_headings turns them into G with R_WG
-    orientations = orientation_series(inputs, config, np.eye(3), calibration.first_stamp_ns, calibration.start_s,
-                                      set(config.imu_names))
+    # in the filters' frames F as the stand left them (the calibrated configuration: an aligned raw IMU's filter
+    # turned by its heading offset, as the live filter is); calibrate_filter_headings turns them into G with R_WG
+    orientations = orientation_series(inputs, calibration.setup.config, np.eye(3), calibration.first_stamp_ns,
+                                      calibration.start_s, set(config.imu_names))
     bodies = dict(zip(config.imu_names, build_estimator_setup(setup.plant, config).body_index.tolist(),
                       strict=True))
     mountings = {imu.name: result.R_BS.get(imu.name, None if imu.needs_calibration else imu.mounting)
