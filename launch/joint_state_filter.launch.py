@@ -3,7 +3,8 @@
 Arguments: input (topic), output (topic), model_names / joint_names (comma-separated; one of them), the robot:
 config (an estimator parameter file, a bare name taken from the package's config directory: the filter builds the
 estimator's robot with the same model instance names), urdf (comma-separated URDF files, relative to the package's
-models directory) or robot_description (these two replace the config's robot files), namespace, use_sim_time.
+models directory) or robot_description (these two replace the config's robot files), namespace, use_sim_time,
+fast_discovery (as the estimator's launch files: the package's fast-discovery Fast DDS profile unless one is named).
 Example: ros2 launch ros_dofkit joint_state_filter.launch.py config:=arm_4imu.yaml model_names:=arm
 """
 
@@ -15,7 +16,7 @@ from launch_ros.actions import Node
 
 from launch import LaunchDescription
 from ros_dofkit.nodes.joint_state_filter import robot_parameters_from_estimator
-from ros_dofkit.ros.launch_support import default_config_path
+from ros_dofkit.ros.launch_support import FAST_DISCOVERY_PROFILE, default_config_path, discovery_environment
 from ros_dofkit.ros.parameters import load_parameter_file
 
 
@@ -41,8 +42,10 @@ def _make_node(context):
             parameters[key] = _split(value(argument))
     if value("robot_description"):
         parameters["robot_description"] = value("robot_description")
+    environment = discovery_environment(value("fast_discovery"), default_config_path(FAST_DISCOVERY_PROFILE),
+                                        context.environment)
     return [Node(package="ros_dofkit", executable="joint_state_filter", name="joint_state_filter",
-                 namespace=value("namespace"), parameters=[parameters], output="screen")]
+                 namespace=value("namespace"), parameters=[parameters], output="screen", additional_env=environment)]
 
 
 def generate_launch_description():
@@ -56,5 +59,7 @@ def generate_launch_description():
         DeclareLaunchArgument("robot_description", default_value="", description="URDF XML (one instance)"),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
         DeclareLaunchArgument("use_sim_time", default_value="false", description="use /clock (bag replay)"),
+        DeclareLaunchArgument("fast_discovery", default_value="true",
+                              description="Fast DDS: the package's fast-discovery profile unless one is named"),
         OpaqueFunction(function=_make_node),
     ])

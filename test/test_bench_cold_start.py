@@ -1,7 +1,8 @@
 """Smoke test of the start-up benchmark (benchmarks/cold_start.py): fresh `dofkit replay` interpreters and fresh
 estimator nodes over real DDS, end to end on a short recording, in a process of its own. No timing is asserted: the
 test checks that every phase is printed as a finite, non-negative time, that the phases of a replay add up to its
-time to the first estimate, and that each budget line carries a verdict."""
+time to the first estimate, that a node's subscriptions match no earlier than its graph lists the publisher, that
+each discovery setting puts the profile in the processes it names, and that each budget line carries a verdict."""
 
 import re
 import subprocess
@@ -37,11 +38,26 @@ def test_cold_start_benchmark_runs_end_to_end():
         # ready = the node's own phases; the first estimate = ready + the wait for discovery + the first cycle
         assert abs(startup + imports + construction + kernels - ready) < 0.01, out
         assert abs(ready + discovery + latency - to_first) < 0.01, out
+        # when the node's graph first listed the publisher, and its subscriptions matched it: one time per run, after
+        # its participant's creation; a subscription matches once it exists, so never before the publisher is known
+        block = out[node.end():]
+        seen = re.search(r"the publisher in the node's graph, after the node's participant was created \(([0-9.]+) s "
+                         r"after the spawn\): ([0-9.]+) s", block)
+        matched = re.search(r"its IMU subscriptions matched, after the node's participant was created \(([0-9.]+) s "
+                            r"after the spawn\): ([0-9.]+) s", block)
+        announced = re.search(r"the publisher's next announcement \(Fast DDS's schedule\), after the node's "
+                              r"participant was created \([0-9.]+ s after the spawn\): ([0-9.]+) s", block)
+        assert seen and matched and announced, block
+        assert float(seen.group(1)) == float(matched.group(1)) <= ready, block
+        assert float(matched.group(2)) >= float(seen.group(2)) - 0.01, block
         assert re.search(rf"(PASS|MISS)  fresh estimator node \({WHERE[setting]}\) to its first "
                          r"estimate: [0-9.]+ s", out), out
         assert re.search(rf"(PASS|MISS)  fresh estimator node \({label}\), its own part to its first estimate "
                          r"without the wait for discovery: [0-9.]+ s", out), out
     assert re.search(r"(PASS|MISS)  fresh dofkit replay to its first estimate: [0-9.]+ s", out), out
+    for running in ("on Fast DDS defaults", "with the profile"):
+        assert re.search(rf"(PASS|MISS)  fresh estimator node beside running processes {running}, any node setting "
+                         r"to its first estimate: [0-9.]+ s .*worst of 2: ", out), out
 
 
 def test_the_fast_discovery_profile_is_read_by_this_fast_dds(tmp_path):
@@ -68,6 +84,23 @@ def test_the_fast_discovery_profile_is_read_by_this_fast_dds(tmp_path):
     assert not variables & set(discovery_environment("default"))
 
 
+def test_each_discovery_setting_profiles_the_processes_it_names():
+    sys.path.insert(0, str(REPO))
+    from benchmarks.cold_start import DISCOVERY, FAST_DISCOVERY_PROFILE, WHERE, discovery_environment
+
+    variables = ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")
+    for setting in DISCOVERY:
+        for role in ("node", "publisher"):
+            environment = discovery_environment(setting, role)
+            profiled = all(environment.get(v) == str(FAST_DISCOVERY_PROFILE) for v in variables)
+            assert profiled or not any(v in environment for v in variables), (setting, role)
+            # the budget line says what each process had: "... profile in the node only, Fast DDS defaults in the
+            # publisher", "... profile in publisher and node", "Fast DDS defaults in publisher and node"
+            said = WHERE[setting]
+            kind = "fast-discovery profile" if profiled else "Fast DDS defaults"
+            assert f"{kind} in the {role}" in said or f"{kind} in publisher and node" in said, (setting, role, said)
+
+
 def test_budget_line_takes_the_worst_process():
     sys.path.insert(0, str(REPO))
     from benchmarks.cold_start import budget_line
@@ -75,3 +108,18 @@ def test_budget_line_takes_the_worst_process():
     line = budget_line("dofkit replay", [{"to_first": 1.2}, {"to_first": 2.5}, {"to_first": 0.9}])
     assert line.startswith("MISS") and "2.50 s = 1.25x the budget" in line and "worst of 3: 1.20 2.50 0.90 s" in line
     assert budget_line("estimator node", [{"to_first": 2.0}]).startswith("PASS")
+
+
+def test_verdicts_group_the_runs_by_what_the_running_processes_had():
+    sys.path.insert(0, str(REPO))
+    from benchmarks.cold_start import verdict_lines
+
+    runs = {"default": [{"to_first": 3.3}], "node": [{"to_first": 1.1}], "publisher": [{"to_first": 1.2}],
+            "fast": [{"to_first": 1.4}, {"to_first": 1.0}]}
+    defaults, profiled = verdict_lines(runs)
+    assert defaults.startswith("MISS") and "running processes on Fast DDS defaults" in defaults
+    assert "worst of 2: 3.30 1.10 s" in defaults
+    assert profiled.startswith("PASS") and "running processes with the profile" in profiled
+    assert "worst of 3: 1.20 1.40 1.00 s" in profiled
+    (only,) = verdict_lines({"publisher": [{"to_first": 2.5}]})  # a setting not measured gives no line
+    assert only.startswith("MISS") and "with the profile" in only and "worst of 1: 2.50 s" in only

@@ -131,3 +131,18 @@ def test_every_shipped_configuration_has_an_rviz_file_showing_its_robot_tf_and_i
     assert axes == {prefix + values[f"imus.{imu}.body"] for imu in values["imu_names"]}
     assert rviz["Global Options"]["Fixed Frame"] == values.get("world_frame", "world")
     assert 'glob("config/*.rviz")' in (ROOT / "setup.py").read_text()
+
+
+def test_fast_discovery_gives_the_node_the_profile_unless_a_profile_is_named(tmp_path):
+    profile = str(ROOT / "config" / launch_support.FAST_DISCOVERY_PROFILE)
+    both = {"FASTRTPS_DEFAULT_PROFILES_FILE": profile, "FASTDDS_DEFAULT_PROFILES_FILE": profile}
+    assert launch_support.discovery_environment("true", profile, {"PATH": "/usr/bin"}) == both
+    assert launch_support.discovery_environment("True", profile, {"FASTDDS_DEFAULT_PROFILES_FILE": ""}) == both
+    # a user's own profile file (either variable) is kept, and false leaves Fast DDS's defaults
+    own = str(tmp_path / "robot.xml")
+    for variable in both:
+        assert launch_support.discovery_environment("true", profile, {variable: own}) == {}
+    assert launch_support.discovery_environment("false", profile, {}) == {}
+    # the profile the launch files name is installed with the configs
+    assert (ROOT / "config" / launch_support.FAST_DISCOVERY_PROFILE).is_file()
+    assert "config/*.xml" in (ROOT / "setup.py").read_text()

@@ -13,9 +13,11 @@ test/ros2_workspace.py); without them every test here skips and says how to get 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,55 @@ def test_a_parameter_file_with_an_error_stops_the_launch_with_one_readable_line(
     (line,) = [line for line in output.splitlines() if "accuracy" in line]  # the one line: what, value, range
     assert all(part in line for part in ("FATAL", "cannot start", "-1.0", "1e-12", "0.5")), output
     assert "Traceback" not in output, output
+
+
+def _descendant_environment(parent: int, name: str, timeout: float = 90.0) -> dict:
+    """The environment of the process named ``name`` that descends from ``parent`` (read from Linux's /proc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        family, found = [parent], []
+        while family:
+            pid = family.pop()
+            family += children.get(pid, [])
+            with contextlib.suppress(OSError):  # the program or, for a script, its interpreter's first argument
+                if name in [Path(a.decode()).name for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2]]:
+                    found.append(pid)
+        for pid in found:
+            with contextlib.suppress(OSError):
+                pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
+        time.sleep(0.2)
+    raise AssertionError(f"no process {name!r} under pid {parent} within {timeout} s")
+
+
+def test_fast_discovery_argument_gives_the_node_the_profile_unless_one_is_named(ros2_workspace, ros_processes,
+                                                                               tmp_path, monkeypatch):
+    """The estimator started by a launch file runs with the installed fast-discovery profile named in both Fast DDS
+    variables; a profile file the user named (either variable) is left alone, and fast_discovery:=false adds none."""
+    variables = ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")
+    bare = {key: value for key, value in ros2_workspace.items() if key not in variables}
+    for variable in variables:  # the harness starts processes with os.environ + env (conftest names the profile)
+        monkeypatch.delenv(variable, raising=False)
+    own = tmp_path / "robot.xml"
+    own.write_text((ROOT / "config" / "fastdds_fast_discovery.xml").read_text())
+    cases = [({}, [], "installed"), ({"FASTDDS_DEFAULT_PROFILES_FILE": str(own)}, [], "own"),
+             ({}, ["fast_discovery:=false"], None)]
+    for extra, arguments, expected in cases:
+        launch = ros_processes.start(ros2_tool("ros2"), "launch", "ros_dofkit", "arm_4imu.launch.py",
+                                     "namespace:=discovery_check", *arguments, env={**bare, **extra})
+        environment = _descendant_environment(launch.pid, "estimator")
+        launch.stop()
+        named = {variable: environment.get(variable) for variable in variables}
+        if expected == "installed":
+            (profile,) = set(named.values())
+            assert profile and profile.endswith("share/ros_dofkit/config/fastdds_fast_discovery.xml"), named
+            assert Path(profile).read_text() == (ROOT / "config" / "fastdds_fast_discovery.xml").read_text()
+        elif expected == "own":
+            assert named == {"FASTRTPS_DEFAULT_PROFILES_FILE": None, "FASTDDS_DEFAULT_PROFILES_FILE": str(own)}
+        else:
+            assert named == dict.fromkeys(variables), named
