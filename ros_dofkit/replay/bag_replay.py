@@ -173,7 +173,7 @@ def collector_paused():
     """Python's cyclic garbage collector off inside the block, as it was after it. A batched replay allocates tens of
     thousands of row tuples and arrays per window, none of them in a reference cycle, and the collections they set
     off took ~2 % of its time; what a replay leaves to the collector does not grow with the windows (37 objects,
-    its solver's ``Assembler`` and what it holds, after benchmarks/replay_speed.py's bag in 3 windows or in 21)."""
+    its solver's ``Assembler`` and what it holds, after benchmarks/replay_speed.py's bag in 3 windows or in 82)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
