@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ros_dofkit.core.assembly import average_rotations, calibrate_imus
+from ros_dofkit.core.assembly.hinge_calibration import OrientationSeries
 from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
@@ -213,6 +214,8 @@ class Estimator:
         self._build_solver()
         self._raw_imus = None
         self._heading = self._heading_filter(config)
+        self._calibration = None  # the last CalibrationResult (mountings outlive reset(), so does it)
+        self._recording = 0  # samples per IMU the windows keep while orientations are recorded (0: not recording)
         self.reset()
 
     def _align(self, R_WG) -> None:
@@ -239,7 +242,7 @@ class Estimator:
         # raw IMUs' orientation filters, before the rules (headings aligned by calibration kept, as mountings are)
         self._raw_imus = RawImuFilters(self._config.imus, self._raw_imus)
         self._unknown_sensors = Counter()
-        self._windows = {name: deque(maxlen=self._config.calibration_window) for name in self._names}
+        self._windows = {name: deque(maxlen=self._window_length()) for name in self._names}
         self._resets_seen = 0
         self._q_current = self._setup.q_default.copy()
         self._needs_assemble = True
@@ -972,7 +975,7 @@ class Estimator:
         if not np.array_equal(config.R_WG, old.R_WG):
             self._align(config.R_WG)
         if config.calibration_window != old.calibration_window:
-            self._windows = {name: deque(window, maxlen=config.calibration_window)
+            self._windows = {name: deque(window, maxlen=self._window_length())
                              for name, window in self._windows.items()}
         if config.accuracy != old.accuracy or config.use_joint_limits != old.use_joint_limits:
             self._build_solver()
@@ -1003,7 +1006,7 @@ class Estimator:
                                    f"{reference:.6f} s; calibration uses only samples of its window")
         windows = {}
         for name in needed:
-            samples = list(self._windows[name])
+            samples = list(self._windows[name])[-self._config.calibration_window:]  # a recording keeps more
             start = len(samples) - 1
             while start > 0 and samples[start][0] - samples[start - 1][0] <= timeout:
                 start -= 1
@@ -1058,12 +1061,8 @@ class Estimator:
             for name in aligned})
         for name in aligned:
             self._windows[name].clear()  # samples of the old heading
-        self._build_solver()
-        if self._heading is not None:
-            self._heading.calibrated()
-        self._q_last = None
-        self._state.clock["stamp_prev"][0] = np.nan  # no finite difference across the change of mountings
-        return CalibrationResult(
+        self._restart_with_new_mountings()
+        self._calibration = CalibrationResult(
             R_BS={name: _frozen(calibration.R_BS[name]) for name in names},
             R_WG=_frozen(calibration.R_GX),
             heading_angle=float(calibration.heading_angle),
@@ -1072,3 +1071,69 @@ class Estimator:
             num_samples={name: len(window) for name, window in windows.items()},
             heading_offsets=offsets,
         )
+        return self._calibration
+
+    def _restart_with_new_mountings(self) -> None:
+        """After mountings or filter headings changed: a new solver, and tracking starts afresh at the next cycle."""
+        self._build_solver()
+        if self._heading is not None:
+            self._heading.calibrated()
+        self._q_last = None
+        self._state.clock["stamp_prev"][0] = np.nan  # no finite difference across the change of mountings
+
+    @property
+    def calibration(self) -> CalibrationResult | None:
+        """The last successful :meth:`calibrate`'s result (None before one)."""
+        return self._calibration
+
+    def filtered_imus(self) -> list:
+        """Names of the IMUs whose orientation comes from their raw-IMU filter (``RawImuFilters.alignable``)."""
+        return self._raw_imus.alignable()
+
+    # ------------------------------------------------------------------ recording orientations (hinge calibration)
+    def _window_length(self) -> int:
+        return max(self._config.calibration_window, self._recording)
+
+    def record_orientations(self, max_samples: int) -> None:
+        """Keep up to ``max_samples`` of each IMU's accepted orientations (R_GS as the rules take them: a raw IMU's
+        from its filter) from now on: the calibration windows grow, their recent samples kept (bounded memory; a
+        reset still empties them). :meth:`recorded_orientations` hands them out; calibration keeps using the last
+        ``calibration_window`` of them."""
+        if isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 1:
+            raise EstimatorConfigError(f"max_samples: expected an integer >= 1, got {max_samples!r}")
+        self._recording = max_samples
+        self._windows = {name: deque(window, maxlen=self._window_length()) for name, window in self._windows.items()}
+
+    def newest_orientation_stamp(self) -> float:
+        """The stamp (s) of the newest accepted orientation of any IMU (NaN: none kept)."""
+        return max((window[-1][0] for window in self._windows.values() if window), default=math.nan)
+
+    def recorded_orientations(self) -> dict:
+        """{IMU name: ``OrientationSeries`` (stamps (K,), R_GS (K, 3, 3))} of the samples kept since
+        :meth:`record_orientations` (and the calibration window's before it), IMUs with at least two; the recording
+        stops (the windows shrink back to ``calibration_window``)."""
+        series = {name: OrientationSeries(np.array([t for t, _ in window]), np.stack([R for _, R in window]))
+                  for name, window in self._windows.items() if len(window) >= 2}
+        self._recording = 0
+        self._windows = {name: deque(window, maxlen=self._window_length()) for name, window in self._windows.items()}
+        return series
+
+    def adopt_hinge_calibration(self, R_BS: dict, filter_turns: dict) -> None:
+        """Adopt a hinge calibration (``core.assembly.hinge_calibration``): the mountings ``R_BS`` {IMU: (3, 3)} and
+        each raw IMU's filter output turned about its vertical by ``filter_turns`` {IMU: rad}, as the offline replay
+        adopts them (``filter_heading`` += turn). Their windows are emptied (samples of the old heading); tracking
+        starts afresh at the next cycle. Raises :class:`UnknownNameError` for a name that is not an IMU, and
+        :class:`CalibrationError` for a turn of an IMU without a filter (nothing changes)."""
+        for name in [*R_BS, *filter_turns]:
+            if name not in self._imu_index:
+                raise UnknownNameError(describe_unknown("IMU", str(name), list(self._names)))
+        unfiltered = sorted(set(filter_turns) - set(self.filtered_imus()))
+        if unfiltered:
+            raise CalibrationError(f"adopt_hinge_calibration: IMU(s) {unfiltered} have no orientation filter to turn "
+                                   f"(filtered: {self.filtered_imus()})")
+        self._raw_imus.turn_headings(filter_turns)
+        for name, R in R_BS.items():
+            self._R_BS[name] = np.array(R, dtype=float)
+        for name in {*R_BS, *filter_turns}:
+            self._windows[name].clear()
+        self._restart_with_new_mountings()

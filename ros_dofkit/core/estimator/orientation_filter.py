@@ -427,11 +427,15 @@ class RawImuFilters:
         the heading of ``R_model`` (the model's R_GS for it): ``{name: (R_now, R_model)}`` -> ``{name: psi}``, the
         turns added (rad). Without a magnetometer each raw IMU's heading is its own (the sensor's heading when its
         filter started); this puts them all in the model's G."""
-        turns = {}
-        for name, (R_now, R_model) in rotations.items():
-            turns[name] = heading_offset(R_now, R_model)
-            self.filters[self.names.index(name)].heading_offset += turns[name]
+        turns = {name: heading_offset(R_now, R_model) for name, (R_now, R_model) in rotations.items()}
+        self.turn_headings(turns)
         return turns
+
+    def turn_headings(self, turns: dict) -> None:
+        """Add ``turns`` {name: psi (rad)} to the named IMUs' filter heading offsets (their outputs turn about the
+        vertical from the next sample on)."""
+        for name, psi in turns.items():
+            self.filters[self.names.index(name)].heading_offset += psi
 
     def offer(self, i: int, stamp, quaternion_wxyz, orientation_present: bool, gyro, gyro_present: bool, accel,
               accel_present: bool) -> tuple:
