@@ -255,8 +255,7 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     stacked angular Jacobians J_w(body) of the free velocities and b the measured rates R_WS w_S,
     (A^T A + regularization I) dv = A^T (b - A v_prior); a free velocity counts as from the gyros when its
     resolution (A^T A + reg I)^-1 A^T A diagonal entry exceeds 0.5. Returns False if a system was singular."""
-    n_cycles, nb = Q.shape[0], X_WB_out.shape[1]
-    nv = v_prior.shape[1]
+    nb, nv = X_WB_out.shape[1], v_prior.shape[1]
     n_imu = bodies.shape[0]
     R_WF = np.empty((nb, 3, 3))
     p_WM = np.empty((nb, 3))
@@ -282,11 +281,27 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     column = np.empty(n_free)
     touched = np.empty((n_imu, n_free), dtype=np.int64)  # per sensor's row block: the free columns not all zero
     touched_count = np.zeros(n_imu, dtype=np.int64)
+    sweep, sweep_flags = np.empty((3, 4, 4)), np.ones((3, 1), dtype=np.bool_)
+    return _kinematics_and_velocities_rows(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies, R_BS, free, path_bodies,
+                                           regularization, X_WB_out, V_out, from_gyro_out, R_WF, p_WM, J, origin, A,
+                                           residual, lhs, rhs, touched, touched_count, step, column, sweep,
+                                           sweep_flags)
+
+
+# Without numba's reference counting (rules.py says why): the rows' helpers take the tree's arrays and views of the
+# outputs, which counted references at every call, per cycle and observed IMU. Its caller allocates what it uses.
+@njit(cache=True, nogil=True, _nrt=False)
+def _kinematics_and_velocities_rows(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies, R_BS, free, path_bodies,
+                                    regularization, X_WB_out, V_out, from_gyro_out, R_WF, p_WM, J, origin, A,
+                                    residual, lhs, rhs, touched, touched_count, step, column, sweep, sweep_flags):
+    """:func:`kinematics_and_velocities` over the cycles, with its workspaces: ``free`` the free velocities,
+    ``path_bodies`` the bodies between the IMU bodies and the world."""
+    n_cycles, nv, n_imu, n_free = Q.shape[0], v_prior.shape[1], bodies.shape[0], free.shape[0]
     for c in range(n_cycles):
         if not have_X_WB[c]:
-            kinematics.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
-        V_out[c] = v_prior[c]
-        for j in range(nv):
+            kinematics.forward_kinematics_in(tree, Q[c], X_WB_out[c], R_WF, p_WM, sweep, sweep_flags)
+        for j in range(nv):  # element by element: a row assignment allocates (numba's overlap check)
+            V_out[c, j] = v_prior[c, j]
             from_gyro_out[c, j] = False
         k = 0
         for i in range(n_imu):

@@ -79,8 +79,16 @@ def _set_quaternion_rotation(w, x, y, z, X, k):
 @njit(cache=True)
 def forward_kinematics(tree, q, X_WB, R_WF, p_WM):
     """Fill X_WB (nb,4,4), R_WF (nb,3,3) and p_WM (nb,3) for configuration q (see tree.tree_kinematics)."""
-    _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, np.empty((3, 4, 4)), np.ones((3, 1), dtype=np.bool_), q, False,
-                      True)
+    forward_kinematics_in(tree, q, X_WB, R_WF, p_WM, np.empty((3, 4, 4)), np.ones((3, 1), dtype=np.bool_))
+
+
+@njit(cache=True, inline="always")
+def forward_kinematics_in(tree, q, X_WB, R_WF, p_WM, S, flags):
+    """:func:`forward_kinematics` in the caller's workspaces: ``S`` (3,4,4) scratch and ``flags`` (3,1) (unused by a
+    full sweep). For kernels compiled without numba's reference counting (``_nrt=False``), which may not allocate,
+    nor call a function that does: numba compiles such a callee without the runtime too and refuses its
+    allocation."""
+    _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, S, flags, q, False, True)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
