@@ -4,14 +4,19 @@ its simulated samples as raw messages. Not a test module (test_estimator_orienta
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
 from ros_dofkit.core.estimator.config import EstimatorConfig, ImuConfig
 from ros_dofkit.core.estimator.offline import OfflineInputs
-from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SineTrajectory
-from ros_dofkit.core.spatial import quat_to_matrix
+from ros_dofkit.core.simulation import SensorNoise, SensorSimulator, SimulatedImu, SineTrajectory
+from ros_dofkit.core.spatial import quat_to_matrix, rotation_x, rotation_z
 from ros_dofkit.replay.demo_robot import DEMO_CENTRE, DEMO_ENCODER_JOINTS, DEMO_MAX_AMPLITUDE, build_demo_robot
+from ros_dofkit.replay.setup import ReplaySetup
+from ros_dofkit.ros.parameters import load_parameter_file
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Seconds the arm holds its calibration pose before it starts moving, and the ramp into the motion.
 HOLD_S = 2.0
@@ -146,3 +151,25 @@ def joint_errors_deg(results, run, joints) -> np.ndarray:
     position_names = list(results[0].position_names)
     estimate = np.array([[r.q[position_names.index(j)] for j in joints] for r in results])
     return np.degrees(np.abs(np.vectorize(math.remainder)(estimate - truth, 2 * math.pi)))
+
+
+def raw_lower_body(seconds: float, noise: SensorNoise = NOISE, seed: int = 4):
+    """config/lower_body.yaml's model and seven IMUs, every one raw (``orientation: filter``, a VQF each, no
+    magnetometer), holding the calibration pose for HOLD_S then moving every joint (the floating base held; joint
+    limits off): ``(setup, run, true mountings {IMU: R_BS})``. The simulated pelvis IMU's -z is vertical, not forward:
+    no heading_reference."""
+    values = load_parameter_file(ROOT / "config" / "lower_body.yaml")
+    for name in ("heading_reference", "heading_axis"):
+        values.pop(name)
+    values["use_joint_limits"] = False
+    for name in values["imu_names"]:
+        values[f"imus.{name}.orientation"] = "filter"
+    setup = ReplaySetup.from_parameters(values)
+    names = list(values["imu_names"])
+    mountings = {name: rotation_z(0.7 * k) @ rotation_x(0.4 * (k % 3)) for k, name in enumerate(names)}
+    imus = tuple(SimulatedImu(name, values[f"imus.{name}.body"], mountings[name]) for name in names)
+    plant = setup.plant
+    trajectory = HoldThenMove(plant, seed, sine=SineTrajectory(plant, seed=seed, max_amplitude=0.5,
+                                                               max_translation=0.05), encoder_joints=())
+    run = SensorSimulator(plant, imus, trajectory=trajectory, noise=noise, seed=seed).run(seconds)
+    return setup, run, mountings

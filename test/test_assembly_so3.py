@@ -1,6 +1,7 @@
 """Tests of the rotation-error math of the assembly condition (ros_dofkit/core/assembly/so3.py) and of its compiled
 twins in kernels.py: the error vector's definition, the inverse right Jacobian's defining property by finite
-differences, and NumPy == numba to 1e-12 including near 0 and near π."""
+differences, and NumPy == numba to 1e-12 including near 0 and near π; the compiled Cholesky solve and the inverse's
+diagonal from its factor."""
 
 from __future__ import annotations
 
@@ -90,6 +91,24 @@ def test_compiled_cholesky_solves_spd_system_and_rejects_indefinite():
     assert kernels._cholesky_solve(H.copy(), b, 6, x)
     np.testing.assert_allclose(H @ x, b, atol=1e-10)
     assert not kernels._cholesky_solve(-np.eye(3), np.ones(3), 3, np.empty(3))
+
+
+def test_compiled_inverse_diagonal_is_the_unit_vector_solve_bit_for_bit():
+    """(H⁻¹)_jj from one factor: numpy's inverse, and kernels.cholesky_substitute of e_j to the bit (the same
+    operations without the exact zeros)."""
+    rng = np.random.default_rng(6)
+    A = rng.normal(size=(40, 12)) * (rng.random((40, 12)) < 0.4)  # sparse, as gyro Jacobians are
+    H = A.T @ A + 1e-3 * np.eye(12)
+    L = H.copy()
+    assert kernels.cholesky_factor(L, 12)
+    inverse = np.linalg.inv(H)
+    work, column = np.full(12, np.nan), np.empty(12)
+    for j in range(12):
+        unit = np.zeros(12)
+        unit[j] = 1.0
+        kernels.cholesky_substitute(L, unit, 12, column)
+        assert kernels.cholesky_inverse_diagonal(L, 12, j, work) == column[j]
+        np.testing.assert_allclose(column[j], inverse[j, j], rtol=1e-9)
 
 
 def test_is_rotation_matrix():

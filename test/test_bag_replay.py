@@ -4,6 +4,7 @@ with the message a user needs, and a clock jump back in the bag resets tracking.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import math
 import shutil
@@ -17,7 +18,7 @@ import pytest
 from ros_dofkit import cli
 from ros_dofkit.core.spatial import quat_to_matrix
 from ros_dofkit.replay import bag_replay
-from ros_dofkit.replay.bag_replay import replay_bag
+from ros_dofkit.replay.bag_replay import collector_paused, replay_bag
 from ros_dofkit.replay.demo import DemoOptions, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot
 from ros_dofkit.replay.messages import MessageFactory
@@ -370,3 +371,22 @@ def test_offline_replay_follows_the_node_tf_ownership_and_refuses_a_second_paren
     assert headers == {("odom", "trunk")}
     with pytest.raises(ReplayError, match="second parent"):
         ReplaySetup.from_parameters({**values, "world_frame": "fl_shank"})
+
+
+def test_the_garbage_collector_is_as_it_was_after_the_pause_even_after_an_error():
+    """The batched replay pauses Python's cyclic collector (``collector_paused``); afterwards it is on again, also
+    when the block raised, and a collector the caller had turned off stays off."""
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError), collector_paused():
+        print(1 / 0)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

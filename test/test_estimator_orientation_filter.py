@@ -30,6 +30,7 @@ from ros_dofkit.core.estimator.orientation_filter import (
     FilterSettings,
     OrientationFilter,
     OrientationFilterError,
+    RawImuFilters,
     heading_offset,
 )
 from ros_dofkit.core.simulation import STANDARD_GRAVITY, SensorNoise, SensorSimulator, SineTrajectory
@@ -252,6 +253,26 @@ def test_raw_imus_give_the_same_bits_one_message_at_a_time_and_in_windows(raw_ar
     # and from the start, without calibration: one window equals the messages one by one
     whole = Estimator(robot.plant, config).run(offline_inputs(messages, config.imu_names))
     assert np.array_equal(np.array([r.q for r in stream(Estimator(robot.plant, config), messages)[0]]), whole.q)
+
+
+def test_a_window_without_raw_samples_comes_back_unchanged_and_leaves_the_filters_as_they_were(raw_arm_8s):
+    """"auto" filters offered a window whose IMUs all carry an orientation (none is raw): the window comes back as
+    it was, and the filters are untouched: the raw window after it gives the bits and counts of a fresh bank."""
+    _, config, _, messages = raw_arm_8s
+    names = config.imu_names
+    oriented = [(kind, name, stamp, (np.array([1.0, 0.0, 0.0, 0.0]), payload[1], True, payload[3])) if kind == 0
+                else (kind, name, stamp, payload) for kind, name, stamp, payload in messages[:400]]
+    bank, fresh = RawImuFilters(config.imus), RawImuFilters(config.imus)
+    window = offline_inputs(oriented, names)
+    out = bank.apply(window)
+    assert np.array_equal(out.imu_quaternion_wxyz, window.imu_quaternion_wxyz)
+    assert np.array_equal(out.imu_orientation_present, window.imu_orientation_present)
+    raw = offline_inputs(messages[400:1600], names)
+    after, alone = bank.apply(raw), fresh.apply(raw)
+    filtered = np.isin(raw.imu_sensor, [names.index(name) for name in RAW_IMUS])
+    assert after.imu_orientation_present[filtered].any()  # the raw samples were filtered
+    assert np.array_equal(after.imu_quaternion_wxyz, alone.imu_quaternion_wxyz, equal_nan=True)
+    assert bank.counts() == fresh.counts() and bank.counts()
 
 
 def test_raw_and_orientation_imus_together_estimate_the_arm_after_heading_alignment():

@@ -4,8 +4,8 @@ One launch serves the module: ``dofkit record`` writes a bag of the demo arm and
 ``ros2 launch ros_dofkit arm_4imu.launch.py config:=<that file> use_sim_time:=true`` starts the estimator and
 ``dofkit play --loop`` feeds it. Then: ``ros2 param describe`` of every parameter shows the schema's description
 and range (ros_dofkit/ros/parameters.py is the truth), ``ros2 param set`` with a bad value is refused with the
-reason and changes nothing, ``ros2 service call .../calibrate`` answers, and ``ros2 topic echo --once`` of every
-output prints a message that parses as YAML with the message's fields.
+reason and changes nothing, ``ros2 service call .../calibrate`` answers (``.../calibrate_hinges`` with its refusal),
+and ``ros2 topic echo --once`` of every output prints a message that parses as YAML with the message's fields.
 
 Needs the launch system and ``ros2`` (test/ros2_workspace.py); without them every test here skips and says why.
 """
@@ -107,6 +107,16 @@ def test_service_call_calibrate_answers(launched):
     output = ros2(environment, "service", "call", f"{NODE}/calibrate", "std_srvs/srv/Trigger")
     answer = re.search(r"Trigger_Response\(success=(True|False), message=(['\"])(.+)\2\)", output)
     assert answer, output  # a reason or a summary, never an empty answer
+
+
+def test_service_call_calibrate_hinges_refuses_with_the_reason(launched):
+    """The demo arm's IMUs report their own orientations: no raw IMU to turn, so ``~/calibrate_hinges`` answers at
+    once with success=False and why (no stand calibration yet, or, after one, no raw IMU of it on a hinge)."""
+    environment, _ = launched
+    output = ros2(environment, "service", "call", f"{NODE}/calibrate_hinges", "std_srvs/srv/Trigger")
+    answer = re.search(r"Trigger_Response\(success=False, message=(['\"])hinge calibration refused: (.+)\1\)", output)
+    assert answer, output
+    assert "no stand calibration yet" in answer.group(2) or "no raw IMU calibrated on the stand" in answer.group(2)
 
 
 @pytest.mark.parametrize("topic, msg_type, fields, options", [

@@ -1,6 +1,8 @@
 """Kinematics of the multibody plant: FK and frame Jacobians against finite differences (perturbing with
 integrate_positions, so floating bases are handled on their manifold), the flat-array path against the readable
-reference to 1e-12, the v <-> q̇ maps, integrate/difference round trips and batching.
+reference to 1e-12, the v <-> q̇ maps, integrate/difference round trips and batching; the compiled position
+difference (``compiled.position_differences``, the estimator's velocity finite differences) against the plant's and
+as the derivative of a curve.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 from robot_models import urdf_path
 from ros_dofkit.core import spatial
 from ros_dofkit.core.multibody import MultibodyPlant
+from ros_dofkit.core.multibody.compiled import position_differences
 from ros_dofkit.core.multibody.kinematics import reference_body_poses, reference_jacobian
 
 FIXTURES = Path(__file__).parent / "fixtures" / "urdf"
@@ -165,6 +168,55 @@ def test_integrate_and_difference_are_inverse(plant):
     q2_again = plant.integrate_positions(q0, plant.position_difference(q0, q2))
     # quaternions may come back with the opposite sign; compare the poses they produce
     np.testing.assert_allclose(plant.calc_body_poses(q2_again), plant.calc_body_poses(q2), atol=1e-12)
+
+
+def _compiled_differences(plant, Q0, Q1) -> np.ndarray:
+    out = np.full((len(Q0), plant.num_velocities()), np.nan)
+    position_differences(plant.tree.kernel_arguments(), np.ascontiguousarray(Q0), np.ascontiguousarray(Q1), out)
+    return out
+
+
+def test_compiled_position_difference_equals_the_plants(plant):
+    rng = np.random.default_rng(15)
+    Q0 = np.array([random_configuration(plant, rng) for _ in range(40)])
+    steps = rng.normal(scale=0.3, size=(40, plant.num_velocities())) * rng.choice([1e-9, 1e-4, 1.0], (40, 1))
+    Q1 = np.concatenate([plant.integrate_positions(Q0[:20], steps[:20]),
+                         [random_configuration(plant, rng) for _ in range(19)], Q0[-1:]])
+    for q in Q1[20:30]:  # the quaternion's other sign: the same rotation, the shorter way round either way
+        for joint in plant.floating_base_joints():
+            q[joint.position_start:joint.position_start + 4] *= -1.0
+    compiled = _compiled_differences(plant, Q0, Q1)
+    reference = plant.position_difference(Q0, Q1)
+    # the same operations in the same order; only atan2 may differ by an ulp (NumPy's SIMD loop vs libm)
+    np.testing.assert_allclose(compiled, reference, rtol=4e-16, atol=1e-18)
+    np.testing.assert_allclose(compiled[:20], steps[:20], atol=1e-12)
+    np.testing.assert_allclose(compiled[-1], 0.0, atol=1e-15)  # q ⊖ q: the rounding of quat ⊗ quat* only
+    for c in range(len(Q0)):  # row by row the same bits as the batch
+        np.testing.assert_array_equal(_compiled_differences(plant, Q0[c:c + 1], Q1[c:c + 1])[0], compiled[c])
+
+
+def test_compiled_position_difference_is_the_velocity_of_a_curve(plant):
+    """(q(t + h) ⊖ q(t - h)) / 2h -> N⁺(q) q̇ along q(t) = normalized(q0 + t q̇0) (the quaternion's curve on the
+    sphere); for a floating base's constant angular velocity (q(t) = exp(t ω) ⊗ q0) every step gives ω exactly."""
+    rng = np.random.default_rng(16)
+    q0 = random_configuration(plant, rng)
+    qdot = rng.normal(size=plant.num_positions())
+
+    def curve(t):
+        q = q0 + t * qdot
+        for joint in plant.floating_base_joints():
+            quat = q[joint.position_start:joint.position_start + 4]
+            quat /= np.linalg.norm(quat)
+        return q
+
+    h = 1e-5
+    central = _compiled_differences(plant, curve(-h)[None], curve(h)[None])[0] / (2 * h)
+    expected = plant.map_qdot_to_velocity(q0, (curve(1e-7) - curve(-1e-7)) / 2e-7)
+    np.testing.assert_allclose(central, expected, atol=1e-6)
+    v = rng.normal(size=plant.num_velocities())
+    Q = plant.integrate_positions(np.repeat(q0[None], 4, axis=0), np.arange(4)[:, None] * 0.01 * v)
+    np.testing.assert_allclose(_compiled_differences(plant, Q[:-1], Q[1:]) / 0.01, np.repeat(v[None], 3, 0),
+                               atol=1e-10)
 
 
 def test_batches_keep_leading_axes(plant):

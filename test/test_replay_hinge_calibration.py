@@ -16,17 +16,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from benchmarks.drift import simulation_window  # noqa: E402
-from raw_imu_scenarios import NOISE, HoldThenMove  # noqa: E402
+from raw_imu_scenarios import raw_lower_body  # noqa: E402
 from ros_dofkit import cli  # noqa: E402
 from ros_dofkit.core.estimator.estimator import Estimator  # noqa: E402
-from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory  # noqa: E402
-from ros_dofkit.core.spatial import rotation_angle, rotation_x, rotation_z  # noqa: E402
+from ros_dofkit.core.spatial import rotation_angle  # noqa: E402
 from ros_dofkit.replay.bag_replay import replay_bag  # noqa: E402
 from ros_dofkit.replay.calibration import calibrate_from_inputs, setup_with_parameters  # noqa: E402
 from ros_dofkit.replay.hinge_calibration import hinge_calibrated, raw_imus  # noqa: E402
 from ros_dofkit.replay.pipeline import ReplayError  # noqa: E402
 from ros_dofkit.replay.setup import ReplaySetup  # noqa: E402
-from ros_dofkit.ros.parameters import load_parameter_file  # noqa: E402
 
 KNEES = ("left_knee_flexion", "right_knee_flexion")
 LEG_IMUS = ("left_upper_leg", "left_lower_leg", "left_foot", "right_upper_leg", "right_lower_leg", "right_foot")
@@ -43,21 +41,8 @@ STATIC_KNEE_RMS_DEG = 5.0
 
 @pytest.fixture(scope="module")
 def simulated():
-    values = load_parameter_file(ROOT / "config" / "lower_body.yaml")
-    for name in ("heading_reference", "heading_axis"):  # the simulated pelvis IMU's -z is vertical, not forward
-        values.pop(name)
-    values["use_joint_limits"] = False
-    for name in values["imu_names"]:
-        values[f"imus.{name}.orientation"] = "filter"
-    setup = ReplaySetup.from_parameters(values)
-    names = list(values["imu_names"])
-    mountings = {name: rotation_z(0.7 * k) @ rotation_x(0.4 * (k % 3)) for k, name in enumerate(names)}
-    imus = tuple(SimulatedImu(name, values[f"imus.{name}.body"], mountings[name]) for name in names)
-    plant = setup.plant
-    trajectory = HoldThenMove(plant, 4, sine=SineTrajectory(plant, seed=4, max_amplitude=0.5, max_translation=0.05),
-                              encoder_joints=())
-    run = SensorSimulator(plant, imus, trajectory=trajectory, noise=NOISE, seed=4).run(SECONDS)
-    inputs = simulation_window(run, names)
+    setup, run, mountings = raw_lower_body(SECONDS)
+    inputs = simulation_window(run, list(setup.config.imu_names))
     static = calibrate_from_inputs(inputs, setup, *STAND_S)
     return {"setup": setup, "run": run, "inputs": inputs, "static": static, "truth": mountings,
             "hinged": hinge_calibrated(inputs, setup, static)}

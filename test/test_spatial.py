@@ -1,6 +1,7 @@
 """ros_dofkit.core.spatial: matrix_to_quat's compiled path gives scipy's results (the independent reference) for
 every case scipy distinguishes, and leaves the cases it does not handle to scipy; the quaternion tolerance rule
-(quat_validity / quat_normalize, SPEC 9.7) on its boundary cases."""
+(quat_validity / quat_normalize, SPEC 9.7) on its boundary cases; the one-quaternion paths of quat_multiply,
+quat_conjugate, quat_to_rotvec and rotvec_to_quat give the batched path's bits, and scipy's rotations."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from ros_dofkit.core.spatial import (
     QUAT_NORM_TOLERANCE,
     QuaternionError,
     matrix_to_quat,
+    quat_conjugate,
+    quat_multiply,
     quat_normalize,
     quat_to_matrix,
+    quat_to_rotvec,
     quat_validity,
+    rotvec_to_quat,
 )
 
 
@@ -92,6 +97,55 @@ def test_quat_to_matrix_single_equals_the_batched_path_bit_for_bit():
         np.testing.assert_array_equal(quat_to_matrix(list(q)), R)
     np.testing.assert_allclose(quat_to_matrix(quaternions[:400]), Rotation.from_quat(
         quaternions[:400], scalar_first=True).as_matrix(), atol=1e-15)
+
+
+def _one_quaternion_cases() -> tuple[np.ndarray, np.ndarray]:
+    """Unit quaternions (both signs of w, near identity below and above the series' switch, half turns, signed
+    zeros) and rotation vectors (tiny to beyond a turn)."""
+    rng = np.random.default_rng(21)
+    quaternions = rng.normal(size=(400, 4))
+    quaternions /= np.linalg.norm(quaternions, axis=1, keepdims=True)
+    small = np.concatenate([np.ones((6, 1)), np.array([1e-9, 3e-7, 9.9e-7, 1e-6, 2e-6, 1e-3])[:, None]
+                            * rng.normal(size=(6, 3))], axis=1)
+    special = [[1.0, 0, 0, 0], [-1.0, 0, 0, 0], [0.0, 1, 0, 0], [-0.0, 0, 0, -1], [0.0, -0.0, 0.6, 0.8]]
+    quaternions = np.concatenate([quaternions, small / np.linalg.norm(small, axis=1, keepdims=True), special,
+                                  -small])
+    vectors = np.concatenate([rng.normal(size=(300, 3)) * rng.choice([1e-9, 1e-7, 1e-3, 1.0, 4.0], (300, 1)),
+                              np.zeros((1, 3)), [[np.pi, 0, 0], [0, 0, -2 * np.pi]]])
+    return quaternions, vectors
+
+
+def test_one_quaternion_paths_equal_the_batched_path_bit_for_bit():
+    quaternions, vectors = _one_quaternion_cases()
+    others = np.roll(quaternions, 3, axis=0)
+    products, conjugates = quat_multiply(quaternions, others), quat_conjugate(quaternions)
+    logs, exps = quat_to_rotvec(quaternions), rotvec_to_quat(vectors)
+    for q, r, product, conjugate, log in zip(quaternions, others, products, conjugates, logs, strict=True):
+        np.testing.assert_array_equal(quat_multiply(q, r), product)
+        np.testing.assert_array_equal(quat_conjugate(q), conjugate)
+        np.testing.assert_array_equal(quat_to_rotvec(q), log)
+        assert quat_multiply(list(q), tuple(r)).shape == (4,) and quat_to_rotvec(list(q)).shape == (3,)
+    for r, exp in zip(vectors, exps, strict=True):
+        np.testing.assert_array_equal(rotvec_to_quat(r), exp)
+        assert rotvec_to_quat(list(r)).dtype == np.float64
+
+
+def test_one_quaternion_paths_match_scipy_and_the_rotation_group():
+    quaternions, vectors = _one_quaternion_cases()
+    for q, r in zip(quaternions[:50], vectors[:50], strict=True):
+        # R(q ⊗ p) = R(q) R(p); q ⊗ q* = identity; the logarithm and the exponential are scipy's rotation vector
+        p = rotvec_to_quat(r)
+        np.testing.assert_allclose(quat_to_matrix(quat_multiply(q, p)), quat_to_matrix(q) @ quat_to_matrix(p),
+                                   atol=1e-15)
+        np.testing.assert_allclose(quat_multiply(q, quat_conjugate(q)), [1.0, 0, 0, 0], atol=1e-15)
+        np.testing.assert_allclose(quat_to_rotvec(q), Rotation.from_quat(q, scalar_first=True).as_rotvec(),
+                                   atol=1e-14)
+        np.testing.assert_allclose(quat_to_matrix(p), Rotation.from_rotvec(r).as_matrix(), atol=1e-14)
+    # about z by an angle a: (cos a/2, 0, 0, sin a/2); the logarithm takes the shorter way round, q and -q alike
+    a = 2.5
+    np.testing.assert_allclose(rotvec_to_quat([0.0, 0.0, a]), [np.cos(a / 2), 0, 0, np.sin(a / 2)], atol=1e-16)
+    np.testing.assert_allclose(quat_to_rotvec(-rotvec_to_quat([0.0, 0.0, a])), [0, 0, a], atol=1e-15)
+    np.testing.assert_allclose(quat_to_rotvec(rotvec_to_quat([0.0, 0.0, 2 * np.pi - a])), [0, 0, -a], atol=1e-14)
 
 
 def test_quaternion_rule_accepts_near_unit_and_names_the_first_bad_entry():

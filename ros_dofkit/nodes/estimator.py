@@ -15,7 +15,8 @@ Topics (relative names follow the node's namespace; ``<out>`` is the ``output_na
   child frame), ``<out>/sensor_errors`` (std_msgs/Float64MultiArray, degrees), ``/tf`` (every moving joint,
   stamped with the input time), ``/tf_static`` (fixed joints, once, transient local), ``/diagnostics``;
 * service ``~/calibrate`` (std_srvs/Trigger): IMU mountings configured as "calibrate" and the heading alignment,
-  from the recent static window.
+  from the recent static window; service ``~/calibrate_hinges`` (std_srvs/Trigger): then raw IMUs' headings from
+  the motion that follows (``nodes.hinge_calibration_service``).
 
 A cycle runs when every live IMU has delivered a new sample (see ``Estimator.ready``); its outputs carry the
 newest input stamp. Bad input is dropped and counted by reason (diagnostics) with a throttled warning; the node
@@ -62,6 +63,7 @@ from ros_dofkit.core.estimator.odometry import (
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.nodes.common import StartupError, clock_seconds, declare_specs, run_node
+from ros_dofkit.nodes.hinge_calibration_service import HingeCalibrationService
 from ros_dofkit.precompile import warm_up
 from ros_dofkit.ros.estimator_messages import (
     BaseOdometryOutput,
@@ -192,6 +194,7 @@ class EstimatorNode(Node):
                                    f"{odometry.topic!r} ({self._odometry_frames[1]} in {self._odometry_frames[0]}; "
                                    f"translation{' and heading' if odometry.use_yaw else ''})")
         self.create_service(Trigger, "~/calibrate", self._on_calibrate)
+        self.hinge_calibration = HingeCalibrationService(self, self.estimator)  # ~/calibrate_hinges (issue 19)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._filter_resets = {}  # raw IMU name -> orientation filter restarts already logged
         self._diagnostics_timer = self.create_timer(values["diagnostics_period"], self._publish_diagnostics)
@@ -426,6 +429,7 @@ class EstimatorNode(Node):
                                   unconstrained=self._unconstrained, clock_s=self._clock_now())
         if self._odometry_frames is not None:
             msg.status.append(self._odometry_diagnostics())
+        msg.status.append(self.hinge_calibration.diagnostic_status())
         self._diagnostics_publisher.publish(msg)
 
     def _odometry_diagnostics(self) -> DiagnosticStatus:

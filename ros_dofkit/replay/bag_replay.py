@@ -8,7 +8,9 @@ it aside and renames it when done; every error, KeyboardInterrupt and signal rem
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -115,7 +117,8 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
             calibrated = hinge_calibrated(read[0], setup, calibrated, str(in_path))
         setup = calibrated.setup
     if batch:
-        outcome = _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s, read, window)
+        with collector_paused():
+            outcome = _replay_bag_batch(in_path, setup, out_path, storage, progress, settle_s, read, window)
         return dataclasses.replace(outcome, calibration=calibrated)
     topics = check_input_topics(in_path, setup)
     total = sum(count for topic, (_, count) in topics.items()
@@ -163,6 +166,21 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
     results = [r for r in loop.results if getattr(r, "initialized", True)]
     return _outcome(results, loop.statistics, writer.counts, truth_records, estimator, setup, topics, settle_s,
                     calibrated)
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off inside the block, as it was after it. A batched replay allocates tens of
+    thousands of row tuples and arrays per window, none of them in a reference cycle, and the collections they set
+    off took ~2 % of its time; what a replay leaves to the collector does not grow with the windows (37 objects,
+    its solver's ``Assembler`` and what it holds, after benchmarks/replay_speed.py's bag in 3 windows or in 82)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _outcome(results, statistics, output_counts: dict, truth_records: list, estimator, setup: ReplaySetup,

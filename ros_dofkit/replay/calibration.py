@@ -116,6 +116,13 @@ def check_window(start_s: float, end_s: float) -> tuple[float, float]:
     return start_s, end_s
 
 
+def input_stamp_ns(inputs) -> np.ndarray:
+    """(M,) int64 header stamp in ns of every input (offering order): what a calibration window's seconds count
+    from (``first_stamp_ns`` = their minimum), for the static window and the hinge calibration's motion alike."""
+    stamp_ns = inputs.stamp_ns if inputs.stamp_ns is not None else np.round(inputs.input_stamps() * 1e9)
+    return np.asarray(stamp_ns, dtype=np.int64)
+
+
 def calibrate_from_inputs(inputs, setup, start_s: float, end_s: float, max_spread_deg: float = 2.0,
                           source: str = "the bag") -> BagCalibration:
     """Calibrate ``setup``'s estimator on the inputs (an :class:`~ros_dofkit.core.estimator.offline.OfflineInputs`,
@@ -129,8 +136,7 @@ def calibrate_from_inputs(inputs, setup, start_s: float, end_s: float, max_sprea
     """
     start_s, end_s = check_window(start_s, end_s)
     config = setup.config
-    stamp_ns = inputs.stamp_ns if inputs.stamp_ns is not None else np.round(inputs.input_stamps() * 1e9)
-    stamp_ns = np.asarray(stamp_ns, dtype=np.int64)
+    stamp_ns = input_stamp_ns(inputs)
     if stamp_ns.size == 0:
         raise ReplayError(f"cannot calibrate: {source} has no input message on the configured topics")
     first_ns = int(stamp_ns.min())

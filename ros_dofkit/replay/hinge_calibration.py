@@ -16,20 +16,21 @@ replays with them as with any known mounting.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
 from ros_dofkit.core.assembly.errors import AssemblyValueError
-from ros_dofkit.core.assembly.hinge_calibration import OrientationSeries, calibrate_hinge_headings
+from ros_dofkit.core.assembly.hinge_calibration import OrientationSeries, calibrate_filter_headings
 from ros_dofkit.core.estimator.orientation_filter import OrientationFilter, is_raw
 from ros_dofkit.core.estimator.setup import build as build_estimator_setup
 from ros_dofkit.core.spatial import quat_to_matrix
-from ros_dofkit.replay.calibration import BagCalibration, calibrated_parameters, setup_with_parameters
+from ros_dofkit.replay.calibration import (
+    BagCalibration,
+    calibrated_parameters,
+    input_stamp_ns,
+    setup_with_parameters,
+)
 from ros_dofkit.replay.pipeline import ReplayError
-
-# R_WG must keep the vertical (up to its sign) for a turn about G's vertical to be a turn of the filter's output.
-_VERTICAL_TOLERANCE = 1e-6
 
 
 def raw_imus(inputs, config) -> list:
@@ -56,7 +57,11 @@ def orientation_series(inputs, config, R_WG, first_ns: int, start_s: float, name
     settings, as the static calibration's started on the same first sample), the others' from their messages."""
     sensors = np.asarray(inputs.imu_sensor, dtype=np.int64)
     stamps = np.asarray(inputs.imu_stamp, dtype=float)
-    relative = stamps - first_ns * 1e-9
+    # seconds after the first stamp counted in ns, as the static window's (a float difference put the bag's first
+    # sample 2.5e-10 s before it, and its filter then started one sample later than the static calibration's)
+    imu_inputs = np.asarray(inputs.kind) == 0
+    relative = np.empty(len(stamps))
+    relative[np.asarray(inputs.row)[imu_inputs]] = (input_stamp_ns(inputs)[imu_inputs] - first_ns) * 1e-9
     raw = set(raw_imus(inputs, config))
     series = {}
     for i, imu in enumerate(config.imus):
@@ -81,31 +86,27 @@ def hinge_calibrated(inputs, setup, calibration: BagCalibration, source: str = "
     statically calibrated IMUs turned from the joints between IMUs (``core.assembly.hinge_calibration``); its
     ``hinge`` field holds the :class:`~ros_dofkit.core.assembly.hinge_calibration.HingeCalibration`. Raises
     :class:`ReplayError` when no such IMU shares a joint with another IMU, a joint moved too little, or the world
-    alignment does not keep the vertical."""
+    alignment does not keep the vertical (``calibrate_filter_headings``, which the live node's ``~/calibrate_hinges``
+    calls too)."""
     result = calibration.result
     config = setup.config
     turnable = [name for name in raw_imus(inputs, config) if name in result.R_BS]
-    R_WG = np.asarray(result.R_WG, dtype=float)
-    up = float(R_WG[2, 2])
-    if abs(abs(up) - 1.0) > _VERTICAL_TOLERANCE:
-        raise ReplayError(f"hinge calibration: the world alignment turns the vertical (R_WG[2, 2] = {up:.6g}); raw "
-                          "IMUs' headings are turns about the vertical of their filters, so it must keep it")
-    orientations = orientation_series(inputs, config, R_WG, calibration.first_stamp_ns, calibration.start_s,
-                                      set(config.imu_names))
+    # in the filters' frames F as the stand left them (the calibrated configuration: an aligned raw IMU's filter
+    # turned by its heading offset, as the live filter is); calibrate_filter_headings turns them into G with R_WG
+    orientations = orientation_series(inputs, calibration.setup.config, np.eye(3), calibration.first_stamp_ns,
+                                      calibration.start_s, set(config.imu_names))
     bodies = dict(zip(config.imu_names, build_estimator_setup(setup.plant, config).body_index.tolist(),
                       strict=True))
     mountings = {imu.name: result.R_BS.get(imu.name, None if imu.needs_calibration else imu.mounting)
                  for imu in config.imus}
     try:
-        hinge = calibrate_hinge_headings(setup.plant, result.q_cal, bodies, mountings, orientations, turnable)
+        hinge = calibrate_filter_headings(setup.plant, result.q_cal, result.R_WG, bodies, mountings, orientations,
+                                          turnable)
     except AssemblyValueError as error:
         raise ReplayError(f"hinge calibration on {source}: {error}") from None
-    if not hinge.turns:
-        raise ReplayError(f"hinge calibration on {source}: no raw IMU calibrated on the static window shares a hinge "
-                          f"(one or two revolute joints) with another IMU (raw and calibrated: {turnable})")
     offsets = dict(result.heading_offsets)
-    for name, turn in hinge.turns.items():
-        offsets[name] = offsets.get(name, 0.0) + math.copysign(1.0, up) * turn
+    for name, turn in hinge.filter_turns.items():
+        offsets[name] = offsets.get(name, 0.0) + turn
     refined = dataclasses.replace(result, R_BS={**result.R_BS, **hinge.R_BS}, heading_offsets=offsets)
     parameters = calibrated_parameters(setup.values, refined)
     return dataclasses.replace(calibration, result=refined, parameters=parameters, hinge=hinge,

@@ -147,6 +147,11 @@ ESTIMATION_PARAMETERS = (
     ParameterSpec("heading_estimation.acceleration_noise", DOUBLE, 0.3, "noise of a joint centre's horizontal "
                   "acceleration seen from one IMU (m/s^2; 0: no joint-centre acceleration constraint)",
                   value_range=(0.0, 100.0)),
+    # issue 19: the live hinge calibration (~/calibrate_hinges, core.estimator.hinge_recording)
+    ParameterSpec("hinge_calibration.duration", DOUBLE, 20.0, "seconds of motion (input stamps) ~/calibrate_hinges "
+                  "records before it fits the raw IMUs' headings", value_range=(0.5, 600.0)),
+    ParameterSpec("hinge_calibration.max_samples", INTEGER, 20000, "orientation samples per IMU ~/calibrate_hinges "
+                  "keeps at most (80 bytes each; the oldest go first)", value_range=(20, 1000000)),
     ParameterSpec("diagnostics_period", DOUBLE, 1.0, "seconds between /diagnostics messages",
                   value_range=(0.01, 60.0)),
     ParameterSpec("log_throttle", DOUBLE, 5.0, "minimum seconds between repeated warnings of one kind",

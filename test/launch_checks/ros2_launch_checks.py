@@ -225,12 +225,13 @@ class TestRunningLaunch(unittest.TestCase):
             self.assertEqual(endpoint.qos_profile.reliability, reliability, topic)
             self.assertEqual(endpoint.qos_profile.durability, durability, topic)
 
-    def test_estimator_offers_the_calibrate_service(self):
+    def test_estimator_offers_the_calibrate_services(self):
         if self.expected.filter:
             self.skipTest("joint_state_filter offers no service of its own")
-        service = f"{self.expected.namespace}/estimator/calibrate"
-        self.probe.wait_for(lambda: (service, ["std_srvs/srv/Trigger"]) in
-                            self.probe.node.get_service_names_and_types(), f"service {service} (std_srvs/Trigger)")
+        for name in ("calibrate", "calibrate_hinges"):
+            service = f"{self.expected.namespace}/estimator/{name}"
+            self.probe.wait_for(lambda s=service: (s, ["std_srvs/srv/Trigger"]) in
+                                self.probe.node.get_service_names_and_types(), f"service {service} (std_srvs/Trigger)")
 
     def test_launch_arguments_reach_the_node(self):
         args = self.expected.args

@@ -97,6 +97,8 @@ class Assembler:
         self._initialized = False
         self._nothing_observed = False
         self._v_of_q, self._quaternion_q = self._coordinate_maps(plant)
+        # First q of each floating joint's quaternion: fixed by the finalized plant, looked up once, not per frame.
+        self._floating_q = tuple(joint.position_start for joint in plant.floating_base_joints())
         self._stats = np.zeros(3, dtype=np.int64)  # residual evals, Jacobian evals, iterations
         self._tracker = None  # the compiled per-frame state (kernels.Tracker), built at the first solve
         self._num_initializations = 0
@@ -334,16 +336,15 @@ class Assembler:
         one already unit to rounding (|‖q‖ - 1| <= 4 ε, as the solver's own steps leave it: they divide by the
         norm), which is kept bit for bit, so that a solution set back as the next frame's start is the start
         ``track_sequence`` carries from frame to frame (the node's cycle-by-cycle solves then equal replay's)."""
-        q = np.asarray(q, dtype=float)
+        q = np.array(q, dtype=float)  # a copy: the caller's array stays its own
         if q.shape != (self._nq,):
             raise AssemblyValueError(f"set_positions: expected shape ({self._nq},), got {q.shape}")
-        if not np.all(np.isfinite(q)):
+        if not np.isfinite(q).all():
             raise AssemblyValueError(f"set_positions: q has non-finite entries at {np.flatnonzero(~np.isfinite(q))}")
-        q = q.copy()
-        for joint in self.plant.floating_base_joints():
-            qs = joint.position_start
-            if not abs(math.sqrt(float(q[qs:qs + 4] @ q[qs:qs + 4])) - 1.0) <= _UNIT_TO_ROUNDING:
-                q[qs : qs + 4] = spatial.quat_normalize(q[qs : qs + 4])
+        for qs in self._floating_q:
+            quat = q[qs:qs + 4]
+            if not abs(math.sqrt(float(quat @ quat)) - 1.0) <= _UNIT_TO_ROUNDING:
+                q[qs:qs + 4] = spatial.quat_normalize(quat)
         self._q = q
 
     def get_time(self) -> float:
@@ -481,6 +482,7 @@ class Assembler:
             [i for i in range(self._nq) if self._v_of_q[i] and all(v in locked_v for v in self._v_of_q[i])],
             dtype=np.int64,
         )
+        self._held_floating_q = tuple(qs for qs in self._floating_q if qs in self._held_q)  # locked rotations
         self._free_v = np.array(free_v, dtype=np.int64)
         self._bound_q = np.array(bound_q, dtype=np.int64)
         self._lo = np.array(lo, dtype=float)
@@ -913,11 +915,10 @@ class Assembler:
             raise AssemblyValueError(
                 f"track_sequence: positions must have shape ({T}, {self._nq}) (frames, nq), got {positions.shape}"
             )
-        for joint in self.plant.floating_base_joints():
-            quat = positions[:, joint.position_start : joint.position_start + 4]
-            if joint.position_start in self._held_q:
-                rows = np.all(np.isfinite(quat), axis=1)
-                quat[rows] = spatial.quat_normalize(quat[rows])
+        for qs in self._held_floating_q:
+            quat = positions[:, qs:qs + 4]
+            rows = np.all(np.isfinite(quat), axis=1)
+            quat[rows] = spatial.quat_normalize(quat[rows])
         return positions
 
     def _set_frame_observations(self, obs_rot, obs_pos) -> None:

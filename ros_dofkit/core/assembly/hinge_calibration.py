@@ -4,7 +4,9 @@ standing pose cannot.
 
 Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy, SciPy's least squares,
 ``core.spatial``, ``multibody.tree`` (joint codes) and this package's errors. Used by
-``replay.hinge_calibration`` (``dofkit replay --calibrate START END --hinge-calibration``).
+``replay.hinge_calibration`` (``dofkit replay --calibrate START END --hinge-calibration``) and
+``estimator.hinge_recording`` (the live node's ``~/calibrate_hinges``), both through :func:`calibrate_filter_headings`,
+so that one recording gives the same mountings offline and live.
 
 Why. A raw IMU (gyro + accelerometer, no magnetometer) has a heading of its own: its filter's earth frame is turned
 about the vertical from the model world G by an unknown angle. The static calibration (``calibrate_imus``) then
@@ -69,6 +71,8 @@ GRID_SAMPLES = 1500
 _MIRROR_COST_FACTOR = 1.5
 #: Margin (rad) around the joint limits within which the joint's angle still counts as inside.
 _LIMIT_MARGIN = math.radians(10.0)
+#: R_WG must keep the vertical (up to its sign) for a turn about G's vertical to be a turn of a filter's output.
+_VERTICAL_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -121,11 +125,14 @@ class PairMisfit:
 @dataclass(frozen=True)
 class HingeCalibration:
     """:func:`calibrate_hinge_headings`' result: ``turns`` {IMU: ψ (rad) about G's vertical, to add to its stream's
-    heading}, ``R_BS`` {IMU: its mounting after the turn}, ``fits`` per pair used."""
+    heading}, ``R_BS`` {IMU: its mounting after the turn}, ``fits`` per pair used; from
+    :func:`calibrate_filter_headings` also ``filter_turns`` {IMU: the same turn about its filter's own vertical, to
+    add to the filter's heading offset}."""
 
     turns: dict = field(default_factory=dict)
     R_BS: dict = field(default_factory=dict)
     fits: tuple = ()
+    filter_turns: dict = field(default_factory=dict)
 
 
 def joint_pairs(plant, imu_bodies: dict) -> list:
@@ -249,6 +256,31 @@ def calibrate_hinge_headings(plant, q_cal, imu_bodies: dict, R_BS: dict, orienta
         R_W0 = X_WB[imu_bodies[name], :3, :3]
         mountings[name] = R_W0.T @ rotation_z(turn) @ R_W0 @ np.asarray(R_BS[name], dtype=float)
     return HingeCalibration(turns=turns, R_BS=mountings, fits=tuple(fits))
+
+
+def calibrate_filter_headings(plant, q_cal, R_WG, imu_bodies: dict, R_BS: dict, filter_orientations: dict,
+                              turnable) -> HingeCalibration:
+    """:func:`calibrate_hinge_headings` on orientation filters' outputs ``filter_orientations`` {IMU:
+    :class:`OrientationSeries` of R_FS in the filter's earth frame F, the one the static calibration saw} with the
+    world alignment ``R_WG`` (G = R_WG F), and the turns also as ``filter_turns``: about F's vertical, ``sign(R_WG[2,
+    2]) ψ``. The offline replay and the live node both call this (one recording, the same mountings).
+
+    Raises :class:`AssemblyValueError` when ``R_WG`` does not keep the vertical (a turn about G's vertical is then no
+    turn of a filter's output), when no IMU of ``turnable`` shares a hinge with another IMU, and as
+    :func:`calibrate_hinge_headings` does (too little motion, vertical axis, no mounting, too few samples)."""
+    R_WG = np.asarray(R_WG, dtype=float)
+    up = float(R_WG[2, 2])
+    if abs(abs(up) - 1.0) > _VERTICAL_TOLERANCE:
+        raise AssemblyValueError(f"hinge calibration: the world alignment turns the vertical (R_WG[2, 2] = {up:.6g}); "
+                                 "raw IMUs' headings are turns about the vertical of their filters, so it must keep it")
+    orientations = {name: OrientationSeries(series.stamps, R_WG @ series.R_GS)
+                    for name, series in filter_orientations.items()}
+    hinge = calibrate_hinge_headings(plant, q_cal, imu_bodies, R_BS, orientations, turnable)
+    if not hinge.turns:
+        raise AssemblyValueError("no raw IMU calibrated on the static window shares a hinge (one or two revolute "
+                                 f"joints) with another IMU (raw and calibrated: {sorted(turnable)})")
+    filter_turns = {name: math.copysign(1.0, up) * turn for name, turn in hinge.turns.items()}
+    return HingeCalibration(hinge.turns, hinge.R_BS, hinge.fits, filter_turns)
 
 
 def _axes(plant, X_WB, pair: JointPair) -> tuple:

@@ -188,6 +188,25 @@ def cholesky_substitute(L, b, n, out):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def cholesky_inverse_diagonal(L, n, j, work):
+    """(H⁻¹)_jj with the factor of H = L Lᵀ left in L's lower triangle: :func:`cholesky_substitute` of the unit
+    vector e_j, whose forward pass is zero before j and whose backward pass is needed down to j only; the same
+    operations in the same order otherwise (the skipped terms are exact zeros), so the same bits at about a third
+    of the work when every j is asked for. ``work`` (n,) is scratch."""
+    for i in range(j, n):
+        s = 1.0 if i == j else 0.0
+        for k in range(j, i):
+            s -= L[i, k] * work[k]
+        work[i] = s / L[i, i]
+    for i in range(n - 1, j - 1, -1):
+        s = work[i]
+        for k in range(i + 1, n):
+            s -= L[k, i] * work[k]
+        work[i] = s / L[i, i]
+    return work[j]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _cholesky_solve(H, b, n, out):
     """Solve H out = b for the leading n x n block of a symmetric positive definite H (H is overwritten by its
     factor). Returns False when a pivot is not positive (H not positive definite to working precision)."""

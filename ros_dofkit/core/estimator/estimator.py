@@ -1,8 +1,9 @@
 """The estimator: merged encoders + IMU orientations and gyros in, joint configuration q and velocity v out.
 
 You are in the ROS-free estimator core; this module imports the estimator's setup, its compiled cycle rules
-(``rules``), its batch input/output types (``offline``) and the assembler. The live node offers one message at a
-time (:meth:`Estimator.process_imu` / :meth:`Estimator.process_joint_state`); offline replay offers a window of a
+(``rules``), its batch input/output types (``offline``), the assembler and the plant's compiled position difference
+(the velocities' finite differences). The live node offers one message at a time (:meth:`Estimator.process_imu` /
+:meth:`Estimator.process_joint_state`); offline replay offers a window of a
 recording at a time (:meth:`Estimator.feed`). Both go through the same compiled rules over the same state and the
 same solve, so a recording gives the same bits either way; a message's one cycle skips the batch records (its
 kernels' inputs and outputs in buffers allocated once, ``Estimator._stream_cycle``). The data flow is DESIGN.md's:
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ros_dofkit.core.assembly import average_rotations, calibrate_imus
+from ros_dofkit.core.assembly.hinge_calibration import OrientationSeries
 from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.compiled_entry import compiled_entry
@@ -40,7 +42,7 @@ from ros_dofkit.core.estimator.offline import (
     validate_window,
 )
 from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
-from ros_dofkit.core.multibody import Joint
+from ros_dofkit.core.multibody.compiled import position_differences
 from ros_dofkit.core.spatial import describe_quaternion_problem, matrix_to_quat, rotation_z
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
@@ -112,46 +114,6 @@ def _timing_detail(reason: RejectReason, stamp: float, now: float, config: Estim
 
 
 @dataclass(frozen=True)
-class _DifferenceColumns:
-    """The plant's ``position_difference`` (dv with q0 ⊕ dv = q1) in a few array operations: q1 - q0 on the
-    coordinates of joints that keep ``Joint.difference`` (``q_index`` -> ``v_index``), every other joint's own
-    ``difference`` on its block (the plant's loop over every joint cost ~0.1 ms per cycle on
-    a humanoid)."""
-
-    nv: int
-    q_index: np.ndarray
-    v_index: np.ndarray
-    floating: tuple  # (joint, q slice, v slice) of the joints with their own difference
-    plain: bool  # none of those, and q and v index the same coordinates: dv = q1 - q0
-
-    @classmethod
-    def of(cls, plant) -> _DifferenceColumns:
-        q_index, v_index, floating = [], [], []
-        for joint in (plant.get_joint(j) for j in range(plant.num_joints())):
-            qs, vs = joint.position_start, joint.velocity_start
-            if not joint.num_positions:
-                continue
-            if type(joint).difference is Joint.difference:  # q1 - q0
-                q_index.extend(range(qs, qs + joint.num_positions))
-                v_index.extend(range(vs, vs + joint.num_velocities))
-            else:
-                floating.append((joint, slice(qs, qs + joint.num_positions), slice(vs, vs + joint.num_velocities)))
-        nv = plant.num_velocities()
-        plain = not floating and q_index == v_index == list(range(nv)) and plant.num_positions() == nv
-        return cls(nv, np.array(q_index, np.int64), np.array(v_index, np.int64), tuple(floating), plain)
-
-    def __call__(self, q0, q1) -> np.ndarray:
-        """(N, nv) differences of the rows of q0, q1 (N, nq)."""
-        if self.plain:
-            return q1 - q0
-        dv = np.zeros((len(q0), self.nv))
-        dv[:, self.v_index] = q1[:, self.q_index] - q0[:, self.q_index]
-        for joint, qs, vs in self.floating:
-            dv[:, vs] = joint.difference(q0[:, qs], q1[:, qs])
-        return dv
-
-
-@dataclass(frozen=True)
 class _StreamBuffers:
     """One cycle's arrays for :meth:`Estimator._stream_cycle`, allocated once per solver: the inputs and outputs
     of the compiled kernels as a one-cycle run (leading axis 1), the types and layouts of the batch path's (the
@@ -200,7 +162,6 @@ class Estimator:
         # Fixed by the plant: built once, not per cycle (the node's cycle is a few hundred microseconds).
         self._position_names = tuple(plant.position_names())
         self._velocity_names = tuple(plant.velocity_names())
-        self._difference = _DifferenceColumns.of(plant)
         self._measured = ~self._setup.estimated  # articulated coordinates locked at their encoder values
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
@@ -214,6 +175,8 @@ class Estimator:
         self._build_solver()
         self._raw_imus = None
         self._heading = self._heading_filter(config)
+        self._calibration = None  # the last CalibrationResult (mountings outlive reset(), so does it)
+        self._recording = 0  # samples per IMU the windows keep while orientations are recorded (0: not recording)
         self.reset()
 
     def _align(self, R_WG) -> None:
@@ -241,7 +204,7 @@ class Estimator:
         # raw IMUs' orientation filters, before the rules (headings aligned by calibration kept, as mountings are)
         self._raw_imus = RawImuFilters(self._config.imus, self._raw_imus)
         self._unknown_sensors = Counter()
-        self._windows = {name: deque(maxlen=self._config.calibration_window) for name in self._names}
+        self._windows = {name: deque(maxlen=self._window_length()) for name in self._names}
         self._resets_seen = 0
         self._q_current = self._setup.q_default.copy()
         self._needs_assemble = True
@@ -948,10 +911,13 @@ class Estimator:
             dt = stamp - stamp_prev
             use = np.isfinite(stamp_prev) & (dt > 0.0)
             if use.all():  # row by row the same operations as below: fewer of them for a message's one cycle
-                v_prior = self._difference(previous, Q) / dt[:, None]
+                position_differences(self._tree, previous, np.ascontiguousarray(Q), v_prior)
+                v_prior /= dt[:, None]
             elif use.any():
                 rows = np.flatnonzero(use)
-                v_prior[rows] = self._difference(previous[rows], Q[rows]) / dt[use][:, None]
+                differences = np.empty((len(rows), v_prior.shape[1]))
+                position_differences(self._tree, previous[rows], np.ascontiguousarray(Q[rows]), differences)
+                v_prior[rows] = differences / dt[use][:, None]
         measured = self._measured
         if measured.any():
             columns = self._setup.art_v[measured]
@@ -986,7 +952,7 @@ class Estimator:
         if not np.array_equal(config.R_WG, old.R_WG):
             self._align(config.R_WG)
         if config.calibration_window != old.calibration_window:
-            self._windows = {name: deque(window, maxlen=config.calibration_window)
+            self._windows = {name: deque(window, maxlen=self._window_length())
                              for name, window in self._windows.items()}
         if config.accuracy != old.accuracy or config.use_joint_limits != old.use_joint_limits:
             self._build_solver()
@@ -1017,7 +983,7 @@ class Estimator:
                                    f"{reference:.6f} s; calibration uses only samples of its window")
         windows = {}
         for name in needed:
-            samples = list(self._windows[name])
+            samples = list(self._windows[name])[-self._config.calibration_window:]  # a recording keeps more
             start = len(samples) - 1
             while start > 0 and samples[start][0] - samples[start - 1][0] <= timeout:
                 start -= 1
@@ -1072,12 +1038,8 @@ class Estimator:
             for name in aligned})
         for name in aligned:
             self._windows[name].clear()  # samples of the old heading
-        self._build_solver()
-        if self._heading is not None:
-            self._heading.calibrated()
-        self._q_last = None
-        self._state.clock["stamp_prev"][0] = np.nan  # no finite difference across the change of mountings
-        return CalibrationResult(
+        self._restart_with_new_mountings()
+        self._calibration = CalibrationResult(
             R_BS={name: _frozen(calibration.R_BS[name]) for name in names},
             R_WG=_frozen(calibration.R_GX),
             heading_angle=float(calibration.heading_angle),
@@ -1086,3 +1048,69 @@ class Estimator:
             num_samples={name: len(window) for name, window in windows.items()},
             heading_offsets=offsets,
         )
+        return self._calibration
+
+    def _restart_with_new_mountings(self) -> None:
+        """After mountings or filter headings changed: a new solver, and tracking starts afresh at the next cycle."""
+        self._build_solver()
+        if self._heading is not None:
+            self._heading.calibrated()
+        self._q_last = None
+        self._state.clock["stamp_prev"][0] = np.nan  # no finite difference across the change of mountings
+
+    @property
+    def calibration(self) -> CalibrationResult | None:
+        """The last successful :meth:`calibrate`'s result (None before one)."""
+        return self._calibration
+
+    def filtered_imus(self) -> list:
+        """Names of the IMUs whose orientation comes from their raw-IMU filter (``RawImuFilters.alignable``)."""
+        return self._raw_imus.alignable()
+
+    # ------------------------------------------------------------------ recording orientations (hinge calibration)
+    def _window_length(self) -> int:
+        return max(self._config.calibration_window, self._recording)
+
+    def record_orientations(self, max_samples: int) -> None:
+        """Keep up to ``max_samples`` of each IMU's accepted orientations (R_GS as the rules take them: a raw IMU's
+        from its filter) from now on: the calibration windows grow, their recent samples kept (bounded memory; a
+        reset still empties them). :meth:`recorded_orientations` hands them out; calibration keeps using the last
+        ``calibration_window`` of them."""
+        if isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 1:
+            raise EstimatorConfigError(f"max_samples: expected an integer >= 1, got {max_samples!r}")
+        self._recording = max_samples
+        self._windows = {name: deque(window, maxlen=self._window_length()) for name, window in self._windows.items()}
+
+    def newest_orientation_stamp(self) -> float:
+        """The stamp (s) of the newest accepted orientation of any IMU (NaN: none kept)."""
+        return max((window[-1][0] for window in self._windows.values() if window), default=math.nan)
+
+    def recorded_orientations(self) -> dict:
+        """{IMU name: ``OrientationSeries`` (stamps (K,), R_GS (K, 3, 3))} of the samples kept since
+        :meth:`record_orientations` (and the calibration window's before it), IMUs with at least two; the recording
+        stops (the windows shrink back to ``calibration_window``)."""
+        series = {name: OrientationSeries(np.array([t for t, _ in window]), np.stack([R for _, R in window]))
+                  for name, window in self._windows.items() if len(window) >= 2}
+        self._recording = 0
+        self._windows = {name: deque(window, maxlen=self._window_length()) for name, window in self._windows.items()}
+        return series
+
+    def adopt_hinge_calibration(self, R_BS: dict, filter_turns: dict) -> None:
+        """Adopt a hinge calibration (``core.assembly.hinge_calibration``): the mountings ``R_BS`` {IMU: (3, 3)} and
+        each raw IMU's filter output turned about its vertical by ``filter_turns`` {IMU: rad}, as the offline replay
+        adopts them (``filter_heading`` += turn). Their windows are emptied (samples of the old heading); tracking
+        starts afresh at the next cycle. Raises :class:`UnknownNameError` for a name that is not an IMU, and
+        :class:`CalibrationError` for a turn of an IMU without a filter (nothing changes)."""
+        for name in [*R_BS, *filter_turns]:
+            if name not in self._imu_index:
+                raise UnknownNameError(describe_unknown("IMU", str(name), list(self._names)))
+        unfiltered = sorted(set(filter_turns) - set(self.filtered_imus()))
+        if unfiltered:
+            raise CalibrationError(f"adopt_hinge_calibration: IMU(s) {unfiltered} have no orientation filter to turn "
+                                   f"(filtered: {self.filtered_imus()})")
+        self._raw_imus.turn_headings(filter_turns)
+        for name, R in R_BS.items():
+            self._R_BS[name] = np.array(R, dtype=float)
+        for name in {*R_BS, *filter_turns}:
+            self._windows[name].clear()
+        self._restart_with_new_mountings()

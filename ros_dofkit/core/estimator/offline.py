@@ -18,7 +18,7 @@ from itertools import compress
 import numpy as np
 from numba import njit
 
-from ros_dofkit.core.assembly.kernels import cholesky_factor, cholesky_substitute
+from ros_dofkit.core.assembly.kernels import cholesky_factor, cholesky_inverse_diagonal, cholesky_substitute
 from ros_dofkit.core.estimator import odometry_input, rules
 from ros_dofkit.core.estimator.heading import fill_accelerations
 from ros_dofkit.core.estimator.inputs import joint_state_layout, joint_state_verdict
@@ -255,8 +255,7 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     stacked angular Jacobians J_w(body) of the free velocities and b the measured rates R_WS w_S,
     (A^T A + regularization I) dv = A^T (b - A v_prior); a free velocity counts as from the gyros when its
     resolution (A^T A + reg I)^-1 A^T A diagonal entry exceeds 0.5. Returns False if a system was singular."""
-    n_cycles, nb = Q.shape[0], X_WB_out.shape[1]
-    nv = v_prior.shape[1]
+    nb, nv = X_WB_out.shape[1], v_prior.shape[1]
     n_imu = bodies.shape[0]
     R_WF = np.empty((nb, 3, 3))
     p_WM = np.empty((nb, 3))
@@ -278,14 +277,31 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
     residual = np.empty(3 * n_imu)
     lhs = np.empty((n_free, n_free))
     rhs = np.empty(n_free)
-    unit = np.zeros(n_free)
     step = np.empty(n_free)
     column = np.empty(n_free)
+    touched = np.empty((n_imu, n_free), dtype=np.int64)  # per sensor's row block: the free columns not all zero
+    touched_count = np.zeros(n_imu, dtype=np.int64)
+    sweep, sweep_flags = np.empty((3, 4, 4)), np.ones((3, 1), dtype=np.bool_)
+    return _kinematics_and_velocities_rows(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies, R_BS, free, path_bodies,
+                                           regularization, X_WB_out, V_out, from_gyro_out, R_WF, p_WM, J, origin, A,
+                                           residual, lhs, rhs, touched, touched_count, step, column, sweep,
+                                           sweep_flags)
+
+
+# Without numba's reference counting (rules.py says why): the rows' helpers take the tree's arrays and views of the
+# outputs, which counted references at every call, per cycle and observed IMU. Its caller allocates what it uses.
+@njit(cache=True, nogil=True, _nrt=False)
+def _kinematics_and_velocities_rows(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies, R_BS, free, path_bodies,
+                                    regularization, X_WB_out, V_out, from_gyro_out, R_WF, p_WM, J, origin, A,
+                                    residual, lhs, rhs, touched, touched_count, step, column, sweep, sweep_flags):
+    """:func:`kinematics_and_velocities` over the cycles, with its workspaces: ``free`` the free velocities,
+    ``path_bodies`` the bodies between the IMU bodies and the world."""
+    n_cycles, nv, n_imu, n_free = Q.shape[0], v_prior.shape[1], bodies.shape[0], free.shape[0]
     for c in range(n_cycles):
         if not have_X_WB[c]:
-            kinematics.forward_kinematics(tree, Q[c], X_WB_out[c], R_WF, p_WM)
-        V_out[c] = v_prior[c]
-        for j in range(nv):
+            kinematics.forward_kinematics_in(tree, Q[c], X_WB_out[c], R_WF, p_WM, sweep, sweep_flags)
+        for j in range(nv):  # element by element: a row assignment allocates (numba's overlap check)
+            V_out[c, j] = v_prior[c, j]
             from_gyro_out[c, j] = False
         k = 0
         for i in range(n_imu):
@@ -316,18 +332,14 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
                 residual[row + a] = rate - predicted
                 for j in range(n_free):
                     A[row + a, j] = J[a, free[j]]
+            count = 0
+            for j in range(n_free):
+                if A[row, j] != 0.0 or A[row + 1, j] != 0.0 or A[row + 2, j] != 0.0:
+                    touched[row // 3, count] = j
+                    count += 1
+            touched_count[row // 3] = count
             row += 3
-        for i in range(n_free):
-            for j in range(i, n_free):
-                value = 0.0
-                for r in range(row):
-                    value += A[r, i] * A[r, j]
-                lhs[i, j] = value
-                lhs[j, i] = value
-            value = 0.0
-            for r in range(row):
-                value += A[r, i] * residual[r]
-            rhs[i] = value
+        _normal_equations(A, residual, row // 3, touched, touched_count, n_free, lhs, rhs)
         for i in range(n_free):
             lhs[i, i] += regularization
         # The step, then the resolution's diagonal: (M^-1 A^T A)_jj = 1 - reg (M^-1)_jj with M = A^T A + reg I,
@@ -337,11 +349,40 @@ def kinematics_and_velocities(tree, Q, have_X_WB, v_prior, use_gyro, w_S, bodies
         cholesky_substitute(lhs, rhs, n_free, step)
         for j in range(n_free):
             V_out[c, free[j]] += step[j]
-            unit[j] = 1.0
-            cholesky_substitute(lhs, unit, n_free, column)
-            unit[j] = 0.0
-            from_gyro_out[c, free[j]] = 1.0 - regularization * column[j] > 0.5
+            inverse_jj = cholesky_inverse_diagonal(lhs, n_free, j, column)
+            from_gyro_out[c, free[j]] = 1.0 - regularization * inverse_jj > 0.5
     return True
+
+
+@njit(cache=True, inline="always")
+def _normal_equations(A, residual, blocks, touched, touched_count, n, lhs, rhs):
+    """lhs = AᵀA, rhs = Aᵀ residual (n free columns) from A's first ``blocks`` blocks of 3 rows (a gyro each), a
+    block's products over the columns it touches only (``touched[s, :touched_count[s]]``, ascending): an angular
+    Jacobian is zero off its body's path to the world, ~10 of a humanoid's 32 free columns. Every entry's sum keeps
+    the row order of the dense product and skips exact-zero terms only, so it has the dense product's bits."""
+    for i in range(n):
+        rhs[i] = 0.0
+        for j in range(i, n):
+            lhs[i, j] = 0.0
+    for s in range(blocks):
+        r = 3 * s
+        for a in range(touched_count[s]):
+            i = touched[s, a]
+            for b in range(a, touched_count[s]):
+                j = touched[s, b]
+                value = lhs[i, j]
+                value += A[r, i] * A[r, j]
+                value += A[r + 1, i] * A[r + 1, j]
+                value += A[r + 2, i] * A[r + 2, j]
+                lhs[i, j] = value
+            value = rhs[i]
+            value += A[r, i] * residual[r]
+            value += A[r + 1, i] * residual[r + 1]
+            value += A[r + 2, i] * residual[r + 2]
+            rhs[i] = value
+    for i in range(n):
+        for j in range(i + 1, n):
+            lhs[j, i] = lhs[i, j]
 
 
 @njit(cache=True)

@@ -229,8 +229,14 @@ def cycle_capacity(num_inputs: int, n_imu: int) -> int:
 # call) every array it reads out of a tuple and every array a compiled call or an inlined helper receives, while a
 # record element (``state.clock[0]``, ``imu[i]``, ``queue[i, k]``) is a bare pointer. With 15 state arrays, 12 cycle
 # arrays and an array in the settings, ``schedule`` took 2.9x as long as with this layout (issue 16). So the entry
-# points read the arrays once and the small helpers (``inline="always"``) take record elements, arrays and scalars;
-# the entry points stay separate compiled functions (inlining them too compiled about twice as long for 8 % less).
+# points read the arrays once and the small helpers (``inline="always"``) take record elements, arrays and scalars.
+# Why the compiled functions are built without numba's reference counting (``_nrt=False``, numba's underscored
+# target option for its runtime; these kernels allocate nothing, and the arrays they see are held by their Python
+# caller during the call): with it, NRT_incref / NRT_decref took 63 % of ``schedule``'s samples (perf, replay_speed's
+# bag); without it ``schedule`` took 7.4 -> 4.1 ms for that bag. Inlining ``offer_imu`` too (its call passed the
+# state's and the cycles' arrays, ~100 words, per IMU sample) -> 1.7-2.2 ms, and its first compile took 8.5 s CPU
+# instead of 11.5 s. The other entry points stay separate compiled functions: inlining ``ready``, ``take_cycle`` and
+# ``offer_joint_state`` as well gave 0.8 ms but compiled in 40 s.
 # ---------------------------------------------------------------------------------------------- validation
 @njit(cache=True, inline="always", error_model="numpy")
 def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, covariance,
@@ -280,7 +286,7 @@ def validate_imu(quaternion_wxyz, angular_velocity, orientation_present, angular
     return ACCEPTED if has_R else ACCEPTED_ORIENTATION_ABSENT
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def validate_imus(quaternion_wxyz, angular_velocity, orientation_present, angular_velocity_present, covariance, code,
                   samples):
     """:func:`validate_imu` over rows (a window of samples) into ``samples`` (the stamps are the caller's);
@@ -304,7 +310,7 @@ def _clear_sample(sample):
             sample.R_GS[a, b] = np.nan
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def reset(state, settings):
     """Forget every input (a clock jump back): nothing heard, encoders at their defaults, a reset pending."""
     imu, used, encoder = state.imu, state.used, state.encoder
@@ -374,7 +380,7 @@ def _oldest_stamp(imu, queue, i):
     return queue[i, imu[i].head].stamp if imu[i].count > 0 else np.inf
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def observe_clock(state, settings, now):
     """A receive clock earlier than the last one resets tracking (counted under clock/clock_jump_back)."""
     clock = state.clock[0]
@@ -395,7 +401,7 @@ def _note_clock(clock, now):
         clock.last_clock = now
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def _jump_back(state, settings):
     """A clock or stamp jump back: counted under clock/clock_jump_back, then :func:`reset`."""
     state.counts[state.counts.shape[0] - 1, CLOCK_JUMP_BACK] += 1
@@ -461,7 +467,7 @@ def _record(counts, source, code, status):
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy", _nrt=False)
 def offer_imu(state, settings, i, now, code, samples, row, input_index, run_cycles, out):
     """Offer one validated sample of IMU i, ``samples[row]`` (:data:`SAMPLE`; ``code``: validation's status);
     with ``run_cycles`` run the cycles it completes into ``out``. Returns the input's status code."""
@@ -494,7 +500,7 @@ def offer_imu(state, settings, i, now, code, samples, row, input_index, run_cycl
     return _record(counts, i, code, ACCEPTED)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def offer_joint_state(state, settings, stamp, stamp_ns, now, code, index, position, velocity, input_index,
                       run_cycles, out):
     """Offer one validated joint-state message (``index`` its articulated coordinates, ``velocity`` NaN = none),
@@ -537,7 +543,7 @@ def offer_joint_state(state, settings, stamp, stamp_ns, now, code, index, positi
     return _record(counts, source, code, ACCEPTED)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def offer_odometry(state, settings, stamp, stamp_ns, now, code, values):
     """Offer one validated odometry pose (``code``: ``odometry_input.validate_odometry``'s status; ``values`` its
     base coordinates): the stamp checks of every input (module docstring, Acceptance, after the source's time
@@ -574,7 +580,7 @@ def _waited(clock, imu, settings, i):
     return last >= reference - settings.stale_timeout
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def _complete_instant(clock, imu, used, queue, settings):
     """Synchronized mode: set ``instant`` to the oldest instant every waited IMU has a queued sample of; samples
     older than the tolerance before the latest head can never complete one and are discarded. False if none."""
@@ -606,7 +612,7 @@ def _complete_instant(clock, imu, used, queue, settings):
     return False
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def _ready_synchronized(clock, imu, used, queue, settings):
     timeout = settings.stale_timeout
     if not _complete_instant(clock, imu, used, queue, settings):
@@ -660,30 +666,53 @@ def _grid_point(clock, oldest):
     return clock.reference + steps * clock.spacing
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
+def _start_value(imu, queue, i, stamps):
+    """IMU i's oldest queued stamp (``stamps``) or its known period; NaN: none."""
+    if stamps:
+        return queue[i, imu[i].head].stamp if imu[i].count > 0 else np.nan
+    return imu[i].period if imu[i].period > 0.0 else np.nan
+
+
+@njit(cache=True, error_model="numpy", _nrt=False)
+def _start_median(imu, queue, stamps, upper):
+    """The median of the IMUs' :func:`_start_value` (of an even count the upper one with ``upper``, else the
+    lower; NaN: none): the value with as many below it as the median's place, counted (the rules allocate
+    nothing: n_imu is small, and a sort needs a buffer)."""
+    n_imu = imu.shape[0]
+    m = 0
+    for i in range(n_imu):
+        if not math.isnan(_start_value(imu, queue, i, stamps)):
+            m += 1
+    place = m // 2 if upper else (m - 1) // 2
+    for i in range(n_imu):
+        value = _start_value(imu, queue, i, stamps)
+        if math.isnan(value):
+            continue
+        below, equal = 0, 0
+        for j in range(n_imu):
+            other = _start_value(imu, queue, j, stamps)
+            if other < value:
+                below += 1
+            elif other == value:
+                equal += 1
+        if below <= place < below + equal:
+            return value
+    return np.nan
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _start_window(clock, imu, queue):
     """While the grid is starting: the end of the pending instant's window, START_WINDOW IMU periods (their
     median; the window is unbounded while no period is known) past the lower median of the IMUs' oldest queued
     stamps. Sets ``start_period`` to that median period."""
-    n_imu = imu.shape[0]
-    values = np.empty(n_imu)
-    m = 0
-    for i in range(n_imu):
-        if imu[i].period > 0.0:
-            values[m] = imu[i].period
-            m += 1
-    clock.start_period = np.sort(values[:m])[m // 2] if m > 0 else np.nan
-    m = 0
-    for i in range(n_imu):
-        if imu[i].count > 0:
-            values[m] = queue[i, imu[i].head].stamp
-            m += 1
+    clock.start_period = _start_median(imu, queue, False, True)
     if not clock.start_period > 0.0:
         return np.inf
-    return np.sort(values[:m])[(m - 1) // 2] + START_WINDOW * clock.start_period
+    return _start_median(imu, queue, True, False) + START_WINDOW * clock.start_period
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def _ready_free_running(clock, imu, used, queue, settings):
     """Module docstring, Free-running: sets the pending instant's window, grid point and stamp when it is decided."""
     timeout = settings.stale_timeout
@@ -767,7 +796,7 @@ def _advance_grid(clock, count, stamp_sum, residual_count, residual_sum):
     clock.spacing += max(PERIOD_GAIN, 6.0 / (j * (j + 1.0))) * residual / steps
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def ready(state, settings):
     """Should a cycle run now (module docstring)? Sets the record's ``instant`` when it should."""
     clock, imu = state.clock[0], state.imu
@@ -792,7 +821,7 @@ def _default_instant(clock):
     return clock.newest if math.isnan(clock.instant) else clock.instant
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", _nrt=False)
 def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
     """Run a cycle at ``stamp`` (``stamp_ns`` -1: the newest input's, or round(stamp * 1e9) if another): take its
     samples from the queues and append the cycle to ``out``."""
@@ -848,7 +877,7 @@ def take_cycle(state, settings, stamp, stamp_ns, input_index, out):
 def run_due_cycles(state, settings, input_index, out):
     """Every cycle that is ready now (several when queued instants wait), while ``out`` has room. Inlined into the
     offers: as a call it cost ~300 ns per input, 40 % of :func:`schedule` (12.0 -> 7.0 ms for replay_speed's bag,
-    compile time unchanged)."""
+    compile time unchanged, before the rules were built without reference counting)."""
     clock = state.clock[0]
     while out.size[0] < out.cycle.shape[0] and ready(state, settings):
         take_cycle(state, settings, clock.instant, clock.instant_ns, input_index, out)
@@ -866,7 +895,7 @@ NaN = absent); per joint state its stamp, code and its coordinates' CSR slice (`
 positions and velocities; per odometry message its stamp, validation code and values (``odometry_input.VALUES``,)."""
 
 
-@njit(cache=True, nogil=True, error_model="numpy")  # nogil: replay.overlap reads and writes meanwhile
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)  # nogil: replay.overlap runs meanwhile
 def schedule(state, settings, inputs, out, status):
     """Offer every input of the window in order (:func:`offer_imu` / :func:`offer_joint_state`), running the
     cycles they complete into ``out``; ``status`` (M,) receives each input's status code."""

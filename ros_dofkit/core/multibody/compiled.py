@@ -1,5 +1,5 @@
 """Compiled (numba) kinematics over a plant's ``KinematicTree``: forward kinematics, point Jacobians, joint-frame
-rotations and position integration.
+rotations, position integration and its inverse, the position difference.
 
 You are in ``ros_dofkit.core.multibody``; this module imports NumPy, numba and the tree's joint-type codes. It
 exists so that the kinematics every compiled consumer needs (the assembler's solver in
@@ -79,8 +79,16 @@ def _set_quaternion_rotation(w, x, y, z, X, k):
 @njit(cache=True)
 def forward_kinematics(tree, q, X_WB, R_WF, p_WM):
     """Fill X_WB (nb,4,4), R_WF (nb,3,3) and p_WM (nb,3) for configuration q (see tree.tree_kinematics)."""
-    _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, np.empty((3, 4, 4)), np.ones((3, 1), dtype=np.bool_), q, False,
-                      True)
+    forward_kinematics_in(tree, q, X_WB, R_WF, p_WM, np.empty((3, 4, 4)), np.ones((3, 1), dtype=np.bool_))
+
+
+@njit(cache=True, inline="always")
+def forward_kinematics_in(tree, q, X_WB, R_WF, p_WM, S, flags):
+    """:func:`forward_kinematics` in the caller's workspaces: ``S`` (3,4,4) scratch and ``flags`` (3,1) (unused by a
+    full sweep). For kernels compiled without numba's reference counting (``_nrt=False``), which may not allocate,
+    nor call a function that does: numba compiles such a callee without the runtime too and refuses its
+    allocation."""
+    _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, S, flags, q, False, True)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -319,15 +327,18 @@ def add_rotated_angular_columns(tree, R_WF, body, M, scale, J, row):
 
 
 @njit(cache=True, inline="always")
+def _joint_coordinates(tree, b):
+    """(joint type, first q, first v) of body b's inboard joint; first q < 0: none of its own (weld, mimic)."""
+    return tree.joint_type[b], tree.q_start[b], tree.v_start[b]
+
+
+@njit(cache=True, inline="always")
 def integrate_positions(tree, q, dv, out):
     """out = q ⊕ dv: additive for 1-dof and planar joints; floating: quat <- exp(dv_ω) ⊗ quat, p += dv_v."""
-    joint_type, q_start, v_start = tree.joint_type, tree.q_start, tree.v_start
     for i in range(q.shape[0]):
         out[i] = q[i]
-    for b in range(1, joint_type.shape[0]):
-        kind = joint_type[b]
-        qs = q_start[b]
-        vs = v_start[b]
+    for b in range(1, tree.joint_type.shape[0]):
+        kind, qs, vs = _joint_coordinates(tree, b)
         if qs < 0:
             continue
         if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
@@ -355,3 +366,48 @@ def integrate_positions(tree, q, dv, out):
             out[qs + 3] = nz / n
             for i in range(3):
                 out[qs + 4 + i] = q[qs + 4 + i] + dv[vs + 3 + i]
+
+
+@njit(cache=True, inline="always")
+def difference_positions(tree, q0, q1, out):
+    """out = q1 ⊖ q0, the dv with q0 ⊕ dv = q1 (:func:`integrate_positions`' inverse, the plant's
+    ``position_difference``): q1 - q0 for 1-dof and planar joints; floating: p1 - p0 and the rotation vector θ n̂
+    (θ in [0, π]) of quat1 ⊗ quat0*, expressed in F. The operations of ``QuaternionFloatingJoint.difference``
+    (``spatial.quat_multiply``, ``quat_to_rotvec``) in the same order, so the same bits, except atan2: libm's here,
+    NumPy's SIMD loop there, which can differ by an ulp. v entries of no joint (none in a finalized plant) are 0."""
+    for i in range(out.shape[0]):
+        out[i] = 0.0
+    for b in range(1, tree.joint_type.shape[0]):
+        kind, qs, vs = _joint_coordinates(tree, b)
+        if qs < 0:
+            continue
+        if kind == JOINT_REVOLUTE or kind == JOINT_PRISMATIC:
+            out[vs] = q1[qs] - q0[qs]
+        elif kind == JOINT_PLANAR:
+            for i in range(3):
+                out[vs + i] = q1[qs + i] - q0[qs + i]
+        elif kind == JOINT_QUATERNION_FLOATING:
+            w1, x1, y1, z1 = q1[qs], q1[qs + 1], q1[qs + 2], q1[qs + 3]
+            w2, x2, y2, z2 = q0[qs], -q0[qs + 1], -q0[qs + 2], -q0[qs + 3]  # quat0's conjugate
+            w = w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2
+            x = w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2
+            y = w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2
+            z = w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2
+            if w < 0.0:  # q and -q are the same rotation: the shorter way round
+                w, x, y, z = -w, -x, -y, -z
+            s = math.sqrt(x * x + y * y + z * z)
+            # θ / sin(θ/2) with θ = 2 atan2(s, w), and its limit 2 / w near zero
+            scale = 2.0 / w if s < 1e-6 else 2.0 * math.atan2(s, w) / s
+            out[vs] = scale * x
+            out[vs + 1] = scale * y
+            out[vs + 2] = scale * z
+            for i in range(3):
+                out[vs + 3 + i] = q1[qs + 4 + i] - q0[qs + 4 + i]
+
+
+@njit(cache=True, nogil=True)
+def position_differences(tree, Q0, Q1, out):
+    """out[c] = Q1[c] ⊖ Q0[c] (:func:`difference_positions`) for each row c of Q0, Q1 (C, nq) into out (C, nv): the
+    per-cycle velocity finite differences of the estimator (divided by the cycles' dt by the caller)."""
+    for c in range(Q0.shape[0]):
+        difference_positions(tree, Q0[c], Q1[c], out[c])
