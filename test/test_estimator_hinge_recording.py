@@ -174,6 +174,23 @@ def test_too_little_motion_is_refused_and_the_estimator_keeps_its_stand_mounting
     assert estimator.calibrate().R_BS  # the windows are back to calibration_window: a stand calibrates again
 
 
+def test_a_clock_jump_back_while_recording_interrupts_the_recording(session):
+    """A looping bag sends the clock back: the rules reset and the estimator drops what it kept, so the recording is
+    no longer whole and says so (the node then refuses with that reason instead of waiting for the inputs to stop);
+    a recording started after the jump is whole."""
+    estimator = _calibrated_on_the_stand(session)
+    recording = HingeRecording(estimator, HingeRecordingSettings(duration_s=RECORD_S))
+    inputs, motion = session["inputs"], session["motion"]
+    _offer(estimator, inputs, motion[:len(motion) // 4])
+    assert recording.covered_s > 1.0 and not recording.interrupted
+    _offer(estimator, inputs, session["stand"])  # the bag from its start again: more than stamp_jump_reset_s back
+    assert recording.interrupted and not recording.done
+    recording.cancel()
+    again = HingeRecording(estimator, HingeRecordingSettings(duration_s=RECORD_S))
+    _offer(estimator, inputs, motion[:len(motion) // 4])
+    assert not again.interrupted and again.covered_s > 1.0
+
+
 def test_a_model_without_raw_imus_on_hinges_is_refused(session):
     """IMUs that report their own orientation: nothing has a filter heading to fix (the offline path's refusal)."""
     config = session["config"]

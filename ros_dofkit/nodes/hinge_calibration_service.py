@@ -17,14 +17,15 @@ How the call waits without stopping the inputs: the callback is a coroutine (rcl
 executor, which ``InputLoop`` serves between inputs), in a reentrant callback group of its own, so that the node's
 timers and other services keep being served while it waits. It starts the recording and awaits a future that a
 0.1 s timer completes when the recorded orientation stamps span the duration (data time: a bag played at any rate
-gives the same motion) or when no new orientation arrived for :data:`QUIET_TIMEOUT_S` of wall time (refused: the
-inputs stopped). Meanwhile every input is estimated as usual. The recording then stops and the fit runs in a
-worker thread (it reads the plant and the recorded arrays only; 0.6 s of CPU for seven IMUs over 18 s in process)
-while the node keeps estimating with the stand's mountings; back on the executor's thread the estimator adopts the
-result. The response says what was turned, or, with ``success=false``, the typed error's text (no ``~/calibrate``
-first, no raw IMU on a hinge, too little motion, ...), the estimator unchanged. Each start and end is one log line;
-/diagnostics carries the state (idle, recording, fitting, applied, refused), the progress, the last turns and the
-refusals.
+gives the same motion), when the estimator dropped recorded samples (refused: a clock jump back of a looping bag, a
+reset or a ``~/calibrate`` meanwhile; ``HingeRecording.interrupted``) or when no new orientation arrived for
+:data:`QUIET_TIMEOUT_S` of wall time (refused: the inputs stopped). Meanwhile every input is estimated as usual.
+The recording then stops and the fit runs in a worker thread (it reads the plant and the recorded arrays only; 0.6 s
+of CPU for seven IMUs over 18 s in process) while the node keeps estimating with the stand's mountings; back on the
+executor's thread the estimator adopts the result. The response says what was turned, or, with ``success=false``,
+the typed error's text (no ``~/calibrate`` first, no raw IMU on a hinge, too little motion, ...), the estimator
+unchanged. Each start and end is one log line; /diagnostics carries the state (idle, recording, fitting, applied,
+refused), the progress, the last turns and the refusals.
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ class HingeCalibrationService:
             stopped = await self._recorded(recording)
         finally:
             self._recording = None
+        if recording.interrupted:
+            recording.cancel()
+            return self._refuse(response, f"the recorded motion was dropped after {recording.covered_s:.1f} of "
+                                          f"{duration:g} s: the clock jumped back (a looping bag, a restarted clock), "
+                                          "the estimator was reset or ~/calibrate ran meanwhile; nothing changed; "
+                                          "call ~/calibrate_hinges again")
         if stopped:
             recording.cancel()
             return self._refuse(response, f"the inputs stopped: no new orientation for {QUIET_TIMEOUT_S:g} s after "
@@ -106,8 +113,8 @@ class HingeCalibrationService:
         return response
 
     async def _recorded(self, recording) -> bool:
-        """Wait until ``recording`` is done; True when the inputs stopped first (no new orientation for
-        :data:`QUIET_TIMEOUT_S`)."""
+        """Wait until ``recording`` is done; True when it ended first: interrupted (``recording.interrupted``) or
+        the inputs stopped (no new orientation for :data:`QUIET_TIMEOUT_S`)."""
         last = [recording.covered_s, time.monotonic()]
 
         def finished():
@@ -115,7 +122,7 @@ class HingeCalibrationService:
             if covered != last[0]:
                 last[:] = [covered, time.monotonic()]
             self._message = f"recording: {covered:.1f} of {recording.settings.duration_s:g} s of motion"
-            return recording.done or time.monotonic() - last[1] > QUIET_TIMEOUT_S
+            return recording.done or recording.interrupted or time.monotonic() - last[1] > QUIET_TIMEOUT_S
 
         await self._until(finished)
         return not recording.done

@@ -177,6 +177,7 @@ class Estimator:
         self._heading = self._heading_filter(config)
         self._calibration = None  # the last CalibrationResult (mountings outlive reset(), so does it)
         self._recording = 0  # samples per IMU the windows keep while orientations are recorded (0: not recording)
+        self._windows_emptied = 0  # see orientation_windows_emptied
         self.reset()
 
     def _align(self, R_WG) -> None:
@@ -205,6 +206,7 @@ class Estimator:
         self._raw_imus = RawImuFilters(self._config.imus, self._raw_imus)
         self._unknown_sensors = Counter()
         self._windows = {name: deque(maxlen=self._window_length()) for name in self._names}
+        self._windows_emptied += 1
         self._resets_seen = 0
         self._q_current = self._setup.q_default.copy()
         self._needs_assemble = True
@@ -347,6 +349,7 @@ class Estimator:
             self._resets_seen = resets
             for window in self._windows.values():
                 window.clear()
+            self._windows_emptied += 1
 
     def _offer_imu(self, name, stamp, quaternion_wxyz, angular_velocity, orientation_present,
                    angular_velocity_present, now, run_cycles: bool, accel=None, accel_present=True,
@@ -1038,6 +1041,7 @@ class Estimator:
             for name in aligned})
         for name in aligned:
             self._windows[name].clear()  # samples of the old heading
+        self._windows_emptied += bool(aligned)
         self._restart_with_new_mountings()
         self._calibration = CalibrationResult(
             R_BS={name: _frozen(calibration.R_BS[name]) for name in names},
@@ -1080,6 +1084,13 @@ class Estimator:
             raise EstimatorConfigError(f"max_samples: expected an integer >= 1, got {max_samples!r}")
         self._recording = max_samples
         self._windows = {name: deque(window, maxlen=self._window_length()) for name, window in self._windows.items()}
+
+    @property
+    def orientation_windows_emptied(self) -> int:
+        """How many times kept orientations were dropped: by :meth:`reset`, by a clock jump back (the rules' reset),
+        or by :meth:`calibrate` turning raw IMUs' headings (their samples of the old heading). A recording
+        (:meth:`record_orientations`) that spans a change of this count lost samples."""
+        return self._windows_emptied
 
     def newest_orientation_stamp(self) -> float:
         """The stamp (s) of the newest accepted orientation of any IMU (NaN: none kept)."""

@@ -89,6 +89,7 @@ class HingeRecording:
                 f"{[(p.parent_imu, p.child_imu) for p in pairs]}")
         estimator.record_orientations(settings.max_samples)
         self.start_stamp = estimator.newest_orientation_stamp()
+        self._emptied_at_start = estimator.orientation_windows_emptied
 
     @property
     def covered_s(self) -> float:
@@ -97,6 +98,12 @@ class HingeRecording:
         if math.isnan(self.start_stamp):
             self.start_stamp = newest  # nothing kept at the start: the first sample starts the motion
         return 0.0 if math.isnan(newest) else max(0.0, newest - self.start_stamp)
+
+    @property
+    def interrupted(self) -> bool:
+        """True once the estimator dropped recorded samples (a clock jump back, a reset, a stand calibration that
+        turned raw IMUs' headings): the motion is no longer whole, and the recording should be given up."""
+        return self.estimator.orientation_windows_emptied != self._emptied_at_start
 
     @property
     def done(self) -> bool:
