@@ -338,7 +338,6 @@ class Estimator:
         numba's per-call typing of their named tuples (``compiled_entry``); rebound whenever the state or the
         settings are replaced. Arguments: (state, settings, i: int, now: float, code: int, samples, row: int,
         input_index: int, run_cycles: bool, out)."""
-        self._offer_bound = (self._state, self._settings)
         self._offer = compiled_entry(rules.offer_imu, (self._state, self._settings, 0, 0.0, 0, self._sample, 0, -1,
                                                        True, self._message))
 
@@ -382,8 +381,6 @@ class Estimator:
                                   0)
         if self._heading is not None:  # issue 19.2: only the joint-centre constraint reads them (else NaN, absent)
             fill_accelerations(self._sample["f_S"], accel, accel_present)
-        if self._offer_bound[0] is not self._state or self._offer_bound[1] is not self._settings:
-            self._bind_offer()  # replaced elsewhere than reset() and update_settings(): the entry must follow
         result = self._offer(self._state, self._settings, i, now_value, int(code), self._sample, 0, -1,
                              bool(run_cycles), self._message)
         self._after_offer()
