@@ -48,7 +48,7 @@ def edge_case_records(robot, factory):
     out = []
     imu_seen = {}
     encoder_seen = 0
-    t0 = records[0][1]
+    t0 = records[0].stamp_ns
     for topic, stamp_ns, message in records:
         t = (stamp_ns - t0) * 1e-9
         if topic == "/imu/wrist/data" and 0.5 <= t < 0.8:
@@ -351,11 +351,11 @@ def test_invalid_and_repeated_stamps_are_rejected_alike_on_both_paths(tmp_path):
     imu_topics = {imu.name: "/" + imu.topic for imu in robot.estimator_config.imus}
     Time = factory.typestore.types["builtin_interfaces/msg/Time"]
     records = list(simulation_records(run, factory, imu_topics))
-    imu_records = [k for k, (topic, _, _) in enumerate(records) if topic.startswith("/imu/")]
+    imu_records = [k for k, record in enumerate(records) if record.topic.startswith("/imu/")]
     bad, repeated = imu_records[20], imu_records[40]
-    topic, stamp_ns, message = records[bad]
+    message = records[bad].message
     stamp = message.header.stamp
-    records[bad] = (topic, stamp_ns, dataclasses.replace(message, header=dataclasses.replace(
+    records[bad] = records[bad]._replace(message=dataclasses.replace(message, header=dataclasses.replace(
         message.header, stamp=Time(sec=stamp.sec, nanosec=stamp.nanosec + 1_000_000_000))))
     records.insert(repeated + 1, records[repeated])
     path = tmp_path / "stamps"

@@ -320,9 +320,10 @@ class WallClockStamps:
 
 
 class RealTimePublisher:
-    """Publishes ``(topic, stamp_ns, message)`` records from a thread, each when the wall clock reaches its stamp,
-    serialized to CDR by the factory's typestore (the publishers take raw bytes). ``published_at`` maps each stamp
-    to the monotonic time (s) its last message went out; ``done`` is set when the thread ends, failed or not."""
+    """Publishes simulated messages (``replay.record.SimulationRecord``) from a thread, each when the wall clock
+    reaches its stamp, serialized to CDR by the factory's typestore (the publishers take raw bytes).
+    ``published_at`` maps each stamp to the monotonic time (s) its last message went out; ``done`` is set when the
+    thread ends, failed or not."""
 
     def __init__(self, records: list, publishers: dict, factory: MessageFactory, clock: WallClockStamps):
         self.records = records
@@ -349,13 +350,14 @@ class RealTimePublisher:
             wall_start_ns = self.clock.wall_start_ns
             # Sleep on the monotonic clock (the wall clock may be stepped): the monotonic time of wall_start_ns.
             mono_start = time.monotonic() + (wall_start_ns - time.time_ns()) * 1e-9
-            for topic, stamp_ns, message in self.records:
-                due = mono_start + (stamp_ns - wall_start_ns) * 1e-9
+            for record in self.records:
+                due = mono_start + (record.stamp_ns - wall_start_ns) * 1e-9
                 delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                self.publishers[topic].publish(bytes(serialize(message, message.__msgtype__)))
-                self.published_at[stamp_ns] = time.monotonic()
+                message = record.message
+                self.publishers[record.topic].publish(bytes(serialize(message, message.__msgtype__)))
+                self.published_at[record.stamp_ns] = time.monotonic()
         except Exception as error:  # reported by the main thread, which owns the clean-up
             self.failure = error
         finally:
