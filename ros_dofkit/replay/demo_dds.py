@@ -34,10 +34,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ros_dofkit.replay.demo import DemoOutcome, simulate_demo, write_outputs
+from ros_dofkit.replay.demo import DemoOutcome, judge_estimates, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot, parameter_yaml
 from ros_dofkit.replay.messages import MessageFactory
-from ros_dofkit.replay.pipeline import tracking_report, truth_from_simulation
+from ros_dofkit.replay.pipeline import truth_from_simulation
 from ros_dofkit.replay.record import simulation_records
 from ros_dofkit.replay.setup import absolute_topic
 
@@ -415,20 +415,10 @@ def received_run(inbox: Inbox, sensor_names: tuple, clock: WallClockStamps, publ
 
 
 def demo_outcome(streams: DemoStreams, received: ReceivedRun, options, out_dir=None) -> DemoOutcome:
-    """Compare the received estimates with the truth (the report and its verdict); write the plot and summary
-    into ``out_dir`` when given."""
-    robot, run = streams.robot, streams.run
-    counts = {f"imu {r.name}": len(r.stamps) for r in run.imus}
-    counts["joint_states"] = len(run.encoders.stamps)
-    joint_names = robot.estimated_joints + robot.encoder_joints
-    report = tracking_report(received.estimates, streams.truth, joint_names, robot.estimated_joints, counts,
-                             received.latencies_s, settle_s=options.settle_s)
-    passed = report.meets(options.max_rms_deg)
-    plot_path = summary_path = None
-    if out_dir is not None:
-        plot_path, summary_path = write_outputs(received.estimates, streams.truth, report, options, passed, DEMO_PATH,
-                                                out_dir, joint_names)
-    return DemoOutcome(received.estimates, streams.truth, report, passed, DEMO_PATH, plot_path, summary_path)
+    """Compare the received estimates with the truth (the report and its verdict, ``demo.judge_estimates`` as the
+    in-process demo); write the plot and summary into ``out_dir`` when given."""
+    return judge_estimates(streams.robot, streams.run, streams.truth, received.estimates, received.latencies_s,
+                           options, DEMO_PATH, out_dir)
 
 
 def run_demo_dds(options, out_dir=None, progress=None):
