@@ -91,6 +91,22 @@ def test_offline_replay_loads_no_ros_package():
     assert finished.stdout.strip() == "[]"
 
 
+def test_the_node_and_replay_import_no_least_squares_before_a_hinge_fit():
+    """scipy.optimize (~0.16 s of imports) is loaded by the hinge calibration's fit only: the estimator node and
+    `dofkit replay` import core.assembly.hinge_calibration at start-up, and fit only when asked to."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "import ros_dofkit.nodes.estimator, ros_dofkit.commands.replay, ros_dofkit.replay.bag_replay\n"
+             "assert 'ros_dofkit.core.assembly.hinge_calibration' in sys.modules\n"
+             "print(sorted(m for m in sys.modules if m.startswith('scipy.optimize')))")
+    finished = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[1])
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "[]"
+
+
 # ---------------------------------------------------------------------------------------------- import graph
 #: Function-local imports of package modules that are there on purpose: ``(file, imported module prefix)`` -> why.
 #: Imports of modules outside the package (rclpy, matplotlib, scipy, launch, ...) are never checked: lazy imports of
