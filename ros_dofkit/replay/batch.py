@@ -79,16 +79,16 @@ def _field_inputs(fields: dict, setup, topic_index, messages, offered_before, ne
     the window's, its Imu messages ``imus`` at ``imu_positions``), none when none is configured."""
     if not fields:
         return {}
-    imu_names = setup.config.imu_names
+    sensor_of_topic = [setup.config.imu_names.index(name) for name in fields.values()]
     records = [magnetic_field_to_arrays(message) for message in messages]
     stamps_ns = np.array([stamp_ns for stamp_ns, _ in records], dtype=np.int64)
-    sensor = np.array([imu_names.index(list(fields.values())[j]) for j in topic_index.tolist()], dtype=np.int64)
+    sensor = np.array([sensor_of_topic[j] for j in topic_index.tolist()], dtype=np.int64)
     return {"field_sensor": sensor,
             "field_stamp": nanoseconds_to_seconds(stamps_ns),
             "field_vector": np.array([f for _, f in records], dtype=float).reshape(-1, 3),
             "field_position": np.asarray(offered_before, dtype=np.int64),
             "field_frames_match": window_fields_match(
-                newest_imu_frames, [imu_names.index(name) for name in fields.values()], sensor,
+                newest_imu_frames, sensor_of_topic, sensor,
                 [message.header.frame_id for message in messages], message_positions, imu_sensor, imus.frame_id,
                 imu_positions)}
 
