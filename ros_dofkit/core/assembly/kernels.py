@@ -163,7 +163,18 @@ def cholesky_factor(H, n):
             return False
         d = math.sqrt(d)
         H[j, j] = d
-        for i in range(j + 1, n):
+        i = j + 1
+        while i + 3 < n:  # four rows' sums side by side: four independent chains, the same order in each
+            s0, s1, s2, s3 = H[i, j], H[i + 1, j], H[i + 2, j], H[i + 3, j]
+            for k in range(j):
+                h = H[j, k]
+                s0 -= H[i, k] * h
+                s1 -= H[i + 1, k] * h
+                s2 -= H[i + 2, k] * h
+                s3 -= H[i + 3, k] * h
+            H[i, j], H[i + 1, j], H[i + 2, j], H[i + 3, j] = s0 / d, s1 / d, s2 / d, s3 / d
+            i += 4
+        for i in range(i, n):
             s = H[i, j]
             for k in range(j):
                 s -= H[i, k] * H[j, k]
@@ -584,6 +595,17 @@ def make_solver_work(problem, nq):
             np.empty((m_err, n)), np.empty(n), np.empty((n, n)), np.empty(n))
 
 
+@njit(cache=True, error_model="numpy")
+def trial_point(tracker, q, dv, q_trial):
+    """q_trial = clip(q ⊕ dv) into the bounds of the tracker's problem (:func:`integrate_positions`,
+    :func:`clip_to_bounds`). Compiled apart and given the tracker, for the reason of :func:`_start`: the solver's
+    loop then never reads the tree's arrays (each array it reads out of a record is reference-counted, at each
+    frame)."""
+    problem = tracker.problem
+    integrate_positions(tracker.tree, q, dv, q_trial)
+    clip_to_bounds(q_trial, problem[4], problem[5], problem[6])
+
+
 @njit(cache=True)
 def _start(tracker, q, r_g, r_c, evaluated, bound_q, lo, hi, use_rms, J_g, J_c, stats):
     """The start of :func:`solve`, once per solve: q clipped into [lo, hi], the residuals at q into r_g, r_c (unless
@@ -620,7 +642,7 @@ def solve(tracker, q, r_g, r_c, evaluated):
     ``stats`` (int64[3]) is incremented: [residual evaluations, Jacobian evaluations, iterations].
     Returns (status, goal F = ½|r_g|², error norm); r_g, r_c end as the residuals at the returned q.
     """
-    tree, solver_work, stats = tracker.tree, tracker.solver_work, tracker.stats
+    solver_work, stats = tracker.solver_work, tracker.stats
     m_goal, m_err, nv_full, free_v, bound_q, lo, hi = tracker.problem
     accuracy, tolerance, use_rms, max_iterations, lam0 = tracker.settings
     nv = free_v.shape[0]
@@ -684,8 +706,7 @@ def solve(tracker, q, r_g, r_c, evaluated):
             dv[free_v[j]] = d[col]
             step = max(step, abs(d[col]))
             col += 1
-        integrate_positions(tree, q, dv, q_trial)
-        clip_to_bounds(q_trial, bound_q, lo, hi)
+        trial_point(tracker, q, dv, q_trial)
         # The trial overwrites the kinematics in `work`; the Jacobians at q are already in J_g / J_c.
         evaluate_residuals(tracker, q_trial, r_g2, r_c2)
         stats[0] += 1
