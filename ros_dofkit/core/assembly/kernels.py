@@ -436,9 +436,8 @@ def compute_step(A, r_g, C, r_c, lam, d):
 def _unconstrained_step(A, n, r_g, lam, d, H, g):
     """:func:`compute_step` without hard errors on the first n columns of A (d[:n] is the step), with the normal
     matrix and the gradient in the leading blocks of given buffers H (>= n x n) and g (>= n): the solver's
-    workspace holds them at the largest size, reused at every iteration."""
-    if n == 0:
-        return True
+    workspace holds them at the largest size, reused at every iteration. With n = 0 every loop is empty and the
+    empty step is found (no early return: one would keep numba's reference counting in the solver's leaf)."""
     mu = _normal_equations(A, n, r_g, lam, H, g)
     for i in range(n):
         H[i, i] += mu
@@ -639,9 +638,8 @@ def free_set(tracker, q, r_g):
     """One iteration's free set: the goal gradient over the free velocities, ``g_free = J_gᵀ r_g``; the variables
     held on a bound (:func:`select_active_bounds`); the other (free) columns of J_g and J_c into the first n_step of
     A and C, and d[:n_step] = 0. Returns (n_step, max |g_free| over the free ones)."""
-    m_goal, m_err, free_v = tracker.problem[0], tracker.problem[1], tracker.problem[3]
-    bound_q, lo, hi = tracker.problem[4], tracker.problem[5], tracker.problem[6]
-    work = tracker.solver_work
+    problem, work = tracker.problem, tracker.solver_work  # each record read once (see the note above)
+    m_goal, m_err, free_v, bound_q, lo, hi = problem[0], problem[1], problem[3], problem[4], problem[5], problem[6]
     J_g, J_c, g_free, active, A, C, d = work[0], work[1], work[6], work[7], work[8], work[9], work[10]
     nv = free_v.shape[0]
     for j in range(nv):
@@ -676,7 +674,9 @@ def free_set(tracker, q, r_g):
 def unconstrained_step_of(tracker, n_step, r_g, lam):
     """:func:`_unconstrained_step` on the tracker's A (first n_step columns), into its d, with its H and g."""
     work = tracker.solver_work
-    return _unconstrained_step(work[8], n_step, r_g, lam, work[10], work[11], work[12])
+    A, d, H, g = work[8], work[10], work[11], work[12]
+    found = _unconstrained_step(A, n_step, r_g, lam, d, H, g)
+    return found
 
 
 @njit(cache=True)
