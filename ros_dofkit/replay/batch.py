@@ -36,9 +36,10 @@ WINDOW_MESSAGES = 8192
 def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None,
                         window: int | None = WINDOW_MESSAGES) -> Iterator[tuple[OfflineInputs, list]]:
     """The estimator inputs of the bag at ``path`` in bag order, as consecutive windows of at most ``window``
-    messages (None: one window): ``(inputs, truth_records)`` per window, ``inputs`` an :class:`OfflineInputs`
-    (header stamps, as the streaming path offers them) and ``truth_records`` the ``(stamp_ns, names, positions)``
-    of the window's ``truth_topic`` messages.
+    messages (None: one window): ``(inputs, truth_blocks)`` per window, ``inputs`` an :class:`OfflineInputs`
+    (header stamps, as the streaming path offers them) and ``truth_blocks`` the window's ``truth_topic`` messages
+    as ``(stamps_ns (k,), names, positions (k, n))`` blocks of consecutive messages sharing their layout
+    (``replay.inputs.truth_from_blocks``).
 
     ``topics``: the bag's ``{topic: (msgtype, count)}`` already checked against ``setup``
     (``replay.inputs.check_input_topics``), or a dict to fill: when empty, the topics are checked while the bag is
@@ -62,7 +63,7 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
 
 
 def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None):
-    """The whole bag at once (:func:`iter_offline_inputs` in one window): ``(inputs, truth_records, topics)``."""
+    """The whole bag at once (:func:`iter_offline_inputs` in one window): ``(inputs, truth_blocks, topics)``."""
     seen = dict(topics) if topics else {}
     windows = list(iter_offline_inputs(path, setup, seen, truth_topic, typestore, window=None))
     if windows:
@@ -85,7 +86,7 @@ def _field_inputs(fields: dict, setup, topic_index, records, offered_before) -> 
 
 
 def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path) -> tuple:
-    """``(OfflineInputs, truth_records)`` of raw messages in stamp order (see :func:`iter_offline_inputs`)."""
+    """``(OfflineInputs, truth_blocks)`` of raw messages in stamp order (see :func:`iter_offline_inputs`)."""
     # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1,
     # odometry -> IMUS + 2.
     imu_topics = list(setup.imu_topics)
@@ -150,6 +151,12 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         imu_orientation_covariance=imus.orientation_covariance,
         **_field_inputs(fields, setup, code[field_positions] - imus_count - 3,
                         field_records if field_positions.size else [], np.cumsum(inputs_mask)[field_positions]))
-    # (stamp_ns, names, positions) per message; the positions are already arrays.
-    truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
-    return inputs, truth_records
+    # (stamps_ns, names, positions) per block of consecutive truth messages of one layout: the whole window when its
+    # messages share one (as usual), else one block per message, in bag order.
+    if len(truth.blocks) == 1:
+        block = truth.blocks[0]
+        truth_blocks = [(truth.stamp_ns, block.names, block.position)]
+    else:
+        rows = sorted((i, k, block) for block in truth.blocks for k, i in enumerate(block.members.tolist()))
+        truth_blocks = [(truth.stamp_ns[i:i + 1], block.names, block.position[k:k + 1]) for i, k, block in rows]
+    return inputs, truth_blocks
