@@ -443,16 +443,22 @@ def test_packed_streams_give_the_rows_of_interleaved_write_raw(tmp_path, typesto
         monkeypatch.setattr(bag_io._Sqlite3File, "PACKED_STAMPS", 3)
     if mode == "without_json":
         monkeypatch.setattr(bag_io._Sqlite3File, "has_json", None)
-        real_connect = sqlite3.connect
+        real_open = bag_io._open_for_writing
+        refusal = bag_io.apsw.SQLError if bag_io.apsw is not None else sqlite3.OperationalError
 
-        class WithoutJson(sqlite3.Connection):  # what an SQLite built without its JSON functions answers
+        class WithoutJson:  # what an SQLite built without its JSON functions answers, whichever driver writes
+            def __init__(self, connection):
+                self.connection = connection
+
+            def __getattr__(self, name):
+                return getattr(self.connection, name)
+
             def execute(self, statement, *arguments):
                 if "json_each" in statement:
-                    raise sqlite3.OperationalError("no such table: json_each")
-                return super().execute(statement, *arguments)
+                    raise refusal("no such table: json_each")
+                return self.connection.execute(statement, *arguments)
 
-        monkeypatch.setattr(bag_io.sqlite3, "connect", lambda *args, **kwargs: real_connect(*args, **kwargs,
-                                                                                            factory=WithoutJson))
+        monkeypatch.setattr(bag_io, "_open_for_writing", lambda path: WithoutJson(real_open(path)))
     tables = []
     for name in ("raw", "streams"):
         with BagWriter(tmp_path / name, typestore=typestore) as bag:

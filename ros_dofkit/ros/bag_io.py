@@ -138,6 +138,23 @@ def _storage_plugin(storage: str) -> StoragePlugin:
     return STORAGES[storage]
 
 
+def _open_for_writing(database: Path):
+    """A new database file opened for writing, in autocommit mode (the writer opens its one transaction itself):
+    through apsw when installed (as :func:`_open_read_only`; its bulk inserts run ~15% faster than the standard
+    library's with the same statements, 6.4 vs 7.5 ms for replay_speed's 16,004 output rows, and its index build
+    ~1.4 vs 1.7 ms), else the standard library's sqlite3. Used by one thread at a time, though not always the one
+    that opened it (replay.overlap's writing thread): both connections allow that as opened here."""
+    if apsw is not None:
+        return apsw.Connection(str(database))
+    return sqlite3.connect(str(database), isolation_level=None, check_same_thread=False)
+
+
+def _changes(connection, cursor) -> int:
+    """Rows changed by the statement just run on ``connection`` (``cursor``: what its execute() returned)."""
+    changes = getattr(connection, "changes", None)  # apsw's; the standard library's cursor has a rowcount
+    return changes() if callable(changes) else cursor.rowcount
+
+
 class _Sqlite3File:
     """One new rosbag2 sqlite3 storage file and its metadata.yaml: rosbag2's database schema 4 (topics,
     message_definitions, messages, metadata tables) and metadata version 9, as rosbags' writer lays them out.
@@ -175,8 +192,7 @@ class _Sqlite3File:
         self.directory = directory
         self.distro = distro
         self.file = directory / f"{directory.name}.db3"
-        # Used by one thread at a time, though not always the one that opened it (replay.overlap's writing thread).
-        self.connection = sqlite3.connect(str(self.file), isolation_level=None, check_same_thread=False)
+        self.connection = _open_for_writing(self.file)
         self.connection.execute(f"PRAGMA page_size={self.PAGE_SIZE}")
         if not journal:
             self.connection.execute("PRAGMA journal_mode=OFF")
@@ -257,8 +273,8 @@ class _Sqlite3File:
             arguments = [first_id, "[" + ",".join(map(str, block)) + "]"]
             arguments += [matrix[start:start + len(block)].tobytes() for matrix in matrices]
             try:
-                inserted = self.connection.execute(statement, arguments).rowcount
-            except sqlite3.OperationalError as error:
+                inserted = _changes(self.connection, self.connection.execute(statement, arguments))
+            except _SQLITE_ERRORS as error:
                 if start or "json_each" not in str(error):
                     raise
                 type(self).has_json = False
@@ -314,7 +330,7 @@ class _Sqlite3File:
     def abort(self) -> None:
         try:
             self.connection.execute("ROLLBACK")
-        except sqlite3.Error:
+        except _SQLITE_ERRORS:
             pass
         self.connection.close()
 
@@ -390,7 +406,7 @@ class BagWriter:
             else:
                 self._writer = Writer(self._output.path, version=_BAG_VERSION, storage_plugin=plugin)
                 self._writer.open()
-        except (WriterError, OSError, sqlite3.Error) as error:
+        except (WriterError, OSError, *_SQLITE_ERRORS) as error:
             self._output.discard()
             raise BagError(f"cannot create the bag {self.path}: {error}") from None
         except BaseException:
@@ -537,7 +553,7 @@ class BagWriter:
                 if self._file is not None:
                     try:
                         self._file.close()
-                    except (OSError, sqlite3.Error) as error:
+                    except (OSError, *_SQLITE_ERRORS) as error:
                         self._file.abort()
                         raise BagError(f"cannot finish the bag {self.path}: {error}") from None
                 else:
