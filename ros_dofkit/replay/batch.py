@@ -27,10 +27,13 @@ from ros_dofkit.ros.imu_messages import MAGNETIC_FIELD_MSGTYPE, magnetic_field_t
 
 _DECODE_ERRORS = (SerdeError, struct.error, ValueError, IndexError, UnicodeDecodeError, OverflowError)
 
-#: Messages per window of a windowed read: ~5 s of 4 IMUs at 400 Hz. A window's raw, decoded and estimated data take
-#: ~10-20 MB; replays of a 300 s bag in windows of 4096 to 32768 messages took the same time within 5% (per-window
-#: overhead is small), and a single window for the whole bag was ~2x slower (arrays far beyond the caches).
-WINDOW_MESSAGES = 8192
+#: Messages per window of a windowed read: ~2.5 s of 4 IMUs at 400 Hz. A window's raw, decoded and estimated data take
+#: ~5-10 MB; replays of a 300 s bag in windows of 4096 to 32768 messages took the same time within 5% (per-window
+#: overhead is small), and a single window for the whole bag was ~2x slower (arrays far beyond the caches). 4096
+#: rather than 8192: a process's first window pays for its fresh pages (the heap grows to a window's working set),
+#: and the smaller window halves that: the first replay of benchmarks/replay_speed.py's 10 s bag in a process
+#: ~1,800 instead of ~4,500 page faults, ~4 ms less CPU (loaded machine; a 60 s bag: the same CPU within 2%).
+WINDOW_MESSAGES = 4096
 
 
 def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None,
