@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from operator import itemgetter
 
 import numpy as np
 from rosbags.serde import SerdeError
@@ -88,6 +89,15 @@ def _field_inputs(fields: dict, setup, topic_index, records, offered_before) -> 
             "field_position": np.asarray(offered_before, dtype=np.int64)}
 
 
+def _picked(data: list, positions: np.ndarray):
+    """The messages ``data[positions]`` (a sequence): itemgetter's tuple, made in C."""
+    if positions.size == len(data):
+        return data
+    if positions.size < 2:
+        return [data[p] for p in positions.tolist()]
+    return itemgetter(*positions.tolist())(data)
+
+
 def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path) -> tuple:
     """``(OfflineInputs, truth_blocks)`` of raw messages in stamp order (see :func:`iter_offline_inputs`)."""
     # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1,
@@ -103,17 +113,21 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     fields = magnetic_field_topics(setup)  # raw IMUs' magnetometers -> codes IMUS + 3 + j
     codes.update({topic: imus_count + 3 + j for j, topic in enumerate(fields)})
     imu_sensor_of = np.array([setup.config.imu_names.index(setup.imu_topics[t]) for t in imu_topics], dtype=np.int64)
-    code = np.fromiter(map(codes.__getitem__, raw.topics), dtype=np.int64, count=len(raw.topics))
+    if raw.topic_index is not None:  # the reader's topic index: one code per topic, then NumPy
+        index, names = raw.topic_index
+        code = np.array([codes[name] for name in names], dtype=np.int64)[index] if names else np.zeros(0, np.int64)
+    else:
+        code = np.fromiter(map(codes.__getitem__, raw.topics), dtype=np.int64, count=len(raw.topics))
     imu_positions = np.flatnonzero(code < imus_count)
     js_positions = np.flatnonzero(code == imus_count)
     truth_positions = np.flatnonzero(code == imus_count + 1)
     odometry_positions = np.flatnonzero(code == imus_count + 2)
-    pick = raw.data.__getitem__
+    data = raw.data
     try:
-        imus = decode_imus(list(map(pick, imu_positions.tolist())), typestore)
-        joint_states = decode_joint_states(list(map(pick, js_positions.tolist())), typestore)
-        truth = decode_joint_states(list(map(pick, truth_positions.tolist())), typestore)
-        odometry = decode_odometries(list(map(pick, odometry_positions.tolist())), typestore, setup.odometry_frames)
+        imus = decode_imus(_picked(data, imu_positions), typestore)
+        joint_states = decode_joint_states(_picked(data, js_positions), typestore)
+        truth = decode_joint_states(_picked(data, truth_positions), typestore)
+        odometry = decode_odometries(_picked(data, odometry_positions), typestore, setup.odometry_frames)
         field_positions = np.flatnonzero(code >= imus_count + 3)
         if field_positions.size:  # few and slow: one rosbags message each, read as the streaming path reads it
             store = typestore if typestore is not None else make_typestore()

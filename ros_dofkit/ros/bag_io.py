@@ -685,12 +685,15 @@ def _deserialize(typestore, raw, msgtype: str):
 class RawMessages(NamedTuple):
     """A bag's serialized messages in stamp order: parallel lists of topic, bag stamp (ns) and CDR bytes, and
     ``{topic: msgtype}``. ``stamps_ns`` may be None where the reader was asked not to read them
-    (``iter_raw(stamps=False)``)."""
+    (``iter_raw(stamps=False)``). ``topic_index`` (optional): the topics again, as ``(index (n,) int64, names)``
+    with ``topics[k] == names[index[k]]``, for a bulk reader that groups messages by topic with NumPy (None where
+    the reader does not give it)."""
 
     topics: list
     stamps_ns: np.ndarray | None
     data: list
     msgtypes: dict
+    topic_index: tuple | None = None
 
 
 def _ordered_query(ids: list, stamps: bool = True) -> str:
@@ -725,14 +728,19 @@ _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 def _rows_chunks(cursor, topic_of: dict, msgtypes: dict, window: int | None,
                  stamps: bool = True) -> Iterator[RawMessages]:
     """RawMessages of at most ``window`` rows (all at once when None) from a cursor over (topic id, stamp, bytes),
-    or (topic id, bytes) when not ``stamps`` (sqlite3's or apsw's cursor: any iterable of rows)."""
+    or (topic id, bytes) when not ``stamps`` (sqlite3's or apsw's cursor: any iterable of rows), with their
+    ``topic_index``."""
+    ids = np.array(sorted(topic_of), dtype=np.int64)  # the database's topic ids; their index is a row's topic index
+    names = tuple(topic_of[i] for i in ids.tolist())
+    name_of = np.array(names, dtype=object)  # names[index] for a window's rows at once
     while True:
         rows = list(cursor if window is None else islice(cursor, window))
         if not rows:
             return
-        yield RawMessages(list(map(topic_of.__getitem__, map(_FIRST, rows))),
+        index = np.searchsorted(ids, np.fromiter(map(_FIRST, rows), dtype=np.int64, count=len(rows)))
+        yield RawMessages(name_of[index].tolist(),
                           np.fromiter(map(_SECOND, rows), dtype=np.int64, count=len(rows)) if stamps else None,
-                          list(map(_THIRD if stamps else _SECOND, rows)), msgtypes)
+                          list(map(_THIRD if stamps else _SECOND, rows)), msgtypes, (index, names))
         if window is None:
             return
 
