@@ -124,6 +124,9 @@ class OutputWriter:
             return
         self.flush()
         bag = self.bag
+        cycles = rows.tolist()
+        if rows[-1] - rows[0] + 1 == rows.size:  # consecutive cycles (as usual): views, not copies of the poses
+            rows = slice(cycles[0], cycles[-1] + 1)
         stamps = np.asarray(run.stamp_ns)[rows]
         if not self._static_written and self._fixed:
             # Encoded here too: rosbags' serializer would first generate its code for TFMessage (~10 ms a replay).
@@ -145,7 +148,7 @@ class OutputWriter:
             streams.append((topic, JOINT_STATE_MSGTYPE, cdr.encode_joint_states(stamps, names, q[:, q_index],
                                                                                 v[:, v_index], packed=True)))
         covariances = [self._covariance_model.at(run.q[row], run.observed[row], run.weights[row])
-                       for row in rows.tolist()] if self._odometry else []
+                       for row in cycles] if self._odometry else []
         for topic, base in self._odometry:
             R_WB = X_WB[:, base.body, :3, :3]
             twist = base.twist(R_WB, v)
