@@ -314,7 +314,8 @@ def _is_little_endian_cdr(data) -> bool:
 
 @dataclass(frozen=True)
 class ImuBatch:
-    """Decoded sensor_msgs/Imu messages, one row each. Quaternions in the message's (x, y, z, w) order."""
+    """Decoded sensor_msgs/Imu messages, one row each. Quaternions in the message's (x, y, z, w) order. The value
+    fields are column views of one (N, 37) array (the message's 37 consecutive float64)."""
 
     stamp_ns: np.ndarray               # (N,) int64
     frame_id: list                     # N str
@@ -356,7 +357,10 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
     default Jazzy) and raises rosbags' SerdeError if it cannot be decoded at all.
     """
     count = len(datas)
-    out = {name: np.empty((count, width)) for name, _, width in _IMU_FIELDS}
+    # The fields are 37 consecutive float64 in the message: one row of `table` per message, each field a view of
+    # its columns (a size group's messages are then copied in with one row-wise assignment, not one per field).
+    table = np.empty((count, _IMU_TAIL // 8))
+    out = {name: table[:, offset // 8:offset // 8 + width] for name, offset, width in _IMU_FIELDS}
     stamp_ns = np.empty(count, dtype=np.int64)
     frames = np.empty(count, dtype=object)
     fits = np.zeros(count, dtype=bool)
@@ -381,13 +385,11 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
         fits[index] = True
         stamp_ns[index] = _stamps(rows)
         body = size - _IMU_TAIL  # = _HEADER + _imu_body_offset(frame length) of every good message
-        for name, offset, width in _IMU_FIELDS:
-            start = body + offset
-            values = rows[:, start:start + 8 * width].view("<f8")  # rows are contiguous: a view, no copy
-            if index.size == count:
-                out[name][:] = values
-            else:
-                out[name][index] = values
+        fields = rows[:, body:size].view("<f8")  # rows are contiguous: a view, no copy
+        if index.size == count:
+            table[:] = fields
+        else:
+            table[index] = fields
         lengths = np.unique(frame_length).tolist()
         for length in lengths:
             selected = frame_length == length
