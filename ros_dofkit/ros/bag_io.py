@@ -248,11 +248,11 @@ class _Sqlite3File:
     has_json: bool | None = None
 
     def write_packed(self, stamps: list, topic_ids: list, matrices: list) -> bool:
-        """Insert, stamp by stamp, one message of each topic ``topic_ids[j]``: row k of the uint8 matrix
-        ``matrices[j]`` (one message per row), as :meth:`write_many` would with the rows interleaved so, and with
-        the same row ids. One SQL statement per :data:`PACKED_STAMPS` stamps does it all inside SQLite: the stamps
-        go in as one JSON array, each topic's messages as one blob cut with ``substr``, so no Python object is made
-        per message (a replay writes ~2,000 messages per second of input; 20,000 rows: ~18 ms instead of ~24 ms of
+        """Insert, stamp by stamp, one message of each topic ``topic_ids[j]``: row k of the C-contiguous uint8
+        matrix ``matrices[j]`` (one message per row), as :meth:`write_many` would with the rows interleaved so, and
+        with the same row ids. One SQL statement per :data:`PACKED_STAMPS` stamps does it all inside SQLite: the
+        stamps go in as one JSON array, each topic's messages as one blob cut with ``substr``, so no Python object is
+        made per message (a replay writes ~2,000 messages per second of input; 20,000 rows: ~18 ms instead of ~24 ms of
         multi-row inserts with bound rows and their bytes, sqlite 3.40). False,
         with nothing written, when this SQLite has no ``json_each`` (the caller then writes rows)."""
         if self.has_json is False:
@@ -271,7 +271,8 @@ class _Sqlite3File:
             block = stamps[start:start + self.PACKED_STAMPS]
             first_id = sum(self.counts.values()) + 1
             arguments = [first_id, "[" + ",".join(map(str, block)) + "]"]
-            arguments += [matrix[start:start + len(block)].tobytes() for matrix in matrices]
+            # The rows themselves (C-contiguous: a buffer SQLite copies when it binds it), not a bytes copy of them.
+            arguments += [matrix[start:start + len(block)] for matrix in matrices]
             try:
                 inserted = _changes(self.connection, self.connection.execute(statement, arguments))
             except _SQLITE_ERRORS as error:
