@@ -195,6 +195,9 @@ def test_raw_bulk_write_and_read_round_trip(tmp_path, typestore, storage):
     decoded = list(read_bag(path, typestore=typestore))
     got = read_raw(path)
     assert got.topics == [r.topic for r in decoded]
+    if storage == "sqlite3":  # a plain sqlite3 bag: the reader's topic index, the same topics
+        index, names = got.topic_index
+        assert [names[i] for i in index.tolist()] == got.topics and sorted(names) == ["/joint_states", "/tf"]
     assert got.stamps_ns.tolist() == [r.stamp_ns for r in decoded]
     assert got.msgtypes == {"/joint_states": "sensor_msgs/msg/JointState", "/tf": "tf2_msgs/msg/TFMessage"}
     by_stamp = {(t, s): d for t, s, d in raw}
