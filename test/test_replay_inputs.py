@@ -159,7 +159,7 @@ def test_truth_from_blocks_equals_truth_from_the_same_records_one_by_one():
     assert got.names == expected.names == names
     np.testing.assert_array_equal(got.stamps, expected.stamps)
     np.testing.assert_array_equal(got.positions, expected.positions)
-    np.testing.assert_array_equal(got.stamps, np.array([10, 20, 30, 40, 50]) * 1e-3)
+    np.testing.assert_array_equal(got.stamps, np.array([10, 20, 30, 40, 50], dtype=np.int64) * 1_000_000 * 1e-9)
     np.testing.assert_array_equal(got.positions[3], positions[4])  # the first of the two stamps 40, another block's
     assert truth_from_blocks([(stamps[:1], names, positions[:1])]) is None
     assert truth_from_blocks([(stamps[:1], names, positions[:1]), (stamps[2:3], other, positions[2:3])]) is None
