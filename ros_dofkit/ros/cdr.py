@@ -26,6 +26,7 @@ import struct
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
@@ -287,7 +288,12 @@ def _concatenate(datas) -> tuple:
 
 def _joined(datas, members: np.ndarray, count: int) -> np.ndarray:
     """The messages ``datas[members]`` end to end, as one uint8 array (without a Python list in between)."""
-    joined = b"".join(datas) if members.size == count else b"".join(map(datas.__getitem__, members.tolist()))
+    if members.size == count:
+        joined = b"".join(datas)
+    elif members.size == 1:
+        joined = bytes(datas[int(members[0])])
+    else:  # itemgetter's tuple is made in C (a map over the members was ~40 ns a message)
+        joined = b"".join(itemgetter(*members.tolist())(datas))
     return np.frombuffer(joined, dtype=np.uint8)
 
 
