@@ -615,9 +615,11 @@ def make_solver_work(problem, nq):
 
 
 # The solver loop's pieces below take the tracker and read its arrays themselves: each is a leaf (it calls no other
-# compiled function), where numba prunes its reference counting, whereas every array the loop itself read out of
-# the tracker's records was reference-counted at each frame (an atomic increment and decrement each: ~18 % of a
-# tracked Panda frame's samples, perf).
+# compiled function), where numba prunes most of its reference counting (all of it in clip_start and trial_point; a
+# few counts stay in free_set's and the step's branchier code), whereas every array the loop itself read out of the
+# tracker's records was counted at each frame (an atomic increment and decrement each; NRT_incref / NRT_decref were
+# ~18 % of a tracked Panda frame's samples before, ~12 % after: perf). Divisors in them are positive by construction
+# (error_model="numpy", as the evaluation leaves).
 @njit(cache=True)
 def loop_buffers(tracker):
     """(J_g, J_c, r_g2, r_c2, q_trial) of the tracker's ``solver_work``, the arrays the loop itself passes on: five
