@@ -97,7 +97,7 @@ class _FilledTemplate:
         return self.offsets[key] // 4
 
 
-def _stamp_words(sec: int, nanosec: int) -> tuple[int, int]:
+def stamp_words(sec: int, nanosec: int) -> tuple[int, int]:
     """(sec, nanosec) of builtin_interfaces/Time as the two uint32 words of the wire (sec is an int32)."""
     if not (-2**31 <= sec < 2**31 and 0 <= nanosec < 2**32):
         raise ValueError(f"stamp: expected an int32 sec and a uint32 nanosec, got ({sec}, {nanosec})")
@@ -118,7 +118,7 @@ class JointStateEncoder:
     def encode(self, sec: int, nanosec: int, positions, velocities) -> bytes:
         """The message's bytes; ``positions``/``velocities`` are sequences (or arrays) of ``len(names)`` floats."""
         message = self._message
-        message.words[self._stamp] = _stamp_words(sec, nanosec)
+        message.words[self._stamp] = stamp_words(sec, nanosec)
         message.doubles[self._position] = positions
         message.doubles[self._velocity] = velocities
         return bytes(message.buffer)
@@ -139,11 +139,19 @@ class TfMessageEncoder:
         first = np.array([self._message.double_index(f"translation{i}") for i in range(self.count)], dtype=np.intp)
         self._translations = first[:, None] + np.arange(3)
         self._rotations = first[:, None] + np.arange(3, 7)
+        #: (doubles, translation indices (count, 3), rotation indices (count, 4), words, stamp indices (count, 2)):
+        #: where a compiled writer puts the values (``tf_builder``), then :meth:`message_bytes`.
+        self.moving_fields = (self._message.doubles, self._translations, self._rotations, self._message.words,
+                              self._stamps)
 
     def encode(self, sec: int, nanosec: int, translations, quaternions_xyzw) -> bytes:
         """The message's bytes; ``translations`` (count, 3), ``quaternions_xyzw`` (count, 4)."""
         message = self._message
         message.doubles[self._translations] = np.asarray(translations, dtype=float).reshape(self.count, 3)
         message.doubles[self._rotations] = np.asarray(quaternions_xyzw, dtype=float).reshape(self.count, 4)
-        message.words[self._stamps] = _stamp_words(sec, nanosec)
+        message.words[self._stamps] = stamp_words(sec, nanosec)
         return bytes(message.buffer)
+
+    def message_bytes(self) -> bytes:
+        """The message as its fields are now (written through :attr:`moving_fields`)."""
+        return bytes(self._message.buffer)
