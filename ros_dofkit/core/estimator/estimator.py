@@ -25,7 +25,7 @@ import numpy as np
 
 from ros_dofkit.core.assembly import average_rotations, calibrate_imus
 from ros_dofkit.core.assembly.hinge_calibration import OrientationSeries
-from ros_dofkit.core.estimator import rules
+from ros_dofkit.core.estimator import rules, stream
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.compiled_entry import compiled_entry
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
@@ -113,32 +113,6 @@ def _timing_detail(reason: RejectReason, stamp: float, now: float, config: Estim
     return f"stamp {stamp:.6f} s is older than the last accepted stamp of this source"
 
 
-@dataclass(frozen=True)
-class _StreamBuffers:
-    """One cycle's arrays for :meth:`Estimator._stream_cycle`, allocated once per solver: the inputs and outputs
-    of the compiled kernels as a one-cycle run (leading axis 1), the types and layouts of the batch path's (the
-    same compiled specializations)."""
-
-    stamp: np.ndarray      # (1,)
-    R_GS: np.ndarray       # (1, n_imu, 3, 3) the cycle's samples
-    w_S: np.ndarray        # (1, n_imu, 3)
-    observed: np.ndarray   # (1, n_imu) bool
-    use_gyro: np.ndarray   # (1, n_imu) bool
-    R_WO: np.ndarray       # (1, solver sensors, 3, 3)
-    X_WB: np.ndarray       # (1, nb, 4, 4) the solver's poses
-    have_X_WB: np.ndarray  # (1,) True
-    V: np.ndarray          # (1, nv)
-    from_gyro: np.ndarray  # (1, nv) bool
-    errors: np.ndarray     # (1, n_imu) deg
-
-    @classmethod
-    def of(cls, plant, n_imu: int, n_solver: int) -> _StreamBuffers:
-        nv = plant.num_velocities()
-        return cls(np.empty(1), np.empty((1, n_imu, 3, 3)), np.empty((1, n_imu, 3)), np.zeros((1, n_imu), bool),
-                   np.zeros((1, n_imu), bool), np.empty((1, n_solver, 3, 3)), np.empty((1, plant.num_bodies(), 4, 4)),
-                   np.ones(1, bool), np.empty((1, nv)), np.zeros((1, nv), bool), np.empty((1, n_imu)))
-
-
 class Estimator:
     """Joint-configuration estimator on a finalized plant.
 
@@ -194,7 +168,13 @@ class Estimator:
             [np.eye(3) if self._R_BS[name] is None else self._R_BS[name] for name in self._names]
         ) if self._names else np.zeros((0, 3, 3)))
         self._needs_assemble = True
-        self._stream = _StreamBuffers.of(self._plant, len(self._names), len(self._solver_columns))
+        self._stream = stream.new_buffers(self._plant, len(self._names), len(self._solver_columns))
+        setup = self._setup
+        self._stream_problem = stream.StreamProblem(
+            self._weighted, self._calibrated, self._solver_columns, np.flatnonzero(self._measured), setup.art_q,
+            setup.art_v, np.zeros(0, np.int64) if setup.odometry is None else setup.odometry.q_index,
+            setup.body_index, self._R_BS_array, setup.free_v)
+        self._stream_frames = None  # the Assembler's FrameTracking stream_cycle's entry point is bound to
 
     def reset(self) -> None:
         """Forget every input: the next input starts from the initial state (counters and statistics at zero)."""
@@ -557,57 +537,59 @@ class Estimator:
 
     def _stream_cycle(self) -> EstimatorResult | None:
         """A message's one cycle in the common case (tracking, something observed, no reset, no heading filter,
-        no covariance weighting, no floating-base yaw from odometry), or None (then :meth:`_solve_cycles` runs
-        it). The same steps and compiled kernels as
-        :meth:`_solve_cycles` over a one-cycle run, the same bits (test_estimator_rules' and
-        test_estimator_estimator's streaming == batch tests), without its per-run records: inputs copied into
-        buffers allocated once per solver (``_StreamBuffers``), the solver's frame through ``track_sequence`` as
-        in :meth:`_track_chunk`, velocities and sensor errors in one call each. A frame the solver fails is left
-        to :meth:`_solve_cycles` (which retries it from the same start and state, then solves it alone)."""
-        cycle = self._message.cycle[0]
+        no covariance weighting, no floating-base yaw from odometry, no locked floating quaternion), or None (then
+        :meth:`_solve_cycles` runs it). The steps of :meth:`_solve_cycles` over a one-cycle run in one compiled call
+        (``stream.stream_cycle``: the same kernels, the same bits; test_estimator_rules' and test_estimator_estimator's
+        streaming == batch tests), into buffers allocated once per solver. A frame the solver fails is left to
+        :meth:`_solve_cycles` (which retries it from the same start and state, then solves it alone). Its
+        ``solve_time_s`` is the compiled call's (the solve, the velocities and the sensor errors)."""
+        message = self._message
         base = self._setup.odometry
-        if self._heading is not None or cycle["reset"] or self._needs_assemble or \
+        if self._heading is not None or message.cycle[0]["reset"] or self._needs_assemble or \
                 self._config.imu_covariance_weighting or (base is not None and base.target.heading):
             return None
+        frames = self._assembler.frame_tracking()
+        if frames.held_floating:
+            return None
+        if frames is not self._stream_frames:
+            self._bind_stream_cycle(frames)
         b = self._stream
-        b.R_GS[0] = self._message.sample["R_GS"][0]
-        b.w_S[0] = self._message.sample["w_S"][0]
-        stale = self._message.stale[0]
-        with np.errstate(invalid="ignore"):
-            b.observed[0] = ~stale & np.isfinite(b.R_GS[0, :, 0, 0]) & self._weighted
-            b.use_gyro[0] = ~stale & np.isfinite(b.w_S[0, :, 0]) & self._calibrated
-        if not b.observed.any():
-            return None
-        stamp = float(cycle["stamp"])
-        b.stamp[0] = stamp
-        encoder = self._message.encoder[0]
-        locked = self._locked(self._q_current.copy(), encoder["q"], self._message.odometry[0]["values"])
+        rotated = b.R_GS[0] if self._R_WG_is_identity else self._R_WG @ np.ascontiguousarray(
+            message.sample["R_GS"][0])  # Estimator._observations' products, one per sample
+        q_last, q_current = self._q_last, self._q_current
+        regularization = float(self._config.velocity_regularization)
         started = time.perf_counter()
-        self._assembler.set_positions(locked)
-        try:
-            Q, info = self._assembler.track_sequence(b.stamp, self._observations(b.observed, b.R_GS, b.R_WO),
-                                                     positions=locked[None], return_info=True, body_poses=b.X_WB)
-        except RuntimeError:
-            return None
+        outcome = self._cycle_entry(frames.tracker, message, b, self._stream_problem, self._tree, frames.held_q,
+                                    frames.floating_q, q_current, q_current if q_last is None else q_last,
+                                    q_last is not None, rotated, self._R_WG, regularization)
         solve_time = time.perf_counter() - started
+        if outcome not in (stream.STREAMED, stream.SINGULAR_GYROS):
+            return None
         self._is_initialized = True
-        self._q_current = Q[0].copy()
-        v_prior = self._velocity_priors(Q, b.stamp, cycle["stamp_prev"][None], encoder["v"][None])
-        if not kinematics_and_velocities(self._tree, Q, b.have_X_WB, v_prior, b.use_gyro, b.w_S,
-                                         self._setup.body_index, self._R_BS_array, self._setup.free_v,
-                                         float(self._config.velocity_regularization), b.X_WB, b.V, b.from_gyro):
+        self._q_current = b.Q[0].copy()
+        if outcome == stream.SINGULAR_GYROS:
             raise np.linalg.LinAlgError(_SINGULAR_GYROS)
-        sensor_errors(b.X_WB, b.observed, self._setup.body_index, self._R_BS_array, self._R_WG, b.R_GS, b.errors)
         self._q_last = self._q_current
         self._cycles += 1
+        stale = message.stale[0]
         return EstimatorResult.of_cycle(
             sensor_names=self._names, articulated_names=self._setup.art_names, position_names=self._position_names,
-            velocity_names=self._velocity_names, stamp=stamp, q=Q[0], v=b.V[0], velocity_from_gyro=b.from_gyro[0],
-            X_WB=b.X_WB[0], goal=info["goal"][0], solved=True, failure="", errors_deg=b.errors[0],
-            observed=b.observed[0], stale=stale, uncalibrated=~stale & ~self._calibrated,
-            missing=self._missing(encoder["have"][None])[0] if self._measured.any() else (),
+            velocity_names=self._velocity_names, stamp=float(b.stamp[0]), q=b.Q[0], v=b.V[0],
+            velocity_from_gyro=b.from_gyro[0], X_WB=b.X_WB[0], goal=b.goal[0], solved=True, failure="",
+            errors_deg=b.errors[0], observed=b.observed[0], stale=stale, uncalibrated=~stale & ~self._calibrated,
+            missing=self._missing(message.encoder[0]["have"][None])[0] if self._measured.any() else (),
             weights=self._setup.weights, solve_time_s=solve_time, tracking_reset=False, cycle=self._cycles,
             initialized=True)
+
+    def _bind_stream_cycle(self, frames) -> None:
+        """``stream.stream_cycle``'s machine code for these arguments' types (``compiled_entry``), bound when the
+        Assembler's tracker is new (a new solver, a re-initialization); the other fixed arguments are replaced only
+        with the solver, whose tracker is then new too."""
+        b = self._stream
+        self._cycle_entry = compiled_entry(stream.stream_cycle, (
+            frames.tracker, self._message, b, self._stream_problem, self._tree, frames.held_q, frames.floating_q,
+            self._q_current, self._q_current, True, b.R_GS[0], self._R_WG, 0.0))
+        self._stream_frames = frames
 
     def feed(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
         """Offer a window of a recording (in offering order, after the windows fed before) and run every cycle
