@@ -62,6 +62,8 @@ KERNEL_MODULES = (
     "ros_dofkit.core.estimator.odometry",
     "ros_dofkit.core.estimator.odometry_input",
     "ros_dofkit.core.estimator.heading",  # issue 19.2 (compiled on first use: no shipped config enables it)
+    "ros_dofkit.core.estimator.stream",
+    "ros_dofkit.ros.live_cdr",
 )
 #: The shipped estimator configurations, as laid out in the source tree (config/ beside the package).
 SOURCE_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"

@@ -11,20 +11,17 @@ transforms are ours to publish come from one :class:`~ros_dofkit.ros.tf_tree.TfT
 self-transforms, no second parents: see ``ros_dofkit.ros.tf_tree``), shared with offline replay.
 
 The live node's per-cycle TFMessage (:meth:`TfBuilder.moving_transforms_serialized`) is written by one compiled call
-(:func:`_write_moving_transforms`: the relative poses, their quaternions and the stamps straight into the message
-template's bytes) with the bits of the object path (the same compiled relative poses and quaternion kernel, the
-same sign rule); through NumPy it cost ~17 us a cycle (a dozen array calls), now ~2.
+(``live_cdr.TfMessageEncoder.encode_poses``) with the bits of the object path.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from geometry_msgs.msg import Quaternion, Transform, TransformStamped, Vector3
-from numba import njit
 
-from ros_dofkit.core.estimator.offline import _relative_poses, relative_poses
-from ros_dofkit.core.spatial import _matrix_to_quat_kernel, matrix_to_quat
-from ros_dofkit.ros.live_cdr import TfMessageEncoder, stamp_words
+from ros_dofkit.core.estimator.offline import relative_poses
+from ros_dofkit.core.spatial import matrix_to_quat
+from ros_dofkit.ros.live_cdr import TfMessageEncoder
 from ros_dofkit.ros.tf_tree import TfTree, tf_tree
 
 _XYZW = [1, 2, 3, 0]  # (w, x, y, z) -> the message's (x, y, z, w)
@@ -37,33 +34,6 @@ def transform_msg(X: np.ndarray) -> Transform:
         translation=Vector3(x=float(X[0, 3]), y=float(X[1, 3]), z=float(X[2, 3])),
         rotation=Quaternion(x=float(x), y=float(y), z=float(z), w=float(w)),
     )
-
-
-@njit(cache=True)
-def _write_moving_transforms(X_WB, parents, bodies, X_PC, R_PC, quaternions, doubles, translations, rotations, words,
-                             stamps, sec_word, nanosec):
-    """Into a TFMessage template's ``doubles`` / ``words`` (``live_cdr.TfMessageEncoder``): X_PC = inv(X_WP) X_WC of
-    each body of ``bodies`` relative to its ``parents`` entry at the poses ``X_WB`` (1, num_bodies, 4, 4), the
-    translations p_PC at ``translations`` (k, 3) and the quaternions (x, y, z, w), w >= 0 (``spatial.matrix_to_quat``'s
-    kernel and sign rule), at ``rotations`` (k, 4); the stamp's two words at ``stamps`` (k, 2). Workspaces X_PC
-    (1, k, 4, 4), R_PC (k, 3, 3), quaternions (k, 4). Returns False, writing no quaternion, when the quaternion kernel
-    declines a matrix (not a proper rotation: the caller then goes through ``matrix_to_quat``, which asks scipy)."""
-    _relative_poses(X_WB, parents, bodies, X_PC)
-    for m in range(bodies.shape[0]):
-        for i in range(3):
-            for j in range(3):
-                R_PC[m, i, j] = X_PC[0, m, i, j]
-    if not _matrix_to_quat_kernel(R_PC, quaternions):
-        return False
-    for m in range(bodies.shape[0]):
-        sign = -1.0 if quaternions[m, 0] < 0.0 else 1.0  # matrix_to_quat's canonical w >= 0 (negation is exact)
-        for i in range(3):
-            doubles[translations[m, i]] = X_PC[0, m, i, 3]
-            doubles[rotations[m, i]] = sign * quaternions[m, i + 1]
-        doubles[rotations[m, 3]] = sign * quaternions[m, 0]
-        words[stamps[m, 0]] = sec_word
-        words[stamps[m, 1]] = nanosec
-    return True
 
 
 class TfBuilder:
@@ -81,12 +51,8 @@ class TfBuilder:
         self._moving_index = np.asarray(self.moving_bodies, dtype=np.int64)
         self._moving_encoder = TfMessageEncoder([self._parent_frames[b] for b in self.moving_bodies],
                                                 [self.frame_ids[b] for b in self.moving_bodies])
-        count = len(self.moving_bodies)
-        # _write_moving_transforms' fixed arguments and workspaces
         self._moving_parents = self._parent[self._moving_index]
         self._X_WB_shape = (plant.num_bodies(), 4, 4)
-        self._X_PC, self._R_PC, self._quaternions = np.empty((1, count, 4, 4)), np.empty((count, 3, 3)), np.empty(
-            (count, 4))
         # Once now, so that the compiled relative poses are loaded before the first cycle needs them.
         self.moving_transforms_serialized(plant.calc_body_poses(plant.default_positions()), 0, 0)
 
@@ -136,15 +102,12 @@ class TfBuilder:
         ready for ``Publisher.publish``: no message objects are built (the live node's per-cycle path)."""
         if not len(self._moving_index):
             return self._moving_encoder.encode(sec, nanosec, np.zeros((0, 3)), np.zeros((0, 4)))
-        encoder = self._moving_encoder
-        sec_word, nanosec = stamp_words(sec, nanosec)
-        X_WB = np.asarray(X_WB, dtype=float)
-        if X_WB.flags.c_contiguous and X_WB.shape == self._X_WB_shape and _write_moving_transforms(
-                X_WB[None], self._moving_parents, self._moving_index, self._X_PC, self._R_PC, self._quaternions,
-                *encoder.moving_fields, sec_word, nanosec):
-            return encoder.message_bytes()
-        p_PC, R_PC = self._relative_poses(X_WB, self._moving_index)
-        return encoder.encode(sec, nanosec, p_PC, matrix_to_quat(R_PC)[:, _XYZW])
+        if np.shape(X_WB) == self._X_WB_shape:  # (the compiled writer reads the rows its bodies name, unchecked)
+            data = self._moving_encoder.encode_poses(sec, nanosec, X_WB, self._moving_parents, self._moving_index)
+            if data is not None:
+                return data
+        p_PC, R_PC = self._relative_poses(X_WB, self._moving_index)  # a pose the compiled writer leaves to scipy
+        return self._moving_encoder.encode(sec, nanosec, p_PC, matrix_to_quat(R_PC)[:, _XYZW])
 
     def static_transforms(self, sec: int = 0, nanosec: int = 0) -> list:
         """One TransformStamped per weld joint (pose independent of q: computed at the default positions)."""
