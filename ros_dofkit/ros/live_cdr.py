@@ -7,8 +7,9 @@ build and serialize). Batch codecs (``ros_dofkit.ros.cdr``) pay a fixed NumPy se
 a bag and wrong for one message. Here:
 
 * :func:`decode_imu` reads one serialized ``sensor_msgs/Imu`` with ``struct`` at offsets fixed by its frame_id
-  length, and raises :class:`MalformedMessageError` for anything that is not a complete Imu (wrong encapsulation,
-  truncated, trailing bytes, a frame_id without its NUL or not UTF-8);
+  length (:func:`decode_imu_reading`: its values as a NumPy view of the bytes, the node's path), and raises
+  :class:`MalformedMessageError` for anything that is not a complete Imu (wrong encapsulation, truncated, trailing
+  bytes, a frame_id without its NUL or not UTF-8);
 * :class:`JointStateEncoder` and :class:`TfMessageEncoder` serialize the node's outputs, whose names and sizes
   never change, by writing the stamp and the values into a byte template made once (``cdr.joint_state_template``,
   ``cdr.tf_message_template``: the templates of the bulk encoders too, one layout code for both), through NumPy
@@ -56,6 +57,28 @@ def decode_imu(data) -> tuple:
     ``values`` is the tuple of the 37 float64 after the header: orientation (x, y, z, w) [0:4], its covariance
     [4:13], angular_velocity (x, y, z) [13:16], its covariance [16:25], linear_acceleration [25:28], its covariance
     [28:37]. Raises :class:`MalformedMessageError` when ``data`` is not exactly one Imu."""
+    little, sec, nanosec, frame_id, body = _imu_layout(data)
+    return sec, nanosec, frame_id, (_IMU_BODY if little else _IMU_BODY_BE).unpack_from(data, body)
+
+
+def decode_imu_reading(data) -> tuple:
+    """:func:`decode_imu` without the frame_id and with the 37 values as a read-only float64 array, ``(sec,
+    nanosec, values)``: a view of ``data`` (little endian, the usual), no Python float made (the estimator's
+    ``process_imu_reading`` reads it in compiled code). Raises :class:`MalformedMessageError` as :func:`decode_imu`."""
+    little, sec, nanosec, _, body = _imu_layout(data)
+    if little:
+        values = np.frombuffer(data, dtype=np.float64, count=_IMU_DOUBLES, offset=body)
+        if not values.flags.writeable:  # (a view of bytes; of a bytearray it would be writable)
+            return sec, nanosec, values
+    else:
+        values = np.array(_IMU_BODY_BE.unpack_from(data, body))
+    values = values.copy()
+    values.flags.writeable = False
+    return sec, nanosec, values
+
+
+def _imu_layout(data) -> tuple:
+    """``(little endian, sec, nanosec, frame_id, offset of the 37 float64)`` of one serialized Imu, checked."""
     size = len(data)
     if size < _HEADER + 12:
         raise MalformedMessageError(f"Imu: expected at least {_HEADER + 12} bytes, got {size}")
@@ -78,8 +101,7 @@ def decode_imu(data) -> tuple:
         frame_id = bytes(data[_HEADER + 12:text_end - 1]).decode("utf-8")
     except UnicodeDecodeError as error:
         raise MalformedMessageError(f"Imu: frame_id is not UTF-8 ({error})") from None
-    values = (_IMU_BODY if little else _IMU_BODY_BE).unpack_from(data, body)
-    return sec, nanosec, frame_id, values
+    return little, sec, nanosec, frame_id, body
 
 
 class _FilledTemplate:

@@ -53,8 +53,12 @@ class TfBuilder:
                                                 [self.frame_ids[b] for b in self.moving_bodies])
         self._moving_parents = self._parent[self._moving_index]
         self._X_WB_shape = (plant.num_bodies(), 4, 4)
-        # Once now, so that the compiled relative poses are loaded before the first cycle needs them.
-        self.moving_transforms_serialized(plant.calc_body_poses(plant.default_positions()), 0, 0)
+        # Once now, so that the compiled writer is loaded before the first cycle needs it: for poses as given and as
+        # a cycle's result holds them (read-only, which numba compiles apart).
+        poses = plant.calc_body_poses(plant.default_positions())
+        self.moving_transforms_serialized(poses, 0, 0)
+        poses.flags.writeable = False
+        self.moving_transforms_serialized(poses, 0, 0)
 
     def _relative_poses(self, X_WB, bodies):
         """(p_PC (k, 3), R_PC (k, 3, 3)) of X_PC = inv(X_WP) X_WC for all ``bodies`` at once (the compiled rule

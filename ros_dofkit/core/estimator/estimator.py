@@ -93,6 +93,11 @@ class CalibrationResult:
     heading_offsets: dict = field(default_factory=dict)
 
 
+#: A reading of the type the node hands :meth:`Estimator.process_imu_reading` (read-only: a view of the message).
+_READING_EXAMPLE = np.zeros(stream.READING_SIZE)
+_READING_EXAMPLE.flags.writeable = False
+
+
 def _stamp_ns(stamp: float) -> int:
     return int(round(stamp * 1e9)) if math.isfinite(stamp) else -1
 
@@ -145,6 +150,8 @@ class Estimator:
         self._sample_stamp, self._sample_stamp_ns = self._sample["stamp"], self._sample["stamp_ns"]
         self._sample_R_GS = self._sample["R_GS"]
         self._no_covariance = np.zeros(0)  # an orientation covariance not read (imu_covariance_weighting off)
+        # stream.offer_imu_reading's (the reordered quaternion, the gyro, no covariance)
+        self._reading_workspaces = (np.empty(4), np.empty(3), self._no_covariance)
         self._odometry_values = np.empty(VALUES)
         self._build_solver()
         self._raw_imus = None
@@ -320,6 +327,9 @@ class Estimator:
         input_index: int, run_cycles: bool, out)."""
         self._offer = compiled_entry(rules.offer_imu, (self._state, self._settings, 0, 0.0, 0, self._sample, 0, -1,
                                                        True, self._message))
+        self._offer_reading = compiled_entry(stream.offer_imu_reading, (
+            self._state, self._settings, 0, 0.0, 0.0, 0, _READING_EXAMPLE, self._sample, self._message,
+            *self._reading_workspaces))
 
     def _after_offer(self) -> None:
         """A reset in the rules (a clock jump) also empties the calibration windows and restarts the solve."""
@@ -363,16 +373,50 @@ class Estimator:
             fill_accelerations(self._sample["f_S"], accel, accel_present)
         result = self._offer(self._state, self._settings, i, now_value, int(code), self._sample, 0, -1,
                              bool(run_cycles), self._message)
+        if result == code and code >= 0:  # rejected by validation: parse_imu explains why
+            self._after_offer()
+            return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                             angular_velocity_present, covariance if covariance.size else None)[0]
+        return self._offered_imu(name, i, result, stamp, now_value)
+
+    def _offered_imu(self, name, i: int, result: int, stamp: float, now: float) -> InputStatus:
+        """After the rules took IMU i's sample (status ``result``, not a validation's rejection): a reset's
+        consequences, the accepted orientation into the calibration window, the input's status."""
         self._after_offer()
         R_GS = self._sample_R_GS[0]
         if result < 0 and math.isfinite(R_GS[0, 0]):  # at the stamp the rules judged (offset applied)
             self._windows[name].append((float(self._sample_stamp[0]), R_GS.copy()))
-        if result == code and code >= 0:  # rejected by validation: parse_imu explains why
-            return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                             angular_velocity_present, covariance if covariance.size else None)[0]
-        return self._status(result, stamp - self._config.imus[i].time_offset_s, now_value,
-                            RejectReason.ORIENTATION_ABSENT,
+        return self._status(result, stamp - self._config.imus[i].time_offset_s, now, RejectReason.ORIENTATION_ABSENT,
                             "orientation marked absent (covariance[0] == -1); gyro kept")
+
+    def process_imu_reading(self, name: str, stamp: float, reading, now: float | None = None):
+        """:meth:`process_imu` for a reading in ``stream.READING``'s layout (the node's, read from an Imu message's
+        bytes: ``sensor_msgs/Imu``'s fields, quaternion (x, y, z, w), absent fields flagged by their covariance's
+        first entry, REP-145): the same status and cycles. ``reading``: a read-only float64 array of 37 (a view of
+        the message, as the node has it; another array is copied). Validated and offered in one compiled call
+        (``stream.offer_imu_reading``) when the sample goes to the rules as it came (``RawImuFilters.passes``), no
+        heading filter runs and covariances are not weighted (else through :meth:`process_imu`)."""
+        i = self._imu_index.get(name)
+        if i is None or not self._raw_imus.passes(i, reading[4] != -1.0) or self._heading is not None or \
+                self._config.imu_covariance_weighting:
+            return self.process_imu(
+                name, stamp, np.asarray(reading)[[3, 0, 1, 2]], reading[13:16], orientation_present=reading[4] != -1.0,
+                angular_velocity_present=reading[16] != -1.0, now=now,
+                linear_acceleration=None if reading[28] == -1.0 else reading[25:28],
+                orientation_covariance=reading[4:13])
+        if not (type(reading) is np.ndarray and reading.dtype == np.float64 and reading.shape == (stream.READING_SIZE,)
+                and not reading.flags.writeable and reading.flags.c_contiguous):
+            reading = np.array(reading, dtype=float).reshape(stream.READING_SIZE)  # (a wrong size raises here)
+            reading.flags.writeable = False
+        now_value = math.nan if now is None else float(now)
+        stamp = math.nan if stamp is None else float(stamp)
+        result, code = self._offer_reading(self._state, self._settings, i, now_value, stamp, _stamp_ns(stamp), reading,
+                                           self._sample, self._message, *self._reading_workspaces)
+        if result == code and code >= 0:  # rejected by validation: parse_imu explains why
+            self._after_offer()
+            return parse_imu(stamp, reading[[3, 0, 1, 2]], reading[13:16], reading[4] != -1.0,
+                             reading[16] != -1.0)[0], ()
+        return self._offered_imu(name, i, result, stamp, now_value), self._message_results()
 
     def _covariance_read(self, orientation_covariance) -> np.ndarray:
         """The orientation covariance (9,) the rules read: the message's with ``imu_covariance_weighting``, else
