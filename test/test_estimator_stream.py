@@ -8,6 +8,7 @@ import pytest
 
 from ros_dofkit.core.estimator import EstimatorConfig, ImuConfig, stream
 from ros_dofkit.core.estimator.estimator import Estimator
+from ros_dofkit.core.estimator.inputs import RejectReason
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
 from ros_dofkit.core.spatial import matrix_to_quat, rotvec_to_matrix
 
@@ -118,8 +119,11 @@ def test_an_imu_reading_is_offered_as_process_imu_offers_its_fields(arm_plant):
             np.testing.assert_array_equal(a.q, b.q)
             np.testing.assert_array_equal(a.v, b.v)
     assert cycles >= 25
-    assert by_reading.reject_counts_by_source() == by_fields.reject_counts_by_source()
+    status, results = by_reading.process_imu_reading("hand", 3.0, np.zeros(36), 3.0)  # not a reading
+    assert (status.accepted, status.reason, results) == (False, RejectReason.MISMATCHED_ARRAYS, ())
     assert by_reading.statistics() == by_fields.statistics()
+    assert by_reading.reject_counts_by_source() == {**by_fields.reject_counts_by_source(),
+                                                    ("hand", "mismatched_arrays"): 1}
     assert {reason for (_, reason) in by_fields.reject_counts_by_source()} >= {
         "orientation_absent", "non_unit_quaternion", "zero_quaternion", "non_finite", "repeated_stamp", "stale_stamp",
         "unknown_sensor"}

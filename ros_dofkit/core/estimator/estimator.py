@@ -393,9 +393,16 @@ class Estimator:
         """:meth:`process_imu` for a reading in ``stream.READING``'s layout (the node's, read from an Imu message's
         bytes: ``sensor_msgs/Imu``'s fields, quaternion (x, y, z, w), absent fields flagged by their covariance's
         first entry, REP-145): the same status and cycles. ``reading``: a read-only float64 array of 37 (a view of
-        the message, as the node has it; another array is copied). Validated and offered in one compiled call
-        (``stream.offer_imu_reading``) when the sample goes to the rules as it came (``RawImuFilters.passes``), no
-        heading filter runs and covariances are not weighted (else through :meth:`process_imu`)."""
+        the message, as the node has it; another array is copied; another size is dropped and counted as
+        ``mismatched_arrays``). Validated and offered in one compiled call (``stream.offer_imu_reading``) when the
+        sample goes to the rules as it came (``RawImuFilters.passes``), no heading filter runs and covariances are not
+        weighted (else through :meth:`process_imu`)."""
+        if not (type(reading) is np.ndarray and reading.dtype == np.float64 and reading.shape == (stream.READING_SIZE,)
+                and not reading.flags.writeable and reading.flags.c_contiguous):
+            reading = np.array(reading, dtype=float).reshape(-1)
+            if reading.size != stream.READING_SIZE:  # not a reading: process_imu counts it (its arrays' sizes)
+                return self.process_imu(name, stamp, reading, reading, now=now)
+            reading.flags.writeable = False
         i = self._imu_index.get(name)
         if i is None or not self._raw_imus.passes(i, reading[4] != -1.0) or self._heading is not None or \
                 self._config.imu_covariance_weighting:
@@ -404,10 +411,6 @@ class Estimator:
                 angular_velocity_present=reading[16] != -1.0, now=now,
                 linear_acceleration=None if reading[28] == -1.0 else reading[25:28],
                 orientation_covariance=reading[4:13])
-        if not (type(reading) is np.ndarray and reading.dtype == np.float64 and reading.shape == (stream.READING_SIZE,)
-                and not reading.flags.writeable and reading.flags.c_contiguous):
-            reading = np.array(reading, dtype=float).reshape(stream.READING_SIZE)  # (a wrong size raises here)
-            reading.flags.writeable = False
         now_value = math.nan if now is None else float(now)
         stamp = math.nan if stamp is None else float(stamp)
         result, code = self._offer_reading(self._state, self._settings, i, now_value, stamp, _stamp_ns(stamp), reading,
