@@ -35,7 +35,6 @@ import numba
 import numpy as np
 
 from ros_dofkit import cli
-from ros_dofkit.core.assembly import kernels
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
@@ -188,11 +187,11 @@ def warm_solver() -> None:
 def warm_residuals() -> None:
     """A frame's residuals and Jacobians (kernels.make_tracker, gather_frame, evaluate_residuals,
     evaluate_jacobians: the solve's largest leaves) through the Assembler's calc_residuals, which passes the
-    solver's argument types, and the tracking's every-body kinematics (kernels.complete_kinematics, with the
-    Assembler's own Tracker): a worker compiles them while another compiles the rest of the solve."""
+    solver's argument types, and the tracking's every-body kinematics (kernels.complete_kinematics, through the
+    Assembler's warm_body_poses): a worker compiles them while another compiles the rest of the solve."""
     assembler = _demo_solver_at_rest().assembler
     assembler.calc_residuals(need_jacobian=True)
-    kernels.complete_kinematics(assembler._compiled_tracker(), assembler.get_positions())
+    assembler.warm_body_poses()
 
 
 def warm_velocities() -> None:

@@ -2,7 +2,7 @@
 (only bodies whose coordinates moved are recomputed, bodies no sensor depends on are skipped) against full forward
 kinematics; the workspaces of track_sequence and of track()'s compiled Tracker, reused by every frame, against
 fresh ones; and the body poses
-track_sequence hands out against forward kinematics at each solution."""
+track_sequence hands out against forward kinematics at each solution, warmed up beforehand or not."""
 
 from __future__ import annotations
 
@@ -106,6 +106,27 @@ def test_track_sequence_body_poses_are_forward_kinematics_at_each_solution(model
     for t in range(T):
         compiled.forward_kinematics(tree, Q[t], X_WB, R_WF, p_WM)
         np.testing.assert_array_equal(poses[t], X_WB)
+
+
+@pytest.mark.parametrize("backend", ["compiled", "reference"])
+def test_warming_the_body_poses_kernel_changes_no_later_result(model, backend):
+    """Assembler.warm_body_poses (precompile's warm-up of body_poses' kernel), run at another configuration, leaves
+    the next track_sequence's solutions and poses bit for bit those of an Assembler never warmed."""
+    _, plant, links = model
+    runs = []
+    for warm in (False, True):
+        rng = np.random.default_rng(34)
+        osensors, assembler = imu_setup(plant, links, rng, backend, weights=rng.uniform(0.5, 2.0, len(links)))
+        Q_true = np.array([random_q(plant, rng, 0.3) for _ in range(6)])
+        R_GO = observe(plant, osensors, Q_true)
+        assembler.set_positions(random_q(plant, rng))
+        if warm:
+            assembler.warm_body_poses()
+        assembler.set_positions(Q_true[0])
+        poses = np.full((6, plant.num_bodies(), 4, 4), np.nan)
+        runs.append((assembler.track_sequence(np.arange(6) * 0.01, R_GO, body_poses=poses), poses))
+    for unwarmed, warmed in zip(*runs, strict=True):
+        np.testing.assert_array_equal(warmed, unwarmed)
 
 
 def test_track_sequence_checks_body_poses(model):

@@ -403,3 +403,17 @@ def test_the_estimator_says_why_it_drops_a_field(raw_arm_with_magnetometers):
     assert not unused.accepted and "orientation: sensor" in unused.detail
     assert estimator.filter_counts()["hand"]["field_invalid"] == 1
     assert estimator.filter_counts()["hand"]["field_out_of_order"] == 1
+    elsewhere = estimator.process_magnetic_field("hand", 2.0, [0.0, 2e-5, -4e-5], frames_match=False)
+    assert not elsewhere.accepted and elsewhere.reason == RejectReason.UNKNOWN_FRAME and "'hand'" in elsewhere.detail
+    assert estimator.filter_counts()["hand"]["field_frame_mismatch"] == 1
+
+
+def test_a_field_in_another_frame_is_dropped_before_its_values_are_read():
+    """``frames_match`` False (the ROS edge's verdict, ros.magnetometer_frames): dropped and counted whatever it
+    holds, and the matching rule keeps the field before it."""
+    f = OrientationFilter()
+    assert f.offer_field(1.0, [1e-5, 0.0, 0.0]) is None
+    assert f.offer_field(1.02, [2e-5, 0.0, 0.0], frames_match=False) == "field_frame_mismatch"
+    assert f.offer_field(1.03, [np.nan, 0.0, 0.0], frames_match=False) == "field_frame_mismatch"
+    assert f.counts["field_frame_mismatch"] == 2 and f.counts["field_invalid"] == 0
+    assert f.field_at(1.05)[0] == 1e-5

@@ -76,19 +76,34 @@ def test_core_imports_no_ros():
     assert not offenders, "ros_dofkit/core must not import ROS (DESIGN.md layers):\n" + "\n".join(offenders)
 
 
-def test_offline_replay_loads_no_ros_package():
-    """Offline replay (bags, batch, the `dofkit replay` command) runs without ROS: importing it loads neither rclpy
-    nor a message package, so it works where only the pip-installed core is."""
+def modules_loaded_by(statements: str, selected: str) -> str:
+    """The modules a fresh interpreter has loaded after ``statements``, those for which ``selected`` (an expression
+    of the module name ``m``) holds, as a printed sorted list."""
     import subprocess
     import sys
 
-    probe = ("import sys\n"
-             "import ros_dofkit.commands.replay, ros_dofkit.replay.bag_replay, ros_dofkit.replay.batch\n"
-             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rclpy' or m.split('.')[0].endswith('_msgs')))")
+    probe = f"import sys\n{statements}\nprint(sorted(m for m in sys.modules if {selected}))"
     finished = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                               cwd=Path(__file__).resolve().parents[1])
     assert finished.returncode == 0, finished.stderr
-    assert finished.stdout.strip() == "[]"
+    return finished.stdout.strip()
+
+
+def test_offline_replay_loads_no_ros_package():
+    """Offline replay (bags, batch, the `dofkit replay` command) runs without ROS: importing it loads neither rclpy
+    nor a message package, so it works where only the pip-installed core is."""
+    assert modules_loaded_by(
+        "import ros_dofkit.commands.replay, ros_dofkit.replay.bag_replay, ros_dofkit.replay.batch",
+        "m.split('.')[0] == 'rclpy' or m.split('.')[0].endswith('_msgs')") == "[]"
+
+
+def test_the_node_and_replay_import_no_least_squares_before_a_hinge_fit():
+    """scipy.optimize (~0.16 s of imports) is loaded by the hinge calibration's fit only: the estimator node and
+    `dofkit replay` import core.assembly.hinge_calibration at start-up, and fit only when asked to."""
+    assert modules_loaded_by(
+        "import ros_dofkit.nodes.estimator, ros_dofkit.commands.replay, ros_dofkit.replay.bag_replay\n"
+        "assert 'ros_dofkit.core.assembly.hinge_calibration' in sys.modules",
+        "m.startswith('scipy.optimize')") == "[]"
 
 
 # ---------------------------------------------------------------------------------------------- import graph

@@ -24,7 +24,7 @@ from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from sensor_msgs.msg import Imu, JointState, MagneticField
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, Header
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
@@ -813,7 +813,9 @@ def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path, magn
     the field of the simulator's true orientation in a field whose north is the model world's +y, plus 0.5 µT
     noise) on ``imus.<name>.magnetic_field_topic``, which puts its filter in the model's heading (in process, a
     jittered stream: 0.07-0.91 deg RMS, test_estimator_orientation_filter::
-    test_magnetometers_give_the_raw_imus_the_model_heading_without_calibration)."""
+    test_magnetometers_give_the_raw_imus_the_model_heading_without_calibration). One more field of the hand, just
+    before one of its own at the same stamp, names another frame than the hand's Imu messages: dropped as
+    unknown_frame (logged with both frames, counted field_frame_mismatch), so the hand's own is not out of order."""
     duration = 9.0
     robot, _, run, _ = raw_arm(duration, noise=HUB_NOISE)
     values = demo_parameters(imu_topic_prefix="/raw/imu")
@@ -861,6 +863,9 @@ def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path, magn
                 mag = MagneticField()
                 mag.header.stamp.sec, mag.header.stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
                 mag.magnetic_field.x, mag.magnetic_field.y, mag.magnetic_field.z = (float(c) for c in field)
+                if name == "hand" and k == 400:  # the upper arm's field on the hand's topic: dropped
+                    fields[name].publish(MagneticField(header=Header(stamp=mag.header.stamp, frame_id="upper_arm_imu"),
+                                                       magnetic_field=mag.magnetic_field))
                 fields[name].publish(mag)
             if kind == "imu":
                 readings = run.imu(name)
@@ -900,7 +905,11 @@ def test_raw_imus_make_the_node_estimate(ros_node, ros_processes, tmp_path, magn
     ros_node.spin_until(lambda: diagnostics.messages and diagnostics_value(
         diagnostics.messages[-1], "orientation_filter.hand.updates") not in (None, "0"), "filter counters", TIMEOUT)
     if magnetometer:
-        assert diagnostics_value(diagnostics.messages[-1], "orientation_filter.hand.field_invalid") == "0"
+        assert {counter: diagnostics_value(diagnostics.messages[-1], f"orientation_filter.hand.{counter}")
+                for counter in ("field_invalid", "field_out_of_order", "field_frame_mismatch")} == {
+            "field_invalid": "0", "field_out_of_order": "0", "field_frame_mismatch": "1"}
+        assert "hand/magnetic_field: unknown_frame: magnetic field of IMU 'hand' in frame 'upper_arm_imu', its Imu " \
+               "messages in 'imu'" in process.output()
     assert process.is_running()
 
 

@@ -13,7 +13,7 @@ import pytest
 from ros_dofkit.core.simulation import SensorSimulator, SimulatedImu, SineTrajectory
 from ros_dofkit.replay.bag_replay import replay_bag
 from ros_dofkit.replay.messages import MessageFactory
-from ros_dofkit.replay.record import simulation_records
+from ros_dofkit.replay.record import SimulationRecord, simulation_records
 from ros_dofkit.replay.setup import ReplaySetup
 from ros_dofkit.ros.bag_io import BagError, BagWriter, read_bag
 from ros_dofkit.ros.parameters import load_parameter_file
@@ -44,16 +44,17 @@ def bag_with_odometry(tmp_path, setup, bad=True):
         stamp_ns = int(round(run.times[k] * 1e9))
         X_WB = plant.calc_body_poses(run.q[k])[base]
         poses[stamp_ns] = X_WB[:2, 3].copy()
-        records.append(("/odom", stamp_ns, factory.odometry(stamp_ns, "odom", "base_link", X_WB, np.zeros(3),
-                                                           np.zeros(3))))
+        records.append(SimulationRecord("/odom", stamp_ns, factory.odometry(stamp_ns, "odom", "base_link", X_WB,
+                                                                           np.zeros(3), np.zeros(3))))
     if bad:
         t = int(round(run.times[31] * 1e9))
         X = np.eye(4)
         X[1, 3] = math.nan
-        records.append(("/odom", t, factory.odometry(t, "odom", "base_link", X, np.zeros(3), np.zeros(3))))
-        records.append(("/odom", t + 1, factory.odometry(t + 1, "map", "base_link", np.eye(4), np.zeros(3),
-                                                         np.zeros(3))))
-    records.sort(key=lambda record: (record[1], record[0] != "/odom"))  # an instant's odometry before its IMUs
+        records.append(SimulationRecord("/odom", t, factory.odometry(t, "odom", "base_link", X, np.zeros(3),
+                                                                     np.zeros(3))))
+        records.append(SimulationRecord("/odom", t + 1, factory.odometry(t + 1, "map", "base_link", np.eye(4),
+                                                                         np.zeros(3), np.zeros(3))))
+    records.sort(key=lambda record: (record.stamp_ns, record.topic != "/odom"))  # an instant's odometry first
     bag = tmp_path / "mobile"
     with BagWriter(bag, typestore=factory.typestore) as writer:
         writer.write_all(records)

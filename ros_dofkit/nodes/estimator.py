@@ -8,8 +8,11 @@ the same.
 Topics (relative names follow the node's namespace; ``<out>`` is the ``output_namespace`` parameter):
 
 * in: ``joint_states`` (sensor_msgs/JointState, partial messages merged by name), one sensor_msgs/Imu topic per
-  configured IMU (``imus.<name>.topic``), ``odometry_topic`` when set (nav_msgs/Odometry: a planar or floating
-  base's translation, optionally a planar base's heading); SensorDataQoS unless ``input_qos`` says otherwise;
+  configured IMU (``imus.<name>.topic``), a raw IMU's sensor_msgs/MagneticField (``imus.<name>.magnetic_field_topic``
+  when set; a field whose frame_id is not its IMU's newest Imu frame_id is dropped as ``unknown_frame``, counted
+  ``orientation_filter.<name>.field_frame_mismatch``: ``ros.magnetometer_frames``), ``odometry_topic`` when set
+  (nav_msgs/Odometry: a planar or floating base's translation, optionally a planar base's heading); SensorDataQoS
+  unless ``input_qos`` says otherwise;
 * out: ``<out>/joint_states`` (all articulated coordinates), ``<out>/<instance>/joint_states`` (each model
   instance's DofMask), ``<out>/odometry/<instance>`` (nav_msgs/Odometry per planar or floating base, twist in the
   child frame), ``<out>/sensor_errors`` (std_msgs/Float64MultiArray, degrees), ``/tf`` (every moving joint,
@@ -84,7 +87,7 @@ from ros_dofkit.ros.imu_input import (
     seconds_to_sec_nanosec,
 )
 from ros_dofkit.ros.input_loop import InputLoop
-from ros_dofkit.ros.live_cdr import MalformedMessageError
+from ros_dofkit.ros.live_cdr import MalformedMessageError, decode_imu
 from ros_dofkit.ros.parameters import (
     ESTIMATION_PARAMETERS,
     NODE_PARAMETERS,
@@ -179,6 +182,7 @@ class EstimatorNode(Node):
             f"{imu.name}/magnetic_field" for imu in config.imus if imu.magnetic_field_topic),
             *(["odometry"] if odometry else [])])
         self._stamps: OrderedDict = OrderedDict()
+        self._newest_imu_data: dict = {}  # IMU name -> its newest Imu's bytes (the magnetometer's frame_id check)
         self._last_log: dict = {}
         #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
         self.input_subscriptions = []
@@ -374,6 +378,7 @@ class EstimatorNode(Node):
                 self._malformed(name, error)
                 return
             self._remember_stamp(sec, nanosec)
+            self._newest_imu_data[name] = data
             self._after_input(name, status, results)
 
         return on_imu
@@ -382,7 +387,10 @@ class EstimatorNode(Node):
         def on_field(data: bytes) -> None:
             msg = self._message(data, MagneticField, f"{name}/magnetic_field")
             if msg is not None:
-                self._after_input(f"{name}/magnetic_field", feed_magnetic_field_msg(self.estimator, name, msg), ())
+                imu_data = self._newest_imu_data.get(name)
+                status = feed_magnetic_field_msg(self.estimator, name, msg,
+                                                 None if imu_data is None else decode_imu(imu_data)[2])
+                self._after_input(f"{name}/magnetic_field", status, ())
 
         return on_field
 

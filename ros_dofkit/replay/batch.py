@@ -24,6 +24,7 @@ from ros_dofkit.replay.inputs import decode_odometries, magnetic_field_topics, v
 from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw, make_typestore
 from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
 from ros_dofkit.ros.imu_messages import MAGNETIC_FIELD_MSGTYPE, magnetic_field_to_arrays
+from ros_dofkit.ros.magnetometer_frames import window_fields_match
 
 _DECODE_ERRORS = (SerdeError, struct.error, ValueError, IndexError, UnicodeDecodeError, OverflowError)
 
@@ -57,8 +58,9 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
             wanted.append(truth_topic)
         return wanted
 
+    newest_imu_frames = {}  # the magnetometer frame rule's state across windows (ros.magnetometer_frames)
     for raw in iter_raw(path, topics=select, window=window, stamps=False):  # the header stamps are used
-        yield offline_inputs_from_raw(raw, setup, truth_topic, typestore, path)
+        yield offline_inputs_from_raw(raw, setup, truth_topic, typestore, path, newest_imu_frames)
 
 
 def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None):
@@ -71,21 +73,30 @@ def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
     return offline_inputs_from_raw(empty, setup, truth_topic, typestore, path)[0], [], seen
 
 
-def _field_inputs(fields: dict, setup, topic_index, records, offered_before) -> dict:
-    """``OfflineInputs``' ``field_*`` arrays of a window's magnetometer messages (none when none is configured)."""
+def _field_inputs(fields: dict, setup, topic_index, messages, offered_before, newest_imu_frames: dict,
+                  message_positions, imus, imu_sensor, imu_positions) -> dict:
+    """``OfflineInputs``' ``field_*`` arrays of a window's magnetometer ``messages`` (at ``message_positions`` among
+    the window's, its Imu messages ``imus`` at ``imu_positions``), none when none is configured."""
     if not fields:
         return {}
-    names = list(fields.values())
+    sensor_of_topic = [setup.config.imu_names.index(name) for name in fields.values()]
+    records = [magnetic_field_to_arrays(message) for message in messages]
     stamps_ns = np.array([stamp_ns for stamp_ns, _ in records], dtype=np.int64)
-    return {"field_sensor": np.array([setup.config.imu_names.index(names[j]) for j in topic_index.tolist()],
-                                     dtype=np.int64),
+    sensor = np.array([sensor_of_topic[j] for j in topic_index.tolist()], dtype=np.int64)
+    return {"field_sensor": sensor,
             "field_stamp": nanoseconds_to_seconds(stamps_ns),
             "field_vector": np.array([f for _, f in records], dtype=float).reshape(-1, 3),
-            "field_position": np.asarray(offered_before, dtype=np.int64)}
+            "field_position": np.asarray(offered_before, dtype=np.int64),
+            "field_frames_match": window_fields_match(
+                newest_imu_frames, sensor_of_topic, sensor,
+                [message.header.frame_id for message in messages], message_positions, imu_sensor, imus.frame_id,
+                imu_positions)}
 
 
-def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path) -> tuple:
-    """``(OfflineInputs, truth_records)`` of raw messages in stamp order (see :func:`iter_offline_inputs`)."""
+def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path,
+                            newest_imu_frames: dict | None = None) -> tuple:
+    """``(OfflineInputs, truth_records)`` of raw messages in stamp order (see :func:`iter_offline_inputs`);
+    ``newest_imu_frames`` the magnetometer frame rule's state carried from the windows before (updated)."""
     # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1,
     # odometry -> IMUS + 2.
     imu_topics = list(setup.imu_topics)
@@ -105,6 +116,7 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     truth_positions = np.flatnonzero(code == imus_count + 1)
     odometry_positions = np.flatnonzero(code == imus_count + 2)
     pick = raw.data.__getitem__
+    field_messages = []
     try:
         imus = decode_imus(list(map(pick, imu_positions.tolist())), typestore)
         joint_states = decode_joint_states(list(map(pick, js_positions.tolist())), typestore)
@@ -113,8 +125,8 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         field_positions = np.flatnonzero(code >= imus_count + 3)
         if field_positions.size:  # few and slow: one rosbags message each, read as the streaming path reads it
             store = typestore if typestore is not None else make_typestore()
-            field_records = [magnetic_field_to_arrays(store.deserialize_cdr(bytes(raw.data[p]), MAGNETIC_FIELD_MSGTYPE))
-                             for p in field_positions.tolist()]
+            field_messages = [store.deserialize_cdr(bytes(raw.data[p]), MAGNETIC_FIELD_MSGTYPE)
+                              for p in field_positions.tolist()]
     except _DECODE_ERRORS as error:
         raise BagError(f"corrupt bag {path}: a message cannot be decoded ({error})") from None
 
@@ -148,8 +160,9 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         odom_stamp=nanoseconds_to_seconds(odometry.stamp_ns), odom_position=odometry.position,
         odom_quaternion_wxyz=odometry.quaternion_wxyz, odom_frames_match=odometry.frames_match,
         imu_orientation_covariance=imus.orientation_covariance,
-        **_field_inputs(fields, setup, code[field_positions] - imus_count - 3,
-                        field_records if field_positions.size else [], np.cumsum(inputs_mask)[field_positions]))
+        **_field_inputs(fields, setup, code[field_positions] - imus_count - 3, field_messages,
+                        np.cumsum(inputs_mask)[field_positions], {} if newest_imu_frames is None else newest_imu_frames,
+                        field_positions, imus, imu_sensor, imu_positions))
     # (stamp_ns, names, positions) per message; the positions are already arrays.
     truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
     return inputs, truth_records

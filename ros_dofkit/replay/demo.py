@@ -101,11 +101,30 @@ def write_outputs(outcome_results, truth, report, options, passed, path, out_dir
     return plot_path, summary_path
 
 
+def judge_estimates(robot, run, truth, results, latencies_s, options: DemoOptions, path: str,
+                    out_dir=None) -> DemoOutcome:
+    """The outcome of a demo run on ``path`` (in process or over DDS, ``DemoOutcome.path``): its ``results``
+    compared with the ``truth`` of the simulated ``run`` (the report, with the simulated message counts and the
+    cycles' ``latencies_s``) and the verdict; the plot and summary written into ``out_dir`` when given."""
+    from ros_dofkit.replay.pipeline import tracking_report
+
+    counts = {f"imu {r.name}": len(r.stamps) for r in run.imus}
+    counts["joint_states"] = len(run.encoders.stamps)
+    joint_names = robot.estimated_joints + robot.encoder_joints
+    report = tracking_report(results, truth, joint_names, robot.estimated_joints, counts, latencies_s,
+                             settle_s=options.settle_s)
+    passed = report.meets(options.max_rms_deg)
+    plot_path = summary_path = None
+    if out_dir is not None:
+        plot_path, summary_path = write_outputs(results, truth, report, options, passed, path, out_dir, joint_names)
+    return DemoOutcome(results, truth, report, passed, path, plot_path, summary_path)
+
+
 def run_demo_in_process(options: DemoOptions, out_dir=None, progress=None) -> DemoOutcome:
     """Simulate, estimate in this process (no DDS), report. ``progress(fraction, text)`` shows progress."""
     from ros_dofkit.core.estimator.estimator import Estimator
     from ros_dofkit.replay.demo_robot import build_demo_robot
-    from ros_dofkit.replay.pipeline import ReplayLoop, simulation_inputs, tracking_report, truth_from_simulation
+    from ros_dofkit.replay.pipeline import ReplayLoop, simulation_inputs, truth_from_simulation
 
     robot = build_demo_robot()
     run = simulate_demo(robot, options)
@@ -122,15 +141,6 @@ def run_demo_in_process(options: DemoOptions, out_dir=None, progress=None) -> De
 
     loop.run(simulation_inputs(run), progress=show)
     results = [r for r in loop.results if getattr(r, "initialized", True)]
-    counts = {f"imu {r.name}": len(r.stamps) for r in run.imus}
-    counts["joint_states"] = len(run.encoders.stamps)
-    joint_names = robot.estimated_joints + robot.encoder_joints
-    report = tracking_report(results, truth, joint_names, robot.estimated_joints, counts,
-                             loop.statistics.cycle_latency_s, settle_s=options.settle_s)
-    passed = report.meets(options.max_rms_deg)
-    plot_path = summary_path = None
-    if out_dir is not None:
-        plot_path, summary_path = write_outputs(results, truth, report, options, passed, "in-process, no DDS",
-                                                out_dir, joint_names)
-    return DemoOutcome(results, truth, report, passed, "in-process, no DDS", plot_path, summary_path)
+    return judge_estimates(robot, run, truth, results, loop.statistics.cycle_latency_s, options,
+                           "in-process, no DDS", out_dir)
 

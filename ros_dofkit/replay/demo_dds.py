@@ -34,10 +34,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ros_dofkit.replay.demo import DemoOutcome, simulate_demo, write_outputs
+from ros_dofkit.replay.demo import DemoOutcome, judge_estimates, simulate_demo
 from ros_dofkit.replay.demo_robot import build_demo_robot, parameter_yaml
 from ros_dofkit.replay.messages import MessageFactory
-from ros_dofkit.replay.pipeline import tracking_report, truth_from_simulation
+from ros_dofkit.replay.pipeline import truth_from_simulation
 from ros_dofkit.replay.record import simulation_records
 from ros_dofkit.replay.setup import absolute_topic
 
@@ -320,9 +320,10 @@ class WallClockStamps:
 
 
 class RealTimePublisher:
-    """Publishes ``(topic, stamp_ns, message)`` records from a thread, each when the wall clock reaches its stamp,
-    serialized to CDR by the factory's typestore (the publishers take raw bytes). ``published_at`` maps each stamp
-    to the monotonic time (s) its last message went out; ``done`` is set when the thread ends, failed or not."""
+    """Publishes simulated messages (``replay.record.SimulationRecord``) from a thread, each when the wall clock
+    reaches its stamp, serialized to CDR by the factory's typestore (the publishers take raw bytes).
+    ``published_at`` maps each stamp to the monotonic time (s) its last message went out; ``done`` is set when the
+    thread ends, failed or not."""
 
     def __init__(self, records: list, publishers: dict, factory: MessageFactory, clock: WallClockStamps):
         self.records = records
@@ -349,13 +350,14 @@ class RealTimePublisher:
             wall_start_ns = self.clock.wall_start_ns
             # Sleep on the monotonic clock (the wall clock may be stepped): the monotonic time of wall_start_ns.
             mono_start = time.monotonic() + (wall_start_ns - time.time_ns()) * 1e-9
-            for topic, stamp_ns, message in self.records:
-                due = mono_start + (stamp_ns - wall_start_ns) * 1e-9
+            for record in self.records:
+                due = mono_start + (record.stamp_ns - wall_start_ns) * 1e-9
                 delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                self.publishers[topic].publish(bytes(serialize(message, message.__msgtype__)))
-                self.published_at[stamp_ns] = time.monotonic()
+                message = record.message
+                self.publishers[record.topic].publish(bytes(serialize(message, message.__msgtype__)))
+                self.published_at[record.stamp_ns] = time.monotonic()
         except Exception as error:  # reported by the main thread, which owns the clean-up
             self.failure = error
         finally:
@@ -413,20 +415,10 @@ def received_run(inbox: Inbox, sensor_names: tuple, clock: WallClockStamps, publ
 
 
 def demo_outcome(streams: DemoStreams, received: ReceivedRun, options, out_dir=None) -> DemoOutcome:
-    """Compare the received estimates with the truth (the report and its verdict); write the plot and summary
-    into ``out_dir`` when given."""
-    robot, run = streams.robot, streams.run
-    counts = {f"imu {r.name}": len(r.stamps) for r in run.imus}
-    counts["joint_states"] = len(run.encoders.stamps)
-    joint_names = robot.estimated_joints + robot.encoder_joints
-    report = tracking_report(received.estimates, streams.truth, joint_names, robot.estimated_joints, counts,
-                             received.latencies_s, settle_s=options.settle_s)
-    passed = report.meets(options.max_rms_deg)
-    plot_path = summary_path = None
-    if out_dir is not None:
-        plot_path, summary_path = write_outputs(received.estimates, streams.truth, report, options, passed, DEMO_PATH,
-                                                out_dir, joint_names)
-    return DemoOutcome(received.estimates, streams.truth, report, passed, DEMO_PATH, plot_path, summary_path)
+    """Compare the received estimates with the truth (the report and its verdict, ``demo.judge_estimates`` as the
+    in-process demo); write the plot and summary into ``out_dir`` when given."""
+    return judge_estimates(streams.robot, streams.run, streams.truth, received.estimates, received.latencies_s,
+                           options, DEMO_PATH, out_dir)
 
 
 def run_demo_dds(options, out_dir=None, progress=None):

@@ -26,6 +26,7 @@ from ros_dofkit.replay.setup import (
 from ros_dofkit.ros.bag_io import BagError, bag_topics, make_typestore, read_bag
 from ros_dofkit.ros.imu_input import odometry_frames_problem, odometry_pose_from_msg
 from ros_dofkit.ros.imu_messages import MAGNETIC_FIELD_MSGTYPE, imu_message_to_arrays, magnetic_field_to_arrays
+from ros_dofkit.ros.magnetometer_frames import field_frame_problem
 
 
 def magnetic_field_topics(setup: ReplaySetup) -> dict:
@@ -71,6 +72,7 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
     wanted = [t for t in (*setup.imu_topics, setup.joint_states_topic, setup.odometry_topic, *fields) if t in topics]
     if truth_sink is not None and TRUTH_TOPIC in topics:
         wanted.append(TRUTH_TOPIC)
+    newest_imu_frames = {}  # IMU name -> frame_id of its newest Imu message (ros.magnetometer_frames)
     for record in read_bag(path, topics=wanted, typestore=typestore):  # a garbled message raises BagError there
         message = record.message
         if record.topic == TRUTH_TOPIC:
@@ -78,7 +80,9 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
             continue
         if record.topic in fields:
             stamp_ns, field_T = magnetic_field_to_arrays(message)
-            yield stamp_ns, MagneticFieldInput(fields[record.topic], seconds(stamp_ns), field_T)
+            name = fields[record.topic]
+            problem = field_frame_problem(name, message.header.frame_id, newest_imu_frames.get(name))
+            yield stamp_ns, MagneticFieldInput(name, seconds(stamp_ns), field_T, not problem)
             continue
         if record.topic == setup.joint_states_topic:
             stamp_ns = header_stamp_ns(message)
@@ -94,6 +98,7 @@ def bag_inputs(path, setup: ReplaySetup, typestore=None, truth_sink: list | None
                 not odometry_frames_problem(pose.frame_id, pose.child_frame_id, setup.odometry_frames))
             continue
         arrays = imu_message_to_arrays(message)
+        newest_imu_frames[setup.imu_topics[record.topic]] = arrays["frame_id"]
         quaternion, gyro = arrays["quaternion_wxyz"], arrays["angular_velocity"]
         orientation_present = not np.isnan(quaternion[0])
         gyro_present = not np.isnan(gyro[0])

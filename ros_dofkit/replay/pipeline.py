@@ -45,11 +45,13 @@ class ImuInput:
 
 @dataclass(frozen=True)
 class MagneticFieldInput:
-    """One magnetometer sample of raw IMU ``name``: the field in tesla, sensor frame (NaN when absent)."""
+    """One magnetometer sample of raw IMU ``name``: the field in tesla, sensor frame (NaN when absent);
+    ``frames_match`` False when its frame_id is not its IMU's (``ros.magnetometer_frames``: dropped, counted)."""
 
     name: str
     stamp: float
     field_T: np.ndarray
+    frames_match: bool = True
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,8 @@ class ReplayLoop:
             status, results = estimator.process_odometry(item.stamp, item.position, item.quaternion_wxyz,
                                                          frames_match=item.frames_match)
         elif isinstance(item, MagneticFieldInput):  # raw IMUs' filters keep it; no cycle
-            stats.rejected += not estimator.process_magnetic_field(item.name, item.stamp, item.field_T).accepted
+            stats.rejected += not estimator.process_magnetic_field(item.name, item.stamp, item.field_T,
+                                                                   item.frames_match).accepted
             return ()
         elif isinstance(item, ClockInput):
             stats.clock_messages += 1

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ros_dofkit.core.simulation import noise_preset
 from ros_dofkit.replay.demo import simulate_demo
@@ -36,10 +37,20 @@ class RecordOutcome:
     duration_s: float
 
 
+class SimulationRecord(NamedTuple):
+    """One simulated message as a bag or a publisher takes it (``BagWriter.write_all`` unpacks it): its topic, its
+    stamp in nanoseconds (bag time = header stamp) and the rosbags message."""
+
+    topic: str
+    stamp_ns: int
+    message: object
+
+
 def simulation_records(run, factory: MessageFactory, imu_topics: dict, joint_states_topic: str = "/joint_states",
                        truth_topic: str | None = TRUTH_TOPIC, clock_topic: str | None = None,
-                       noise=None, stamp_offset_ns: int = 0) -> Iterator[tuple[str, int, object]]:
-    """``(topic, stamp_ns, message)`` of a :class:`~ros_dofkit.core.simulation.SimulationRun`, in stamp order.
+                       noise=None, stamp_offset_ns: int = 0) -> Iterator[SimulationRecord]:
+    """The :class:`SimulationRecord` of every message of a :class:`~ros_dofkit.core.simulation.SimulationRun`, in
+    stamp order.
 
     ``imu_topics`` maps IMU name -> topic. Bag stamps equal header stamps. The truth (all articulated
     coordinates) and ``/clock`` are written on the IMU time grid when their topics are given. ``noise`` (a
@@ -75,7 +86,7 @@ def simulation_records(run, factory: MessageFactory, imu_topics: dict, joint_sta
                 ns, run.truth_names, run.truth_positions[k], run.truth_velocities[k])))
     entries.sort(key=lambda e: (e[0], e[1]))
     for stamp_ns, _, topic, build in entries:
-        yield topic, stamp_ns, build(stamp_ns)
+        yield SimulationRecord(topic, stamp_ns, build(stamp_ns))
 
 
 def default_config_path(bag_path) -> Path:

@@ -23,6 +23,7 @@ import numpy as np
 from ros_dofkit.core.estimator.inputs import RejectReason, rejected, stamp_seconds
 from ros_dofkit.ros.imu_messages import magnetic_field_to_arrays
 from ros_dofkit.ros.live_cdr import decode_imu_reading
+from ros_dofkit.ros.magnetometer_frames import field_frame_problem
 
 NANOSECONDS = 1_000_000_000
 
@@ -91,13 +92,19 @@ def feed_imu_msg(estimator, name: str, msg, now: float | None = None):
     )
 
 
-def feed_magnetic_field_msg(estimator, name: str, msg):
+def feed_magnetic_field_msg(estimator, name: str, msg, imu_frame_id: str | None = None):
     """Offer one ``sensor_msgs/MagneticField`` (tesla, in the sensor frame) of raw IMU ``name`` to its orientation
     filter (``Estimator.process_magnetic_field``); returns the :class:`InputStatus`. A message whose
     ``magnetic_field_covariance[0]`` is -1 marks the field absent (REP-145) and is offered as NaN (dropped,
-    counted ``field_invalid``)."""
-    return estimator.process_magnetic_field(name, stamp_to_seconds(msg.header.stamp),
-                                            magnetic_field_to_arrays(msg)[1])
+    counted ``field_invalid``). ``imu_frame_id``: the frame_id of the IMU's newest Imu message (None: none yet); a
+    field in another frame (``ros.magnetometer_frames``) is the core's ``unknown_frame`` rejection (counted
+    ``field_frame_mismatch``), with both frames named in the status."""
+    problem = field_frame_problem(name, msg.header.frame_id, imu_frame_id)
+    status = estimator.process_magnetic_field(name, stamp_to_seconds(msg.header.stamp),
+                                              magnetic_field_to_arrays(msg)[1], frames_match=not problem)
+    if problem and status.reason is RejectReason.UNKNOWN_FRAME:
+        status = rejected(RejectReason.UNKNOWN_FRAME, problem)
+    return status
 
 
 def feed_joint_state_msg(estimator, msg, now: float | None = None):

@@ -233,8 +233,8 @@ def imu_parameter_specs(imu_name: str) -> tuple:
         ParameterSpec(prefix + "filter_heading", DOUBLE, 0.0, "raw-IMU filter output turned about the vertical by "
                       "this angle (rad); written by calibration", read_only=True, value_range=(-1e3, 1e3)),
         ParameterSpec(prefix + "magnetic_field_topic", STRING, "", "sensor_msgs/MagneticField topic (tesla, sensor "
-                      "frame) fed to the raw-IMU filter (empty: none; orientation filter or auto only)",
-                      read_only=True),
+                      "frame: the frame_id of the IMU's messages, else dropped) fed to the raw-IMU filter (empty: "
+                      "none; orientation filter or auto only)", read_only=True),
         ParameterSpec(prefix + "filter_field_timeout", DOUBLE, 0.1, "a raw sample is fed with the newest magnetic "
                       "field not after it and at most this old (s)", read_only=True, value_range=(1e-4, 60.0)),
     )

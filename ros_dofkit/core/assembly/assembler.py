@@ -704,6 +704,16 @@ class Assembler:
             return self._residuals_compiled(q, need_jacobian)
         return self._residuals_reference(q, need_jacobian)
 
+    def warm_body_poses(self) -> None:
+        """Run once, at the current positions, the compiled kernel behind :meth:`track_sequence`'s ``body_poses``
+        (``kernels.complete_kinematics`` over this Assembler's Tracker), so that a process compiles or loads it before
+        its first frame (``precompile.warm_residuals`` compiles it beside the solve). No result changes: it only
+        brings the Tracker's kinematics workspace to the current positions, as every frame's poses do again. The
+        reference back end has no such kernel: nothing to do."""
+        self.initialize()
+        if self._backend == "compiled":
+            kernels.complete_kinematics(self._compiled_tracker(), self.get_positions())
+
     def calc_current_goal(self) -> float:
         """Σ W_c goal_c at the internal q. Simbody: ``calcCurrentGoal``."""
         r_g, _, _, _ = self.calc_residuals(need_jacobian=False)

@@ -2,8 +2,10 @@
 and the shank's orientation filters while the subject moves, fixes each sensor's turn about the vertical, which a
 standing pose cannot.
 
-Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy, SciPy's least squares,
-``core.spatial``, ``multibody.tree`` (joint codes) and this package's errors. Used by
+Where you are: ``ros_dofkit.core.assembly`` (ROS-free core); imports NumPy, SciPy's least squares (when a pair is
+fitted: ``scipy.optimize`` took ~0.16 s of every node's start-up, which imports this module through the estimator and
+``~/calibrate_hinges`` but fits only when that service is called), ``core.spatial``, ``multibody.tree`` (joint codes)
+and this package's errors. Used by
 ``replay.hinge_calibration`` (``dofkit replay --calibrate START END --hinge-calibration``) and
 ``estimator.hinge_recording`` (the live node's ``~/calibrate_hinges``), both through :func:`calibrate_filter_headings`,
 so that one recording gives the same mountings offline and live.
@@ -53,7 +55,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from ros_dofkit.core.assembly.errors import AssemblyValueError
 from ros_dofkit.core.multibody.tree import JOINT_REVOLUTE, JOINT_WELD
@@ -207,6 +208,8 @@ def _refine(pair: JointPair, arrays, start: tuple, held: tuple) -> tuple:
                 values[side] = float(x[k])
                 k += 1
         return values
+
+    from scipy.optimize import least_squares  # heavy (~0.16 s), needed only here: the module docstring
 
     x0 = [s for s, f in zip(start, free, strict=True) if f]
     solution = least_squares(lambda x: _residual(pair, *arrays, *unpack(x)), x0, method="lm")

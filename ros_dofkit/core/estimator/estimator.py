@@ -525,24 +525,29 @@ class Estimator:
                                  orientation_covariance)
         return status, self._message_results()
 
-    def process_magnetic_field(self, name: str, stamp: float, field_T) -> InputStatus:
+    def process_magnetic_field(self, name: str, stamp: float, field_T, frames_match: bool = True) -> InputStatus:
         """Offer one magnetometer sample of raw IMU ``name`` (tesla, in its sensor frame S; ``sensor_msgs/
         MagneticField``): kept for its orientation filter's matching rule (``orientation_filter``: the newest field
         not after a raw sample, within ``FilterSettings.field_timeout_s``). A bad one is dropped and counted in
-        :meth:`filter_counts` (``field_invalid``, ``field_out_of_order``); runs no cycle."""
+        :meth:`filter_counts` (``field_invalid``, ``field_out_of_order``; ``field_frame_mismatch`` when
+        ``frames_match`` is False: the ROS edge found the field in another frame than its IMU's messages,
+        ``ros.magnetometer_frames``); runs no cycle."""
         i = self._imu_index.get(name)
         if i is None:
             self._unknown_sensors[str(name)] += 1
             return rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._names)))
-        why = self._raw_imus.offer_field(i, stamp, field_T)
+        why = self._raw_imus.offer_field(i, stamp, field_T, frames_match)
         if why is None:
             return ACCEPTED
         detail = {"not_filtered": f"IMU {name!r} takes its orientation from its messages (orientation: sensor); "
                                   "its magnetic field is not used",
+                  "field_frame_mismatch": f"the magnetic field of IMU {name!r} is not in the frame of its Imu "
+                                          "messages",
                   "field_invalid": f"expected a finite, non-zero field (T) at a finite stamp, got {field_T!r} at "
                                    f"{stamp!r}",
                   "field_out_of_order": f"field stamp {stamp!r} s is not after the previous field's"}[why]
-        reason = RejectReason.OUT_OF_ORDER if why == "field_out_of_order" else RejectReason.NON_FINITE
+        reason = {"field_out_of_order": RejectReason.OUT_OF_ORDER,
+                  "field_frame_mismatch": RejectReason.UNKNOWN_FRAME}.get(why, RejectReason.NON_FINITE)
         return InputStatus(False, reason, detail)
 
     def add_joint_state(self, names, positions, velocities=None, stamp: float = 0.0, now: float | None = None):

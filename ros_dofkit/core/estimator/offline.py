@@ -51,7 +51,9 @@ class OfflineInputs:
     accelerometer of each IMU sample, which raw IMUs' orientation filters need (``orientation_filter``).
     ``field_sensor`` (n_f,), ``field_stamp`` (n_f,) s, ``field_vector`` (n_f, 3) tesla in S, ``field_position``
     (n_f,), optional: magnetometer samples of raw IMUs, each offered before input ``field_position`` (the number of
-    inputs offered before it; M = after the last), in order (``orientation_filter`` matching rule).
+    inputs offered before it; M = after the last), in order (``orientation_filter`` matching rule);
+    ``field_frames_match`` (n_f,) bool, optional (None: all): False drops the field as ``field_frame_mismatch`` (the
+    ``frames_match`` of ``process_magnetic_field``).
     ``imu_orientation_covariance`` (n_imu, 9), optional: each IMU message's orientation_covariance, which
     ``imu_covariance_weighting`` reads (``Estimator.process_imu``'s ``orientation_covariance``).
     """
@@ -80,6 +82,7 @@ class OfflineInputs:
     field_stamp: np.ndarray | None = None
     field_vector: np.ndarray | None = None
     field_position: np.ndarray | None = None
+    field_frames_match: np.ndarray | None = None  # (n_f,) bool; None: every field in its IMU's frame
     imu_orientation_covariance: np.ndarray | None = None  # (n_imu, 9) row-major per sample (REP-145); None: unknown
 
     def __post_init__(self):
@@ -115,6 +118,11 @@ class OfflineInputs:
                 raise OfflineInputError(
                     "field_sensor, field_stamp, field_vector (n, 3) and field_position (non-decreasing) must be given "
                     f"together with one entry per field; got {[None if f is None else np.shape(f) for f in fields]}")
+        if self.field_frames_match is not None and (self.field_sensor is None or
+                                                    len(self.field_frames_match) != len(self.field_sensor)):
+            raise OfflineInputError(f"field_frames_match: expected one entry per field "
+                                    f"({None if self.field_sensor is None else len(self.field_sensor)}), got "
+                                    f"{len(self.field_frames_match)}")
 
     def input_stamps(self) -> np.ndarray:
         """(M,) stamp in seconds of every input."""

@@ -38,7 +38,9 @@ decisions and the same VQF calls, hence the same bits):
 * **Magnetometer stream** (the estimator's ``sensor_msgs/MagneticField`` input, tesla in S, REP-145): fields are
   offered on their own (:meth:`OrientationFilter.offer_field`), usually slower than the gyro. A field with a
   non-finite stamp or value, or of zero norm, is dropped (``field_invalid``); one whose stamp is not after the
-  previous field's is dropped (``field_out_of_order``). **Matching rule:** a raw sample at stamp t is fed with the
+  previous field's is dropped (``field_out_of_order``); one that the ROS edge found in another frame than its IMU's
+  messages (``frames_match`` False; the rule is ``ros.magnetometer_frames``) is dropped first
+  (``field_frame_mismatch``): it is not this sensor's field. **Matching rule:** a raw sample at stamp t is fed with the
   newest field offered before it (in offering order) whose stamp s has ``s <= t`` and ``t - s <=
   FilterSettings.field_timeout_s``; without one (none yet within the timeout after a field was seen) it is fed
   without a magnetometer (VQF's 9D estimate runs on gyro + accelerometer), counted ``field_stale``. The last
@@ -76,13 +78,13 @@ OUTPUT, WARMUP, NOT_FED, NON_FINITE = 0, 1, 2, 3
 ORIENTATION_MODES = ("sensor", "filter", "auto")
 
 COUNTERS = ("updates", "warmup", "non_finite", "saturated", "out_of_order", "resets", "field_invalid",
-            "field_out_of_order", "field_stale")
+            "field_out_of_order", "field_stale", "field_frame_mismatch")
 
 #: Magnetometer fields kept per filter for the matching rule (the module docstring).
 FIELD_HISTORY = 64
 
 #: Why :meth:`OrientationFilter.offer_field` dropped a field (None: kept).
-FIELD_INVALID, FIELD_OUT_OF_ORDER = "field_invalid", "field_out_of_order"
+FIELD_INVALID, FIELD_OUT_OF_ORDER, FIELD_FRAME_MISMATCH = "field_invalid", "field_out_of_order", "field_frame_mismatch"
 
 
 class OrientationFilterError(EstimatorConfigError):
@@ -211,9 +213,13 @@ class OrientationFilter:
         return self._ts
 
     # ------------------------------------------------------------------ magnetometer stream
-    def offer_field(self, stamp, field_S) -> str | None:
+    def offer_field(self, stamp, field_S, frames_match: bool = True) -> str | None:
         """Keep one magnetometer sample (stamp s, field in S, any unit; tesla from the estimator) for the matching
-        rule; returns None, or :data:`FIELD_INVALID` / :data:`FIELD_OUT_OF_ORDER` when it is dropped (counted)."""
+        rule; returns None, or :data:`FIELD_FRAME_MISMATCH` (``frames_match`` False: the field is another frame's)
+        / :data:`FIELD_INVALID` / :data:`FIELD_OUT_OF_ORDER` when it is dropped (counted)."""
+        if not frames_match:
+            self.counts[FIELD_FRAME_MISMATCH] += 1
+            return FIELD_FRAME_MISMATCH
         stamp = math.nan if stamp is None else float(stamp)
         field_S = np.asarray(field_S, dtype=float).reshape(-1)
         if (not math.isfinite(stamp) or field_S.size != 3 or not np.isfinite(field_S).all()
@@ -459,11 +465,11 @@ class RawImuFilters:
         touched): an IMU without a filter, or mode ``"auto"`` with the orientation present (the node's usual path)."""
         return i not in self.filters or (orientation_present and self.modes[i] == "auto")
 
-    def offer_field(self, i: int, stamp, field_S) -> str | None:
+    def offer_field(self, i: int, stamp, field_S, frames_match: bool = True) -> str | None:
         """One magnetometer sample of IMU ``i`` (tesla, S): None when kept, else why it was dropped
         (:meth:`OrientationFilter.offer_field`); an IMU without a filter (mode ``"sensor"``) keeps none."""
         f = self.filters.get(i)
-        return "not_filtered" if f is None else f.offer_field(stamp, field_S)
+        return "not_filtered" if f is None else f.offer_field(stamp, field_S, frames_match)
 
     def apply(self, inputs):
         """``inputs`` (an ``offline.OfflineInputs``) with the filtered IMUs' orientations, every IMU's samples
@@ -516,14 +522,16 @@ class RawImuFilters:
         offered_before = np.asarray(inputs.field_position)[mine]
         field_stamps = np.asarray(inputs.field_stamp, dtype=float)[mine]
         vectors = np.asarray(inputs.field_vector, dtype=float)[mine]
+        frames_match = (np.ones(len(mine), dtype=bool) if inputs.field_frames_match is None
+                        else np.asarray(inputs.field_frames_match, dtype=bool)[mine])
         mag, offered = np.zeros((len(positions), 3)), 0
         for k, (position, stamp) in enumerate(zip(positions.tolist(), stamps.tolist(), strict=True)):
             while offered < len(mine) and offered_before[offered] <= position:
-                f.offer_field(field_stamps[offered], vectors[offered])
+                f.offer_field(field_stamps[offered], vectors[offered], frames_match[offered])
                 offered += 1
             matched = f.field_at(stamp)
             if matched is not None:
                 mag[k] = matched
         for j in range(offered, len(mine)):  # the fields after the window's last raw sample
-            f.offer_field(field_stamps[j], vectors[j])
+            f.offer_field(field_stamps[j], vectors[j], frames_match[j])
         return mag
