@@ -6,7 +6,7 @@ test_estimator_rules run it on every ordinary cycle)."""
 import numpy as np
 import pytest
 
-from ros_dofkit.core.estimator import EstimatorConfig, ImuConfig, stream
+from ros_dofkit.core.estimator import EstimatorConfig, ImuConfig, rules, stream
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.inputs import RejectReason
 from ros_dofkit.core.estimator.robot import ModelSpec, build_plant
@@ -72,10 +72,10 @@ def test_the_compiled_cycle_streams_only_starts_set_positions_keeps(quadruped):
 
 
 def reading_of(quaternion_wxyz, gyro, orientation_present=True, gyro_present=True):
-    """An Imu message's 37 values (stream.READING) as the node reads them: read-only."""
-    reading = np.zeros(stream.READING_SIZE)
-    reading[stream.READING["orientation_xyzw"]] = np.roll(quaternion_wxyz, -1)
-    reading[stream.READING["angular_velocity"]] = gyro
+    """An Imu message's 37 values (rules.READING) as the node reads them: read-only."""
+    reading = np.zeros(rules.READING_SIZE)
+    reading[rules.READING["orientation_xyzw"]] = np.roll(quaternion_wxyz, -1)
+    reading[rules.READING["angular_velocity"]] = gyro
     reading[4] = 0.0 if orientation_present else -1.0
     reading[16] = 0.0 if gyro_present else -1.0
     reading[28] = -1.0  # no accelerometer

@@ -94,7 +94,7 @@ class CalibrationResult:
 
 
 #: A reading of the type the node hands :meth:`Estimator.process_imu_reading` (read-only: a view of the message).
-_READING_EXAMPLE = np.zeros(stream.READING_SIZE)
+_READING_EXAMPLE = np.zeros(rules.READING_SIZE)
 _READING_EXAMPLE.flags.writeable = False
 
 
@@ -150,7 +150,7 @@ class Estimator:
         self._sample_stamp, self._sample_stamp_ns = self._sample["stamp"], self._sample["stamp_ns"]
         self._sample_R_GS = self._sample["R_GS"]
         self._no_covariance = np.zeros(0)  # an orientation covariance not read (imu_covariance_weighting off)
-        # stream.offer_imu_reading's (the reordered quaternion, the gyro, no covariance)
+        # rules.offer_imu_reading's (the reordered quaternion, the gyro, no covariance)
         self._reading_workspaces = (np.empty(4), np.empty(3), self._no_covariance)
         self._odometry_values = np.empty(VALUES)
         self._build_solver()
@@ -327,7 +327,7 @@ class Estimator:
         input_index: int, run_cycles: bool, out)."""
         self._offer = compiled_entry(rules.offer_imu, (self._state, self._settings, 0, 0.0, 0, self._sample, 0, -1,
                                                        True, self._message))
-        self._offer_reading = compiled_entry(stream.offer_imu_reading, (
+        self._offer_reading = compiled_entry(rules.offer_imu_reading, (
             self._state, self._settings, 0, 0.0, 0.0, 0, _READING_EXAMPLE, self._sample, self._message,
             *self._reading_workspaces))
 
@@ -390,17 +390,17 @@ class Estimator:
                             "orientation marked absent (covariance[0] == -1); gyro kept")
 
     def process_imu_reading(self, name: str, stamp: float, reading, now: float | None = None):
-        """:meth:`process_imu` for a reading in ``stream.READING``'s layout (the node's, read from an Imu message's
+        """:meth:`process_imu` for a reading in ``rules.READING``'s layout (the node's, read from an Imu message's
         bytes: ``sensor_msgs/Imu``'s fields, quaternion (x, y, z, w), absent fields flagged by their covariance's
         first entry, REP-145): the same status and cycles. ``reading``: a read-only float64 array of 37 (a view of
         the message, as the node has it; another array is copied; another size is dropped and counted as
-        ``mismatched_arrays``). Validated and offered in one compiled call (``stream.offer_imu_reading``) when the
+        ``mismatched_arrays``). Validated and offered in one compiled call (``rules.offer_imu_reading``) when the
         sample goes to the rules as it came (``RawImuFilters.passes``), no heading filter runs and covariances are not
         weighted (else through :meth:`process_imu`)."""
-        if not (type(reading) is np.ndarray and reading.dtype == np.float64 and reading.shape == (stream.READING_SIZE,)
+        if not (type(reading) is np.ndarray and reading.dtype == np.float64 and reading.shape == (rules.READING_SIZE,)
                 and not reading.flags.writeable and reading.flags.c_contiguous):
             reading = np.array(reading, dtype=float).reshape(-1)
-            if reading.size != stream.READING_SIZE:  # not a reading: process_imu counts it (its arrays' sizes)
+            if reading.size != rules.READING_SIZE:  # not a reading: process_imu counts it (its arrays' sizes)
                 return self.process_imu(name, stamp, reading, reading, now=now)
             reading.flags.writeable = False
         i = self._imu_index.get(name)

@@ -1,5 +1,4 @@
-"""The live node's per-message work in one compiled call each: an IMU message's offer (:func:`offer_imu_reading`),
-a message's one cycle (:func:`stream_cycle`).
+"""A message's one cycle in one compiled call: the live node's cycle (``Estimator._stream_cycle``).
 
 Where you are: the ROS-free estimator core. This module imports NumPy, numba, the assembly's compiled tracking
 (``kernels.track_frames``), the plant's compiled position difference and ``offline``'s compiled velocities and sensor
@@ -13,14 +12,10 @@ streaming == batch tests of test_estimator_estimator, test_estimator_rules and t
 
 Its arguments are fixed objects (:class:`StreamBuffers`, :class:`StreamProblem`, the rules' one-message ``Cycles``, the
 Assembler's ``FrameTracking``), so the Estimator calls it through its entry point (``compiled_entry``), rebound when
-one of them is replaced. Likewise :func:`offer_imu_reading`: an Imu message's values as the node decodes them
-(:data:`READING`'s layout, a view of the message's bytes) validated and offered to the rules (``rules.validate_imu``,
-``rules.offer_imu``) in one call, instead of two compiled calls and the arrays and Python between them (~5.1 -> ~4.6
-us a message with its decoding, back to back).
+one of them is replaced (the IMU messages' offer, ``rules.offer_imu_reading``, likewise).
 
-numba keys its cache of these kernels on this file's text alone: ``rules.validate_imu`` and ``rules.offer_imu`` are
-inlined here and the other kernels linked in, so after changing only those, clear the caches
-(``find ros_dofkit -name '*.nb[ic]' -delete``), as for rules.py's own inlined helpers.
+numba keys its cache of this kernel on this file's text alone: the kernels it calls are linked in, so after changing
+only those, clear the caches (``find ros_dofkit -name '*.nb[ic]' -delete``).
 """
 
 from __future__ import annotations
@@ -33,16 +28,7 @@ from numba import njit
 
 from ros_dofkit.core.assembly.kernels import track_frames
 from ros_dofkit.core.estimator.offline import kinematics_and_velocities, sensor_errors
-from ros_dofkit.core.estimator.rules import offer_imu, validate_imu
 from ros_dofkit.core.multibody.compiled import position_differences
-
-#: An IMU reading as :func:`offer_imu_reading` takes it: 37 float64 in ``sensor_msgs/Imu``'s field order (REP-145),
-#: orientation (x, y, z, w), its covariance (9, row-major; [0] == -1: absent), angular velocity (rad/s, sensor frame),
-#: its covariance ([0] == -1: absent), linear acceleration, its covariance. The node reads it from the message's bytes.
-READING = {"orientation_xyzw": slice(0, 4), "orientation_covariance": slice(4, 13), "angular_velocity": slice(13, 16),
-           "angular_velocity_covariance": slice(16, 25), "linear_acceleration": slice(25, 28),
-           "linear_acceleration_covariance": slice(28, 37)}
-READING_SIZE = 37
 
 #: :func:`stream_cycle`'s outcomes: the cycle's outputs are in the buffers, or why it left them to the batch path.
 STREAMED = 0
@@ -178,24 +164,3 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     sensor_errors(b.X_WB, b.observed, problem.body_index, problem.R_BS, R_WG, b.R_GS, b.errors)
     return STREAMED
 
-
-@njit(cache=True, error_model="numpy")
-def offer_imu_reading(state, settings, i, now, stamp, stamp_ns, reading, samples, out, quaternion_wxyz,
-                      angular_velocity, no_covariance):
-    """``Estimator.process_imu``'s rules for one reading (:data:`READING`) of IMU i stamped ``stamp`` (s; ``stamp_ns``
-    as ``Estimator`` derives it): the quaternion reordered to (w, x, y, z) and the gyro into the workspaces
-    ``quaternion_wxyz`` (4,) and ``angular_velocity`` (3,), the presence flags from the covariances' first entries,
-    ``rules.validate_imu`` into ``samples[0]`` (the orientation covariance not read: ``no_covariance`` (0,)), then
-    ``rules.offer_imu`` with its cycles into ``out`` (emptied first). Returns (the rules' status code, validation's
-    code)."""
-    quaternion_wxyz[0] = reading[3]
-    for a in range(3):
-        quaternion_wxyz[a + 1] = reading[a]
-        angular_velocity[a] = reading[13 + a]
-    sample = samples[0]
-    sample.stamp = stamp
-    sample.stamp_ns = stamp_ns
-    code = validate_imu(quaternion_wxyz, angular_velocity, reading[4] != -1.0, reading[16] != -1.0, no_covariance,
-                        samples, 0)
-    out.size[0] = 0
-    return offer_imu(state, settings, i, now, code, samples, 0, -1, True, out), code
