@@ -30,7 +30,8 @@ output topics) and prints
 
 The process pins itself to one CPU and sets the BLAS/numba thread counts to 1 before NumPy is imported. Compiled
 kernels are warmed up on a short replay before anything is timed, and the objects that exist before the timed
-replays are frozen out of the garbage collector's sight, as ``dofkit replay`` freezes its start-up objects. Exit
+replays are frozen out of the garbage collector's sight, as ``dofkit replay`` freezes its start-up objects, and the
+C allocator keeps freed memory as ``dofkit replay`` sets it (``replay.process``). Exit
 status 0 unless something fails; a missed budget is reported, not an error.
 """
 
@@ -187,6 +188,7 @@ def main(argv=None) -> int:
     from ros_dofkit.replay.demo_robot import build_demo_robot
     from ros_dofkit.replay.messages import MessageFactory
     from ros_dofkit.replay.outputs import OutputWriter
+    from ros_dofkit.replay.process import keep_freed_memory
     from ros_dofkit.replay.record import record_demo
     from ros_dofkit.replay.setup import TRUTH_TOPIC, ReplaySetup
     from ros_dofkit.ros.bag_io import BagWriter
@@ -204,9 +206,11 @@ def main(argv=None) -> int:
 
             replay_bag(warm.bag_path, setup, tmp / "warm_streaming", storage=args.storage, batch=False)
         # Everything alive now (imports, the recording) stays out of the garbage collector's sight during the timed
-        # runs, as `dofkit replay` freezes what it imported and configured before it replays.
+        # runs, as `dofkit replay` freezes what it imported and configured before it replays; and freed memory stays
+        # with the process, as `dofkit replay` sets its allocator (replay.process).
         gc.collect()
         gc.freeze()
+        keep_freed_memory()
 
         totals, peers, totals_cpu, peers_cpu = [], [], [], []
         outcome = None

@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from ros_dofkit import cli
+from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
@@ -109,6 +110,11 @@ def warm_up(plant, config) -> None:
     # Every IMU stale: a cycle the compiled one (core.estimator.stream) leaves to the batch path, whose velocity
     # priors then call the plant's position difference from Python.
     scratch.step(0.04 + 2.0 * config.stale_timeout_s)
+    if config.imus:  # the node's offer of an Imu message's values (rules.offer_imu_reading), read-only as it has them
+        reading = np.zeros(rules.READING_SIZE)
+        reading[3] = 1.0
+        reading.flags.writeable = False
+        scratch.process_imu_reading(config.imus[0].name, 0.05 + 2.0 * config.stale_timeout_s, reading)
     _warm_tf_writer(plant)
 
 

@@ -195,6 +195,9 @@ def test_raw_bulk_write_and_read_round_trip(tmp_path, typestore, storage):
     decoded = list(read_bag(path, typestore=typestore))
     got = read_raw(path)
     assert got.topics == [r.topic for r in decoded]
+    if storage == "sqlite3":  # a plain sqlite3 bag: the reader's topic index, the same topics
+        index, names = got.topic_index
+        assert [names[i] for i in index.tolist()] == got.topics and sorted(names) == ["/joint_states", "/tf"]
     assert got.stamps_ns.tolist() == [r.stamp_ns for r in decoded]
     assert got.msgtypes == {"/joint_states": "sensor_msgs/msg/JointState", "/tf": "tf2_msgs/msg/TFMessage"}
     by_stamp = {(t, s): d for t, s, d in raw}
@@ -443,16 +446,22 @@ def test_packed_streams_give_the_rows_of_interleaved_write_raw(tmp_path, typesto
         monkeypatch.setattr(bag_io._Sqlite3File, "PACKED_STAMPS", 3)
     if mode == "without_json":
         monkeypatch.setattr(bag_io._Sqlite3File, "has_json", None)
-        real_connect = sqlite3.connect
+        real_open = bag_io._open_for_writing
+        refusal = bag_io.apsw.SQLError if bag_io.apsw is not None else sqlite3.OperationalError
 
-        class WithoutJson(sqlite3.Connection):  # what an SQLite built without its JSON functions answers
+        class WithoutJson:  # what an SQLite built without its JSON functions answers, whichever driver writes
+            def __init__(self, connection):
+                self.connection = connection
+
+            def __getattr__(self, name):
+                return getattr(self.connection, name)
+
             def execute(self, statement, *arguments):
                 if "json_each" in statement:
-                    raise sqlite3.OperationalError("no such table: json_each")
-                return super().execute(statement, *arguments)
+                    raise refusal("no such table: json_each")
+                return self.connection.execute(statement, *arguments)
 
-        monkeypatch.setattr(bag_io.sqlite3, "connect", lambda *args, **kwargs: real_connect(*args, **kwargs,
-                                                                                            factory=WithoutJson))
+        monkeypatch.setattr(bag_io, "_open_for_writing", lambda path: WithoutJson(real_open(path)))
     tables = []
     for name in ("raw", "streams"):
         with BagWriter(tmp_path / name, typestore=typestore) as bag:

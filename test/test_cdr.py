@@ -84,6 +84,14 @@ def test_joint_state_decoding_matches_rosbags_over_mixed_layouts():
         assert batch.name[k] == tuple(message.name)
         for field in ("position", "velocity", "effort"):
             np.testing.assert_array_equal(getattr(batch, field)[k], getattr(message, field))
+    # The blocks hold every message once; their matrices' rows are the per-message values.
+    assert sorted(k for block in batch.blocks for k in block.members.tolist()) == list(range(len(messages)))
+    for block in batch.blocks:
+        for row, k in enumerate(block.members.tolist()):
+            assert (batch.name[k], batch.frame_id[k]) == (block.names, block.frame_id)
+            for field in ("position", "velocity", "effort"):
+                np.testing.assert_array_equal(getattr(block, field)[row], getattr(messages[k], field))
+    assert len(batch.blocks) < len(messages)  # the repeated layout is one block
 
 
 def imu(ns, frame, rng, absent=()):

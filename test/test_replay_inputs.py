@@ -138,3 +138,29 @@ def test_a_bags_imu_covariances_weight_both_replay_paths_alike(tmp_path):
                                              ** 2 for m in batch_messages[10:] if m.stamp_ns in truth]))
     print(f"arm RMS error with / without covariance weighting: {errors[True]:.5f} / {errors[False]:.5f} rad")
     assert errors[True] < 0.7 * errors[False]  # (the forearm alone sees some directions: the bias stays there)
+
+
+def test_truth_from_blocks_equals_truth_from_the_same_records_one_by_one():
+    """The batched reader's truth blocks give the Truth the records give one by one: records with other names or
+    another width left out, sorted by stamp with the first of equal stamps kept (so a later repeat is dropped
+    whichever block holds it), and None with fewer than two usable records."""
+    from ros_dofkit.replay.inputs import truth_from_blocks, truth_from_records
+
+    rng = np.random.default_rng(5)
+    names, other = ("a", "b"), ("a", "c")
+    stamps = np.array([30, 10, 20, 20, 40, 50, 40], dtype=np.int64) * 1_000_000
+    positions = rng.normal(size=(len(stamps), 2))
+    labels = [names, names, other, names, names, names, names]
+    records = [(int(s), n, p) for s, n, p in zip(stamps, labels, positions, strict=True)]
+    # blocks of consecutive records sharing their names, as offline_inputs_from_raw cuts them
+    blocks = [(stamps[:2], names, positions[:2]), (stamps[2:3], other, positions[2:3]),
+              (stamps[3:5], names, positions[3:5]), (stamps[5:], names, positions[5:])]
+    expected, got = truth_from_records(records), truth_from_blocks(blocks)
+    assert got.names == expected.names == names
+    np.testing.assert_array_equal(got.stamps, expected.stamps)
+    np.testing.assert_array_equal(got.positions, expected.positions)
+    np.testing.assert_array_equal(got.stamps, np.array([10, 20, 30, 40, 50], dtype=np.int64) * 1_000_000 * 1e-9)
+    np.testing.assert_array_equal(got.positions[3], positions[4])  # the first of the two stamps 40, another block's
+    assert truth_from_blocks([(stamps[:1], names, positions[:1])]) is None
+    assert truth_from_blocks([(stamps[:1], names, positions[:1]), (stamps[2:3], other, positions[2:3])]) is None
+    assert truth_from_blocks([]) is None

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from ros_dofkit.precompile import first_start_note, mark_warm
     from ros_dofkit.replay.bag_replay import replay_bag
     from ros_dofkit.replay.pipeline import ReplayError, plot_tracking
+    from ros_dofkit.replay.process import keep_freed_memory
     from ros_dofkit.replay.progress import ProgressLine
     from ros_dofkit.replay.setup import ReplaySetup
     from ros_dofkit.ros.bag_io import BagError
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     # collections during the replay walk only what the replay allocates (~5-10% of a short replay's wall time).
     gc.collect()
     gc.freeze()
+    keep_freed_memory()  # a window's pages serve the next one (replay.process)
     try:
         outcome = replay_bag(args.input, setup, args.out, storage=args.storage, progress=progress.update,
                              calibration=args.calibrate, calibration_max_spread_deg=args.calibration_max_spread,

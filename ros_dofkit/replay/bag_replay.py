@@ -23,7 +23,7 @@ from ros_dofkit.core.estimator.offline import OfflineRun
 from ros_dofkit.replay.batch import WINDOW_MESSAGES, iter_offline_inputs, read_offline_inputs
 from ros_dofkit.replay.calibration import calibrate_from_inputs
 from ros_dofkit.replay.hinge_calibration import hinge_calibrated
-from ros_dofkit.replay.inputs import bag_inputs, check_input_topics, truth_from_records
+from ros_dofkit.replay.inputs import bag_inputs, check_input_topics, truth_from_blocks, truth_from_records
 from ros_dofkit.replay.messages import MessageFactory
 from ros_dofkit.replay.outputs import OutputWriter
 from ros_dofkit.replay.overlap import InOrderCalls, Prefetch, usable_cores
@@ -164,8 +164,8 @@ def replay_bag(in_path, setup: ReplaySetup, out_path, storage: str = "sqlite3", 
         writer.abort()  # nothing is left at out_path
         raise
     results = [r for r in loop.results if getattr(r, "initialized", True)]
-    return _outcome(results, loop.statistics, writer.counts, truth_records, estimator, setup, topics, settle_s,
-                    calibrated)
+    return _outcome(results, loop.statistics, writer.counts, truth_from_records(truth_records), estimator, setup,
+                    topics, settle_s, calibrated)
 
 
 @contextlib.contextmanager
@@ -183,11 +183,10 @@ def collector_paused():
             gc.enable()
 
 
-def _outcome(results, statistics, output_counts: dict, truth_records: list, estimator, setup: ReplaySetup,
+def _outcome(results, statistics, output_counts: dict, truth: Truth | None, estimator, setup: ReplaySetup,
              topics: dict, settle_s: float, calibration=None) -> ReplayOutcome:
     """The :class:`ReplayOutcome` of a finished replay (either path): the joint names, estimated first, and the
-    report against the truth when the bag held one."""
-    truth = truth_from_records(truth_records)
+    report against the bag's ``truth`` when it held one."""
     estimated_mask = np.asarray(list(estimator.estimated_mask), dtype=bool)
     names = tuple(estimator.joint_state_names)
     estimated_names = tuple(n for n, e in zip(names, estimated_mask, strict=True) if e)
@@ -226,7 +225,7 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
                                    window=window or WINDOW_MESSAGES)
 
     estimator = offline = Estimator(setup.plant, setup.config)
-    runs, truth_records = [], []
+    runs, truth_blocks = [], []
     imu_samples = joint_states = rejected = read_messages = 0
     first_stamp = last_stamp = None
     if progress is not None:
@@ -251,7 +250,7 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
                 outputs.write_run(run, np.flatnonzero(run.initialized))
             # Written: keep a compact copy without the poses (the run's arrays are views of larger buffers).
             runs.append(OfflineRun.concatenate([run], keep_poses=False))
-            truth_records += window_truth
+            truth_blocks += window_truth
             imu_samples += int(np.sum(inputs.kind == 0))
             joint_states += int(np.sum(inputs.kind == 1))
             rejected += int(run.rejected.sum())
@@ -260,7 +259,7 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
                 low, high = float(stamps.min()), float(stamps.max())
                 first_stamp = low if first_stamp is None else min(first_stamp, low)
                 last_stamp = high if last_stamp is None else max(last_stamp, high)
-            read_messages += len(inputs.kind) + len(window_truth)
+            read_messages += len(inputs.kind) + sum(len(stamps) for stamps, _, _ in window_truth)
             if progress is not None:
                 total = sum(topics[t][1] for t in (*setup.imu_topics, setup.joint_states_topic, TRUTH_TOPIC)
                             if t in topics) if read is None else read_messages
@@ -292,5 +291,5 @@ def _replay_bag_batch(in_path: Path, setup: ReplaySetup, out_path: Path, storage
         first_stamp=first_stamp, last_stamp=last_stamp)
     if progress is not None:
         progress(1.0, f"{cycles} cycles, {statistics.span_s:.1f} s of input")
-    return _outcome(run.results(run.initialized), statistics, writer.counts, truth_records, estimator, setup, topics,
-                    settle_s)
+    return _outcome(run.results(run.initialized), statistics, writer.counts, truth_from_blocks(truth_blocks), estimator,
+                    setup, topics, settle_s)

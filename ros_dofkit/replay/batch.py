@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from operator import itemgetter
 
 import numpy as np
 from rosbags.serde import SerdeError
@@ -28,18 +29,22 @@ from ros_dofkit.ros.magnetometer_frames import window_fields_match
 
 _DECODE_ERRORS = (SerdeError, struct.error, ValueError, IndexError, UnicodeDecodeError, OverflowError)
 
-#: Messages per window of a windowed read: ~5 s of 4 IMUs at 400 Hz. A window's raw, decoded and estimated data take
-#: ~10-20 MB; replays of a 300 s bag in windows of 4096 to 32768 messages took the same time within 5% (per-window
-#: overhead is small), and a single window for the whole bag was ~2x slower (arrays far beyond the caches).
-WINDOW_MESSAGES = 8192
+#: Messages per window of a windowed read: ~2.5 s of 4 IMUs at 400 Hz. A window's raw, decoded and estimated data take
+#: ~5-10 MB; replays of a 300 s bag in windows of 4096 to 32768 messages took the same time within 5% (per-window
+#: overhead is small), and a single window for the whole bag was ~2x slower (arrays far beyond the caches). 4096
+#: rather than 8192: a process's first window pays for its fresh pages (the heap grows to a window's working set),
+#: and the smaller window halves that: the first replay of benchmarks/replay_speed.py's 10 s bag in a process
+#: ~1,800 instead of ~4,500 page faults, ~4 ms less CPU (loaded machine; a 60 s bag: the same CPU within 2%).
+WINDOW_MESSAGES = 4096
 
 
 def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None,
                         window: int | None = WINDOW_MESSAGES) -> Iterator[tuple[OfflineInputs, list]]:
     """The estimator inputs of the bag at ``path`` in bag order, as consecutive windows of at most ``window``
-    messages (None: one window): ``(inputs, truth_records)`` per window, ``inputs`` an :class:`OfflineInputs`
-    (header stamps, as the streaming path offers them) and ``truth_records`` the ``(stamp_ns, names, positions)``
-    of the window's ``truth_topic`` messages.
+    messages (None: one window): ``(inputs, truth_blocks)`` per window, ``inputs`` an :class:`OfflineInputs`
+    (header stamps, as the streaming path offers them) and ``truth_blocks`` the window's ``truth_topic`` messages
+    as ``(stamps_ns (k,), names, positions (k, n))`` blocks of consecutive messages sharing their layout
+    (``replay.inputs.truth_from_blocks``).
 
     ``topics``: the bag's ``{topic: (msgtype, count)}`` already checked against ``setup``
     (``replay.inputs.check_input_topics``), or a dict to fill: when empty, the topics are checked while the bag is
@@ -64,7 +69,7 @@ def iter_offline_inputs(path, setup, topics: dict | None = None, truth_topic: st
 
 
 def read_offline_inputs(path, setup, topics: dict | None = None, truth_topic: str | None = None, typestore=None):
-    """The whole bag at once (:func:`iter_offline_inputs` in one window): ``(inputs, truth_records, topics)``."""
+    """The whole bag at once (:func:`iter_offline_inputs` in one window): ``(inputs, truth_blocks, topics)``."""
     seen = dict(topics) if topics else {}
     windows = list(iter_offline_inputs(path, setup, seen, truth_topic, typestore, window=None))
     if windows:
@@ -93,9 +98,18 @@ def _field_inputs(fields: dict, setup, topic_index, messages, offered_before, ne
                 imu_positions)}
 
 
+def _picked(data: list, positions: np.ndarray):
+    """The messages ``data[positions]`` (a sequence): itemgetter's tuple, made in C."""
+    if positions.size == len(data):
+        return data
+    if positions.size < 2:
+        return [data[p] for p in positions.tolist()]
+    return itemgetter(*positions.tolist())(data)
+
+
 def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, typestore, path,
                             newest_imu_frames: dict | None = None) -> tuple:
-    """``(OfflineInputs, truth_records)`` of raw messages in stamp order (see :func:`iter_offline_inputs`);
+    """``(OfflineInputs, truth_blocks)`` of raw messages in stamp order (see :func:`iter_offline_inputs`);
     ``newest_imu_frames`` the magnetometer frame rule's state carried from the windows before (updated)."""
     # A code per message: IMU topic k -> k (its sensor is imu_sensor_of[k]), joint states -> IMUS, truth -> IMUS + 1,
     # odometry -> IMUS + 2.
@@ -110,18 +124,22 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
     fields = magnetic_field_topics(setup)  # raw IMUs' magnetometers -> codes IMUS + 3 + j
     codes.update({topic: imus_count + 3 + j for j, topic in enumerate(fields)})
     imu_sensor_of = np.array([setup.config.imu_names.index(setup.imu_topics[t]) for t in imu_topics], dtype=np.int64)
-    code = np.fromiter(map(codes.__getitem__, raw.topics), dtype=np.int64, count=len(raw.topics))
+    if raw.topic_index is not None:  # the reader's topic index: one code per topic, then NumPy
+        index, names = raw.topic_index
+        code = np.array([codes[name] for name in names], dtype=np.int64)[index] if names else np.zeros(0, np.int64)
+    else:
+        code = np.fromiter(map(codes.__getitem__, raw.topics), dtype=np.int64, count=len(raw.topics))
     imu_positions = np.flatnonzero(code < imus_count)
     js_positions = np.flatnonzero(code == imus_count)
     truth_positions = np.flatnonzero(code == imus_count + 1)
     odometry_positions = np.flatnonzero(code == imus_count + 2)
-    pick = raw.data.__getitem__
+    data = raw.data
     field_messages = []
     try:
-        imus = decode_imus(list(map(pick, imu_positions.tolist())), typestore)
-        joint_states = decode_joint_states(list(map(pick, js_positions.tolist())), typestore)
-        truth = decode_joint_states(list(map(pick, truth_positions.tolist())), typestore)
-        odometry = decode_odometries(list(map(pick, odometry_positions.tolist())), typestore, setup.odometry_frames)
+        imus = decode_imus(_picked(data, imu_positions), typestore)
+        joint_states = decode_joint_states(_picked(data, js_positions), typestore)
+        truth = decode_joint_states(_picked(data, truth_positions), typestore)
+        odometry = decode_odometries(_picked(data, odometry_positions), typestore, setup.odometry_frames)
         field_positions = np.flatnonzero(code >= imus_count + 3)
         if field_positions.size:  # few and slow: one rosbags message each, read as the streaming path reads it
             store = typestore if typestore is not None else make_typestore()
@@ -163,6 +181,12 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         **_field_inputs(fields, setup, code[field_positions] - imus_count - 3, field_messages,
                         np.cumsum(inputs_mask)[field_positions], {} if newest_imu_frames is None else newest_imu_frames,
                         field_positions, imus, imu_sensor, imu_positions))
-    # (stamp_ns, names, positions) per message; the positions are already arrays.
-    truth_records = list(zip(truth.stamp_ns.tolist(), truth.name, truth.position, strict=True))
-    return inputs, truth_records
+    # (stamps_ns, names, positions) per block of consecutive truth messages of one layout: the whole window when its
+    # messages share one (as usual), else one block per message, in bag order.
+    if len(truth.blocks) == 1:
+        block = truth.blocks[0]
+        truth_blocks = [(truth.stamp_ns, block.names, block.position)]
+    else:
+        rows = sorted((i, k, block) for block in truth.blocks for k, i in enumerate(block.members.tolist()))
+        truth_blocks = [(truth.stamp_ns[i:i + 1], block.names, block.position[k:k + 1]) for i, k, block in rows]
+    return inputs, truth_blocks

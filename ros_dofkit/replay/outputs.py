@@ -49,6 +49,11 @@ class OutputWriter:
                 self._instances.append((f"{self._namespace}/{instance}/joint_states",
                                         tuple(n for n, s in zip(self._names, selected, strict=True) if s),
                                         self._art_q[selected], self._art_v[selected]))
+        # Instances whose joint_states carry every articulated coordinate (a robot of one instance): the same messages
+        # as the namespace's joint_states, encoded once.
+        self._whole_instances = {topic for topic, names, q_index, v_index in self._instances
+                                 if names == self._names and np.array_equal(q_index, self._art_q)
+                                 and np.array_equal(v_index, self._art_v)}
         # Frame names, parents, owned transforms and the /tf vs /tf_static split as the node's TfBuilder makes them.
         tree = tf_tree_from_parameters(plant, setup.values)
         self._frame_ids, self._parent_frames = tree.frame_ids, tree.parent_frame_ids
@@ -124,6 +129,9 @@ class OutputWriter:
             return
         self.flush()
         bag = self.bag
+        cycles = rows.tolist()
+        if rows[-1] - rows[0] + 1 == rows.size:  # consecutive cycles (as usual): views, not copies of the poses
+            rows = slice(cycles[0], cycles[-1] + 1)
         stamps = np.asarray(run.stamp_ns)[rows]
         if not self._static_written and self._fixed:
             # Encoded here too: rosbags' serializer would first generate its code for TFMessage (~10 ms a replay).
@@ -138,14 +146,13 @@ class OutputWriter:
         q, v, X_WB = run.q[rows], run.v[rows], run.X_WB[rows]
         streams = []  # (topic, msgtype, encoded messages), in the per-cycle order of flush()
         topic = f"{self._namespace}/joint_states"
-        streams.append((topic, JOINT_STATE_MSGTYPE,
-                        cdr.encode_joint_states(stamps, self._names, q[:, self._art_q], v[:, self._art_v],
-                                                packed=True)))
+        whole = cdr.encode_joint_states(stamps, self._names, q[:, self._art_q], v[:, self._art_v], packed=True)
+        streams.append((topic, JOINT_STATE_MSGTYPE, whole))
         for topic, names, q_index, v_index in self._instances:
-            streams.append((topic, JOINT_STATE_MSGTYPE, cdr.encode_joint_states(stamps, names, q[:, q_index],
-                                                                                v[:, v_index], packed=True)))
+            streams.append((topic, JOINT_STATE_MSGTYPE, whole if topic in self._whole_instances else
+                            cdr.encode_joint_states(stamps, names, q[:, q_index], v[:, v_index], packed=True)))
         covariances = [self._covariance_model.at(run.q[row], run.observed[row], run.weights[row])
-                       for row in rows.tolist()] if self._odometry else []
+                       for row in cycles] if self._odometry else []
         for topic, base in self._odometry:
             R_WB = X_WB[:, base.body, :3, :3]
             twist = base.twist(R_WB, v)

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
@@ -286,7 +288,12 @@ def _concatenate(datas) -> tuple:
 
 def _joined(datas, members: np.ndarray, count: int) -> np.ndarray:
     """The messages ``datas[members]`` end to end, as one uint8 array (without a Python list in between)."""
-    joined = b"".join(datas) if members.size == count else b"".join(map(datas.__getitem__, members.tolist()))
+    if members.size == count:
+        joined = b"".join(datas)
+    elif members.size == 1:
+        joined = bytes(datas[int(members[0])])
+    else:  # itemgetter's tuple is made in C (a map over the members was ~40 ns a message)
+        joined = b"".join(itemgetter(*members.tolist())(datas))
     return np.frombuffer(joined, dtype=np.uint8)
 
 
@@ -313,7 +320,8 @@ def _is_little_endian_cdr(data) -> bool:
 
 @dataclass(frozen=True)
 class ImuBatch:
-    """Decoded sensor_msgs/Imu messages, one row each. Quaternions in the message's (x, y, z, w) order."""
+    """Decoded sensor_msgs/Imu messages, one row each. Quaternions in the message's (x, y, z, w) order. The value
+    fields are column views of one (N, 37) array (the message's 37 consecutive float64)."""
 
     stamp_ns: np.ndarray               # (N,) int64
     frame_id: list                     # N str
@@ -355,7 +363,10 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
     default Jazzy) and raises rosbags' SerdeError if it cannot be decoded at all.
     """
     count = len(datas)
-    out = {name: np.empty((count, width)) for name, _, width in _IMU_FIELDS}
+    # The fields are 37 consecutive float64 in the message: one row of `table` per message, each field a view of
+    # its columns (a size group's messages are then copied in with one row-wise assignment, not one per field).
+    table = np.empty((count, _IMU_TAIL // 8))
+    out = {name: table[:, offset // 8:offset // 8 + width] for name, offset, width in _IMU_FIELDS}
     stamp_ns = np.empty(count, dtype=np.int64)
     frames = np.empty(count, dtype=object)
     fits = np.zeros(count, dtype=bool)
@@ -380,13 +391,11 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
         fits[index] = True
         stamp_ns[index] = _stamps(rows)
         body = size - _IMU_TAIL  # = _HEADER + _imu_body_offset(frame length) of every good message
-        for name, offset, width in _IMU_FIELDS:
-            start = body + offset
-            values = rows[:, start:start + 8 * width].view("<f8")  # rows are contiguous: a view, no copy
-            if index.size == count:
-                out[name][:] = values
-            else:
-                out[name][index] = values
+        fields = rows[:, body:size].view("<f8")  # rows are contiguous: a view, no copy
+        if index.size == count:
+            table[:] = fields
+        else:
+            table[index] = fields
         lengths = np.unique(frame_length).tolist()
         for length in lengths:
             selected = frame_length == length
@@ -412,16 +421,58 @@ def decode_imus(datas, typestore=None) -> ImuBatch:
 
 
 @dataclass(frozen=True)
+class JointStateBlock:
+    """JointState messages of one layout (frame_id, names, array sizes), read together: ``members`` (g,) their
+    indices in the batch, in batch order, and their values as (g, n) read-only matrices, one row per message."""
+
+    members: np.ndarray
+    frame_id: str
+    names: tuple
+    position: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
+
+
 class JointStateBatch:
     """Decoded sensor_msgs/JointState messages: per message its stamp, frame_id, names and value arrays
-    (float64, possibly empty; messages of one layout share one matrix, so the arrays are read-only views)."""
+    (float64, possibly empty; messages of one layout share one matrix, so the arrays are read-only views).
 
-    stamp_ns: np.ndarray  # (N,) int64
-    frame_id: list
-    name: list            # N tuples of str
-    position: list        # N arrays
-    velocity: list
-    effort: list
+    ``stamp_ns`` (N,) int64; ``blocks``: the messages by layout (:class:`JointStateBlock`; every message is in one),
+    the matrices bulk readers take; ``frame_id``, ``name`` (tuples of str), ``position``, ``velocity`` and
+    ``effort``: lists with one entry per message, made from the blocks on first use (a reader of the blocks does not
+    pay for a Python object per message)."""
+
+    def __init__(self, stamp_ns: np.ndarray, blocks: list):
+        self.stamp_ns = stamp_ns
+        self.blocks = blocks
+
+    def _column(self, pick) -> list:
+        count = len(self.stamp_ns)
+        column: list = [None] * count
+        for block in self.blocks:
+            items = pick(block)
+            _place(column, block.members.tolist(), items, block.members.size == count)
+        return column
+
+    @cached_property
+    def frame_id(self) -> list:
+        return self._column(lambda block: [block.frame_id] * block.members.size)
+
+    @cached_property
+    def name(self) -> list:
+        return self._column(lambda block: [block.names] * block.members.size)
+
+    @cached_property
+    def position(self) -> list:
+        return self._column(lambda block: list(block.position))
+
+    @cached_property
+    def velocity(self) -> list:
+        return self._column(lambda block: list(block.velocity))
+
+    @cached_property
+    def effort(self) -> list:
+        return self._column(lambda block: list(block.effort))
 
 
 def _parse_joint_state_layout(data) -> tuple:
@@ -507,13 +558,12 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
 
     The first message of each layout is parsed once; its prefix (frame_id, names and the position count) and
     size identify the messages that repeat it, which are read as rows of one matrix (their velocity and effort
-    counts are compared too). Others (including big-endian ones) go through rosbags.
+    counts are compared too): one :class:`JointStateBlock` per layout. Others (including big-endian ones) go
+    through rosbags, a block of one message each.
     """
     count = len(datas)
     stamp_ns = np.empty(count, dtype=np.int64)
-    frame_ids: list = [None] * count
-    names: list = [None] * count
-    values = {key: [None] * count for key in ("position", "velocity", "effort")}
+    blocks: list = []
     buffer, starts, sizes = _concatenate(datas)
     usable = sizes >= _HEADER + 12
     head = np.where(usable, starts, 0)
@@ -539,26 +589,27 @@ def decode_joint_states(datas, typestore=None) -> JointStateBatch:
         remaining[np.searchsorted(pending, group)] = False
         pending = pending[remaining]
         stamp_ns[group] = _stamps(rows)
-        whole = group.size == count  # one layout for every message (the usual case): lists made in one go
-        members = group.tolist()
-        _place(frame_ids, members, [frame_id] * group.size, whole)
-        _place(names, members, [message_names] * group.size, whole)
-        for key, column in values.items():
+        matrices = []
+        for key in ("position", "velocity", "effort"):
             n, _, offset = fields[key]
             matrix = rows[:, offset:offset + 8 * n].copy().view("<f8").reshape(group.size, n)
             matrix.setflags(write=False)
-            _place(column, members, list(matrix), whole)
+            matrices.append(matrix)
+        blocks.append(JointStateBlock(group, frame_id, message_names, *matrices))
     if slow:
         typestore = typestore if typestore is not None else _default_typestore()
         for i in slow:
             message = typestore.deserialize_cdr(bytes(datas[i]), JOINT_STATE_MSGTYPE)
             stamp = message.header.stamp
             stamp_ns[i] = stamp_nanoseconds(int(stamp.sec), int(stamp.nanosec))
-            frame_ids[i] = message.header.frame_id
-            names[i] = tuple(message.name)
-            for key in values:
-                values[key][i] = np.asarray(getattr(message, key), dtype=float)
-    return JointStateBatch(stamp_ns=stamp_ns, frame_id=frame_ids, name=names, **values)
+            matrices = []
+            for key in ("position", "velocity", "effort"):
+                matrix = np.asarray(getattr(message, key), dtype=float).reshape(1, -1)
+                matrix.setflags(write=False)
+                matrices.append(matrix)
+            blocks.append(JointStateBlock(np.array([i], dtype=np.int64), message.header.frame_id,
+                                          tuple(message.name), *matrices))
+    return JointStateBatch(stamp_ns, blocks)
 
 
 _TYPESTORE = None

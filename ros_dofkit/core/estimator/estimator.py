@@ -324,12 +324,25 @@ class Estimator:
         """``rules.offer_imu``'s machine code for this state, settings, sample and message buffers, called without
         numba's per-call typing of their named tuples (``compiled_entry``); rebound whenever the state or the
         settings are replaced. Arguments: (state, settings, i: int, now: float, code: int, samples, row: int,
-        input_index: int, run_cycles: bool, out)."""
+        input_index: int, run_cycles: bool, out). Looked up by the first offer after that (:meth:`_bind_and_offer`):
+        the lookup types the named tuples (~1 ms), which a batched replay, offering nothing one by one, never needs.
+        Likewise the node's reading offer (:meth:`_bind_and_offer_reading`)."""
+        self._offer = self._bind_and_offer
+        self._offer_reading = self._bind_and_offer_reading
+
+    def _bind_and_offer(self, *arguments):
+        """The first offer after :meth:`_bind_offer`: binds the machine code, then offers through it."""
         self._offer = compiled_entry(rules.offer_imu, (self._state, self._settings, 0, 0.0, 0, self._sample, 0, -1,
                                                        True, self._message))
+        return self._offer(*arguments)
+
+    def _bind_and_offer_reading(self, *arguments):
+        """The first reading offered after :meth:`_bind_offer`: binds ``rules.offer_imu_reading``'s machine code for
+        this state, settings, sample and message buffers (a read-only reading, as the node has it), then offers."""
         self._offer_reading = compiled_entry(rules.offer_imu_reading, (
             self._state, self._settings, 0, 0.0, 0.0, 0, _READING_EXAMPLE, self._sample, self._message,
             *self._reading_workspaces))
+        return self._offer_reading(*arguments)
 
     def _after_offer(self) -> None:
         """A reset in the rules (a clock jump) also empties the calibration windows and restarts the solve."""
