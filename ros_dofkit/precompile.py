@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from ros_dofkit import cli
+from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
@@ -44,6 +45,7 @@ from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.kernel_jobs import cached_kernels, run_tasks, share_compiles
 from ros_dofkit.replay.demo_robot import build_demo_robot
 from ros_dofkit.replay.overlap import usable_cores
+from ros_dofkit.ros.live_cdr import TfMessageEncoder
 from ros_dofkit.ros.parameters import (
     estimator_config_from_parameters,
     load_parameter_file,
@@ -61,6 +63,8 @@ KERNEL_MODULES = (
     "ros_dofkit.core.estimator.odometry",
     "ros_dofkit.core.estimator.odometry_input",
     "ros_dofkit.core.estimator.heading",  # issue 19.2 (compiled on first use: no shipped config enables it)
+    "ros_dofkit.core.estimator.stream",
+    "ros_dofkit.ros.live_cdr",
 )
 #: The shipped estimator configurations, as laid out in the source tree (config/ beside the package).
 SOURCE_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
@@ -103,6 +107,25 @@ def warm_up(plant, config) -> None:
         scratch.process_odometry(0.03, np.zeros(3), [1.0, 0.0, 0.0, 0.0])
     if base_odometries(plant):  # the node's Odometry covariance, compiled
         model.covariances(scratch.step(0.03))
+    # Every IMU stale: a cycle the compiled one (core.estimator.stream) leaves to the batch path, whose velocity
+    # priors then call the plant's position difference from Python.
+    scratch.step(0.04 + 2.0 * config.stale_timeout_s)
+    if config.imus:  # the node's offer of an Imu message's values (rules.offer_imu_reading), read-only as it has them
+        reading = np.zeros(rules.READING_SIZE)
+        reading[3] = 1.0
+        reading.flags.writeable = False
+        scratch.process_imu_reading(config.imus[0].name, 0.05 + 2.0 * config.stale_timeout_s, reading)
+    _warm_tf_writer(plant)
+
+
+def _warm_tf_writer(plant) -> None:
+    """The node's TF writer (``live_cdr.TfMessageEncoder.encode_poses``), for poses as given and as a cycle's result
+    holds them (read-only, which numba compiles apart)."""
+    poses = plant.calc_body_poses(plant.default_positions())
+    encoder, body = TfMessageEncoder(["world"], ["body"]), np.zeros(1, dtype=np.int64)
+    encoder.encode_poses(0, 0, poses, body, body)
+    poses.flags.writeable = False
+    encoder.encode_poses(0, 0, poses, body, body)
 
 
 def warm_up_parameters(values: dict) -> None:
