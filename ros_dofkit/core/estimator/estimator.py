@@ -779,6 +779,8 @@ class Estimator:
         """R_WO (C, solver sensors, 3, 3) = R_WG R_GS of the observed samples, NaN elsewhere (into ``out``
         when given)."""
         columns = self._solver_columns
+        if out is None and self._R_WG_is_identity and observed[:, columns].all():
+            return R_GS[:, columns]  # every sample observed (a batch window's usual case): one gather, no NaN fill
         R_WO = np.full((len(observed), len(columns), 3, 3), np.nan) if out is None else out
         if out is not None:
             R_WO.fill(np.nan)
