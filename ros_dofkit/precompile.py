@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from ros_dofkit import cli
+from ros_dofkit.core.estimator import rules
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.odometry import SolveCovarianceModel, base_odometries
@@ -44,6 +45,7 @@ from ros_dofkit.core.spatial import matrix_to_quat
 from ros_dofkit.kernel_jobs import cached_kernels, run_tasks, share_compiles
 from ros_dofkit.replay.demo_robot import build_demo_robot
 from ros_dofkit.replay.overlap import usable_cores
+from ros_dofkit.ros.live_cdr import TfMessageEncoder
 from ros_dofkit.ros.parameters import (
     estimator_config_from_parameters,
     load_parameter_file,
@@ -61,6 +63,8 @@ KERNEL_MODULES = (
     "ros_dofkit.core.estimator.odometry",
     "ros_dofkit.core.estimator.odometry_input",
     "ros_dofkit.core.estimator.heading",  # issue 19.2 (compiled on first use: no shipped config enables it)
+    "ros_dofkit.core.estimator.stream",
+    "ros_dofkit.ros.live_cdr",
 )
 #: The shipped estimator configurations, as laid out in the source tree (config/ beside the package).
 SOURCE_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
@@ -103,6 +107,25 @@ def warm_up(plant, config) -> None:
         scratch.process_odometry(0.03, np.zeros(3), [1.0, 0.0, 0.0, 0.0])
     if base_odometries(plant):  # the node's Odometry covariance, compiled
         model.covariances(scratch.step(0.03))
+    # Every IMU stale: a cycle the compiled one (core.estimator.stream) leaves to the batch path, whose velocity
+    # priors then call the plant's position difference from Python.
+    scratch.step(0.04 + 2.0 * config.stale_timeout_s)
+    if config.imus:  # the node's offer of an Imu message's values (rules.offer_imu_reading), read-only as it has them
+        reading = np.zeros(rules.READING_SIZE)
+        reading[3] = 1.0
+        reading.flags.writeable = False
+        scratch.process_imu_reading(config.imus[0].name, 0.05 + 2.0 * config.stale_timeout_s, reading)
+    _warm_tf_writer(plant)
+
+
+def _warm_tf_writer(plant) -> None:
+    """The node's TF writer (``live_cdr.TfMessageEncoder.encode_poses``), for poses as given and as a cycle's result
+    holds them (read-only, which numba compiles apart)."""
+    poses = plant.calc_body_poses(plant.default_positions())
+    encoder, body = TfMessageEncoder(["world"], ["body"]), np.zeros(1, dtype=np.int64)
+    encoder.encode_poses(0, 0, poses, body, body)
+    poses.flags.writeable = False
+    encoder.encode_poses(0, 0, poses, body, body)
 
 
 def warm_up_parameters(values: dict) -> None:
@@ -264,10 +287,13 @@ def group_tasks(groups) -> list[Callable]:
 
 
 # ---------------------------------------------------------------------------------------------------- stamps
-def _stamp_path(group: str, kind: str = "kernels") -> Path:
+def _stamp_dir() -> Path:
     # Beside numba's own cache files (the kernels' __pycache__, or numba's fallback when that is not writable).
-    kernel = cached_kernels(kernel_modules()[:1])[0]
-    return Path(kernel._cache._cache_path) / f"ros_dofkit_{group}_{kind}.stamp"
+    return Path(cached_kernels(kernel_modules()[:1])[0]._cache._cache_path)
+
+
+def _stamp_path(group: str, kind: str = "kernels") -> Path:
+    return _stamp_dir() / f"ros_dofkit_{group}_{kind}.stamp"
 
 
 def _is_current(path: Path) -> bool:
@@ -306,6 +332,37 @@ def mark_warm(program: str, warmed_up: bool = False) -> None:
             _stamp_path(program, "warmed_up").write_text(_sources_stamp())
 
 
+def purge_stale_kernels(stamp_dir: Path, module_caches: list, current: str) -> int:
+    """Delete the kernel modules' numba cache files when a stamp in ``stamp_dir`` records other kernel sources than
+    ``current`` (:func:`_sources_stamp`), and those stamps with them; how many cache files went.
+
+    Why: numba keys a kernel's cache entry on its own source file's stamp only, while the machine code it saves also
+    holds the kernels it calls, inlined or linked, from other modules (``stream.stream_cycle`` holds the solver of
+    ``assembly/kernels.py``; ``rules.py`` inlines helpers of ``inputs.py``). After a change to a callee's module
+    alone (a ``git pull``, an upgrade over an old install, an edit), numba would load the caller's old code: silently
+    the old behaviour. A stamp that differs from the current sources says such a change may have happened since the
+    caches were written, so every kernel module's entries go and the groups compile afresh. ``module_caches``: (the
+    module file's stem, the directory numba caches its kernels in) per kernel module; the lock files of
+    :mod:`ros_dofkit.kernel_jobs` stay (another process may hold one)."""
+    stamps = sorted(stamp_dir.glob("ros_dofkit_*.stamp"))
+    if all(path.read_text() == current for path in stamps):
+        return 0
+    removed = 0
+    for stem, directory in module_caches:
+        for path in [*directory.glob(f"{stem}.*.nbi"), *directory.glob(f"{stem}.*.nbc")]:
+            path.unlink(missing_ok=True)
+            removed += 1
+    for path in stamps:
+        path.unlink(missing_ok=True)
+    return removed
+
+
+def _module_caches() -> list:
+    """(file stem, numba cache directory) of every kernel module (the directory of its first cached kernel)."""
+    return [(Path(module.__file__).stem, Path(kernels[0]._cache._cache_path))
+            for module in kernel_modules() if (kernels := cached_kernels([module]))]
+
+
 def groups_to_compile(groups: list) -> list:
     """The ``groups`` (names) whose whole warm-up has not run with the current kernel sources (:func:`mark_warm`)."""
     return [name for name in groups if not _is_current(_stamp_path(name, "warmed_up"))]
@@ -328,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown kernel group(s) {', '.join(unknown)}; expected some of: {', '.join(GROUPS)}")
     start = time.monotonic()
+    with contextlib.suppress(OSError):  # a cache directory that cannot be written holds no cache to go stale
+        removed = purge_stale_kernels(_stamp_dir(), _module_caches(), _sources_stamp())
+        if removed:
+            print(f"ros_dofkit kernels: the kernel sources changed since the cache was written; {removed} cache files "
+                  "removed (a kernel's cache entry holds other modules' kernels too)", file=sys.stderr)
     cold = groups_to_compile(args.groups or list(GROUPS))
     if not cold:
         print("ros_dofkit kernels: cache up to date", file=sys.stderr)

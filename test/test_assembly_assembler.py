@@ -798,3 +798,48 @@ def test_observation_weights_of_one_leave_the_solve_bit_for_bit(panda):
         weights = np.ones((3, len(PANDA_LINKS))) if weighted else None
         results.append(assembler.track_sequence(np.arange(3.0), frames, observation_weights=weights))
     np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_frame_tracking_gives_track_sequences_frames_and_follows_re_initialization(talos):
+    """kernels.track_frames over Assembler.frame_tracking()'s record, one frame at a time from the start
+    set_positions leaves, gives track_sequence's solutions and poses bit for bit (a floating base); the record is
+    reused until the Assembler re-initializes (a new lock: the locked coordinates in the new record); the reference
+    backend has none."""
+    from ros_dofkit.core.assembly import AssemblyStateError, kernels
+
+    rng = np.random.default_rng(11)
+    osensors, assembler = imu_setup(talos, TALOS_LINKS, rng)
+    q0 = talos.default_positions()
+    q0[7:] = rng.uniform(-0.2, 0.2, talos.num_positions() - 7)  # q = (quaternion, translation, joints)
+    Q_true = np.tile(q0, (3, 1))
+    Q_true[:, 7:] += 0.01 * np.arange(3)[:, None]
+    R_GO = observe(talos, osensors, Q_true)
+    assembler.lock_positions([4, 5, 6])  # the base's translation (after its quaternion), as the estimator holds it
+    assembler.set_positions(q0)
+    osensors.move_all_observations(R_GO[0])
+    assembler.assemble()
+    start = assembler.get_positions()
+    Q_seq = assembler.track_sequence(np.arange(1.0, 3.0), R_GO[1:], positions=np.tile(start, (2, 1)),
+                                     body_poses=(poses := np.empty((2, talos.num_bodies(), 4, 4))))
+    frames = assembler.frame_tracking()
+    assert frames is assembler.frame_tracking()
+    np.testing.assert_array_equal(frames.held_q, [4, 5, 6])
+    np.testing.assert_array_equal(frames.floating_q, [0])
+    assert not frames.held_floating
+    q = start.copy()
+    for t in range(2):
+        Q, X_WB = np.empty((1, len(q))), np.empty((1, talos.num_bodies(), 4, 4))
+        failed = kernels.track_frames(frames.tracker, q, R_GO[1 + t][None], np.empty((1, 0, 3)),
+                                      np.empty((0, R_GO.shape[1])), frames.held_q, start[None], Q, np.empty(1),
+                                      np.empty(1), np.empty(1, np.int64), X_WB)
+        assert failed == -1
+        np.testing.assert_array_equal(Q[0], Q_seq[t])
+        np.testing.assert_array_equal(X_WB[0], poses[t])
+        q = Q[0].copy()
+    assembler.lock_positions([0, 1, 2, 3])  # the base's rotation too: a new problem, a new record
+    relocked = assembler.frame_tracking()
+    assert relocked is not frames and relocked.held_floating
+    np.testing.assert_array_equal(relocked.held_q, np.arange(7))
+    _, reference = imu_setup(talos, TALOS_LINKS[:4], rng, backend="reference")
+    with pytest.raises(AssemblyStateError, match="reference backend"):
+        reference.frame_tracking()

@@ -218,6 +218,25 @@ def test_serialized_outputs_equal_the_message_objects(mobile, quadruped):
         assert back == objects
 
 
+def test_serialized_tf_takes_the_quaternion_rule_of_the_object_path_for_any_pose(quadruped):
+    """The compiled TF writer hands a pose that is not a proper rotation (here a scaled one, which its quaternion
+    kernel declines) to matrix_to_quat's scipy path, and takes a non-contiguous pose array: read back, the same
+    message as the object path's; and the next proper pose is written by the compiled path again."""
+    from rclpy.serialization import deserialize_message
+    from tf2_msgs.msg import TFMessage
+
+    tf = TfBuilder(quadruped)
+    X_WB = quadruped.calc_body_poses(quadruped.default_positions())
+    body = tf.moving_bodies[-1]
+    scaled = X_WB.copy()
+    scaled[body, :3, :3] *= 1.01  # no longer orthonormal: scipy projects it
+    for poses in (scaled, np.asfortranarray(X_WB), X_WB):
+        back = deserialize_message(tf.moving_transforms_serialized(poses, 3, 4), TFMessage)
+        assert back == TFMessage(transforms=tf.moving_transforms(poses, 3, 4))
+    rotation = back.transforms[-1].transform.rotation
+    assert rotation.w >= 0.0 and abs(rotation.x ** 2 + rotation.y ** 2 + rotation.z ** 2 + rotation.w ** 2 - 1) < 1e-12
+
+
 def test_rate_limiter_admits_by_stamp_and_restarts_on_a_jump_back():
     from ros_dofkit.ros.estimator_messages import RateLimiter
 

@@ -20,6 +20,7 @@ from ros_dofkit.ros.live_cdr import (  # noqa: E402
     MalformedMessageError,
     TfMessageEncoder,
     decode_imu,
+    decode_imu_reading,
 )
 
 serialize_message = rclpy_serialization.serialize_message
@@ -99,6 +100,10 @@ def test_decode_imu_big_endian():
     body = struct.pack(">iII", 1_700_000_123, 987_654_321, len(text)) + text
     body += b"\x00" * (-len(body) % 8) + struct.pack(">37d", *values)
     assert decode_imu(b"\x00\x00\x00\x00" + body) == (1_700_000_123, 987_654_321, "be", values)
+    for data in (little, b"\x00\x00\x00\x00" + body, bytearray(little)):  # the reading: the same values, read-only
+        sec, nanosec, reading = decode_imu_reading(data)
+        assert (sec, nanosec, reading.tolist()) == (1_700_000_123, 987_654_321, list(values))
+        assert reading.dtype == np.float64 and not reading.flags.writeable and reading.flags.c_contiguous
 
 
 @pytest.mark.parametrize("mutate, expected_text", [
@@ -117,6 +122,8 @@ def test_decode_imu_refuses_malformed_bytes(mutate, expected_text):
     data = serialize_message(_imu("imu", np.random.default_rng(0)))
     with pytest.raises(MalformedMessageError, match=expected_text):
         decode_imu(mutate(data))
+    with pytest.raises(MalformedMessageError, match=expected_text):
+        decode_imu_reading(mutate(data))
 
 
 @pytest.mark.parametrize("names", [(), ("j1",), ("arm_joint1", "arm_joint2", "a_longer_joint_name_3", "x")])

@@ -1077,11 +1077,14 @@ imu_covariance_weighting: true
     expected = R_true @ rotvec_to_matrix(R_true.T @ np.array([0.0, 0.0, 0.4]) * (0.01 / 1.01))
     both = 1.0 / (1.0 / 1e-4 + 1.0 / 1e-2)
     checked = 0
-    for msg in outputs.messages[-10:]:
+    for msg in outputs.messages[-20:]:
         o = msg.pose.pose.orientation
         R = quat_to_matrix([o.w, o.x, o.y, o.z])
         angle = math.degrees(np.linalg.norm(matrix_to_rotvec(expected.T @ R)))
-        if len(msg.pose.covariance) and msg.pose.covariance[21] < 5e-4:  # a cycle with both IMUs
+        # A cycle with both IMUs: its variance is `both`, below a's alone (1e-4). The test's 10 ms timer is jittery
+        # on a loaded machine, and an instant's cycle may then run without b (the rules' grid: its next sample looked
+        # due nearer the next instant), more often the sooner the node takes a's message.
+        if len(msg.pose.covariance) and msg.pose.covariance[21] < (both + variance["a"]) / 2:
             assert angle < 1e-3, angle
             np.testing.assert_allclose(np.diag(np.reshape(msg.pose.covariance, (6, 6)))[3:], both, rtol=1e-6)
             checked += 1

@@ -19,9 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ros_dofkit import precompile
+from ros_dofkit.core import spatial
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -253,3 +255,40 @@ def test_after_its_group_warm_up_a_program_loads_no_other_kernel(group, recorded
     compiles a kernel (or signature) the warm-up did not, so a pre-compiled install starts without compiling."""
     program = PROGRAMS[group].replace("{bag!r}", repr(str(recorded_bag)))
     assert loaded_kernels([group], program)["program"] == []
+
+
+def test_a_stamp_of_other_sources_removes_every_kernel_modules_cache_files(tmp_path):
+    """numba keys a cache entry on its own file only, but the entry holds the kernels it calls from other modules:
+    once a stamp records other sources, every kernel module's entries go (and the stamps), the lock files and other
+    files stay; with every stamp current nothing goes."""
+    stamps, assembly, estimator = tmp_path / "core", tmp_path / "assembly", tmp_path / "estimator"
+    for directory in (stamps, assembly, estimator):
+        directory.mkdir()
+    caches = [assembly / "kernels.track_frames-10.py311.nbi", assembly / "kernels.track_frames-10.py311.1.nbc",
+              estimator / "stream.stream_cycle-40.py311.nbi", estimator / "stream.stream_cycle-40.py311.2.nbc"]
+    kept = [assembly / "kernels.track_frames-10.py311.nbi.lock", assembly / "kernels.cpython-311.pyc",
+            estimator / "rules.offer_imu-5.py311.nbi"]  # rules is not among this call's modules
+    for path in caches + kept:
+        path.write_text("x")
+    modules = [("kernels", assembly), ("stream", estimator)]
+    (stamps / "ros_dofkit_estimator_kernels.stamp").write_text("sources A")
+    (stamps / "ros_dofkit_replay_warmed_up.stamp").write_text("sources A")
+
+    assert precompile.purge_stale_kernels(stamps, modules, "sources A") == 0
+    assert all(path.exists() for path in caches + kept)
+
+    (stamps / "ros_dofkit_replay_warmed_up.stamp").write_text("sources B")
+    assert precompile.purge_stale_kernels(stamps, modules, "sources A") == len(caches)
+    assert not any(path.exists() for path in caches)
+    assert all(path.exists() for path in kept)
+    assert not list(stamps.glob("*.stamp"))
+    assert precompile.purge_stale_kernels(stamps, modules, "sources A") == 0
+
+
+def test_each_kernel_modules_cache_directory_is_where_numba_saves_its_entries():
+    """The purge reads one directory per kernel module: the one numba saves that module's entries in (a kernel of
+    spatial.py, called here, has its index there afterwards)."""
+    caches = dict(precompile._module_caches())
+    assert set(caches) == {name.rsplit(".", 1)[1] for name in precompile.KERNEL_MODULES}
+    spatial.matrix_to_quat(np.eye(3)[None].repeat(40, axis=0))
+    assert list(caches["spatial"].glob("spatial._matrix_to_quat_kernel-*.nbi"))

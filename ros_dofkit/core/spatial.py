@@ -146,7 +146,7 @@ def _matrix_to_quat_kernel(R, q):  # pragma: no cover - compiled
     w = R_kj - R_jk; with the trace, (x, y, z) = (R21 - R12, R02 - R20, R10 - R01), w = 1 + trace; then
     normalized. Returns False (q unspecified) when a matrix fails scipy's orthonormality test (|R R^T - I| <=
     1e-12 + 1e-5 |I| elementwise) or has det <= 0: scipy then projects it (SVD) or raises, so the caller lets
-    scipy do it."""
+    scipy do it. The quaternions written are canonicalized to w >= 0 (negated where w < 0)."""
     for m in range(R.shape[0]):
         A = R[m]
         for a in range(3):
@@ -168,25 +168,33 @@ def _matrix_to_quat_kernel(R, q):  # pragma: no cover - compiled
             if A[d, d] >= best:
                 best = A[d, d]
                 choice = d
-        xyzw = np.empty(4)
+        # Scalars, not a 4-array per matrix (an allocation each); the same operations in the same order.
         if choice < 3:
             i = choice
             j = (i + 1) % 3
             k = (j + 1) % 3
-            xyzw[i] = 1.0 - trace + 2.0 * A[i, i]
-            xyzw[j] = A[j, i] + A[i, j]
-            xyzw[k] = A[k, i] + A[i, k]
-            xyzw[3] = A[k, j] - A[j, k]
+            qi = 1.0 - trace + 2.0 * A[i, i]
+            qj = A[j, i] + A[i, j]
+            qk = A[k, i] + A[i, k]
+            w = A[k, j] - A[j, k]
+            if i == 0:
+                x, y, z = qi, qj, qk
+            elif i == 1:
+                x, y, z = qk, qi, qj
+            else:
+                x, y, z = qj, qk, qi
         else:
-            xyzw[0] = A[2, 1] - A[1, 2]
-            xyzw[1] = A[0, 2] - A[2, 0]
-            xyzw[2] = A[1, 0] - A[0, 1]
-            xyzw[3] = 1.0 + trace
-        norm = np.sqrt(xyzw[0] ** 2 + xyzw[1] ** 2 + xyzw[2] ** 2 + xyzw[3] ** 2)
-        q[m, 0] = xyzw[3] / norm
-        q[m, 1] = xyzw[0] / norm
-        q[m, 2] = xyzw[1] / norm
-        q[m, 3] = xyzw[2] / norm
+            x = A[2, 1] - A[1, 2]
+            y = A[0, 2] - A[2, 0]
+            z = A[1, 0] - A[0, 1]
+            w = 1.0 + trace
+        norm = np.sqrt(x ** 2 + y ** 2 + z ** 2 + w ** 2)
+        # Canonical sign (w >= 0) here: negation is exact, as the caller's flip of the whole array was.
+        sign = -1.0 if w / norm < 0.0 else 1.0
+        q[m, 0] = sign * (w / norm)
+        q[m, 1] = sign * (x / norm)
+        q[m, 2] = sign * (y / norm)
+        q[m, 3] = sign * (z / norm)
     return True
 
 
@@ -206,7 +214,7 @@ def matrix_to_quat(R) -> np.ndarray:
         from scipy.spatial.transform import Rotation
 
         q = Rotation.from_matrix(R).as_quat(scalar_first=True)
-    q = np.where(q[:, :1] < 0.0, -q, q)
+        q = np.where(q[:, :1] < 0.0, -q, q)
     return q.reshape(batch + (4,))
 
 

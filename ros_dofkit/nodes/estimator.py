@@ -41,6 +41,7 @@ import math
 import sys
 import time
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -128,7 +129,9 @@ def input_qos_profile(kind: str, depth: int) -> QoSProfile:
 class EstimatorNode(Node):
     """The estimator node (see the module docstring)."""
 
-    def __init__(self, **node_kwargs):
+    def __init__(self, own_process: bool = False, **node_kwargs):
+        """``own_process``: the node is its process's only purpose (``main``): what its start-up made is frozen out
+        of the garbage collector's generations before the inputs are subscribed."""
         super().__init__(NODE_NAME, **node_kwargs)
         self._values = declare_specs(self, NODE_PARAMETERS)
         try:
@@ -183,17 +186,10 @@ class EstimatorNode(Node):
         self._last_log: dict = {}
         #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
         self.input_subscriptions = []
-        self._add_input(JointState, values["joint_states_topic"], self._on_joint_state_data, in_qos)
-        for imu in config.imus:
-            self._add_input(Imu, imu.topic, self._imu_callback(imu.name), in_qos)
-            if imu.magnetic_field_topic:  # raw IMUs: a magnetometer for the orientation filter (issue 19.1)
-                self._add_input(MagneticField, imu.magnetic_field_topic, self._magnetic_field_callback(imu.name),
-                                in_qos)
         #: (header, child) frames an Odometry input must carry (None: no odometry input)
         self._odometry_frames = None
         if odometry is not None:
             self._odometry_frames = odometry_frames(self.tf.tree, self.estimator.odometry_base.body)
-            self._add_input(Odometry, odometry.topic, self._on_odometry_data, in_qos)
             self.get_logger().info(f"base of {self.estimator.odometry_base.instance!r} from the odometry on "
                                    f"{odometry.topic!r} ({self._odometry_frames[1]} in {self._odometry_frames[0]}; "
                                    f"translation{' and heading' if odometry.use_yaw else ''})")
@@ -212,6 +208,27 @@ class EstimatorNode(Node):
             f"{self.estimator.estimated_mask.count()} estimated articulated coordinate(s), "
             f"{len(self.estimator.floating_joints)} floating base(s)"
         )
+        if own_process:
+            # Everything made so far (plant, compiled kernels, templates) lives as long as the node: moved out of the
+            # collector's generations, a full collection no longer walks it (p99 measured with and without: see
+            # doc/architecture.md, Estimator node).
+            gc.collect()
+            gc.freeze()
+        self._subscribe_inputs(config, in_qos)
+
+    def _subscribe_inputs(self, config, qos) -> None:
+        """The input subscriptions, made last: a publisher that waits for its subscriber (the benchmark's, many
+        drivers) then sends to a node about to take its messages. Made before the rest of the start-up (~0.1 s) and
+        the collector's pass (~0.13 s, loaded), the first ~0.2 s of messages queued and were rejected as stale
+        (stale_timeout 0.1 s; 150 in node_latency's first round, issue 18)."""
+        self._add_input(JointState, self._values["joint_states_topic"], self._on_joint_state_data, qos)
+        for imu in config.imus:
+            self._add_input(Imu, imu.topic, self._imu_callback(imu.name), qos)
+            if imu.magnetic_field_topic:  # raw IMUs: a magnetometer for the orientation filter (issue 19.1)
+                self._add_input(MagneticField, imu.magnetic_field_topic, self._magnetic_field_callback(imu.name),
+                                qos)
+        if config.odometry is not None:
+            self._add_input(Odometry, config.odometry.topic, self._on_odometry_data, qos)
 
     # ------------------------------------------------------------------ start-up helpers
     def _check_command_line_types(self) -> None:
@@ -513,17 +530,13 @@ def _spin(node: EstimatorNode) -> None:
     loop = InputLoop(node)
     for subscription, handler in node.input_subscriptions:
         loop.add(subscription, handler)
-    # Everything made so far (plant, compiled kernels, templates) lives as long as the node: moved out of the
-    # collector's generations, a full collection no longer walks it (p99 measured with and without: see
-    # doc/architecture.md, Estimator node).
-    gc.collect()
-    gc.freeze()
     loop.spin()
 
 
 def main(args: list[str] | None = None) -> None:
     """Console script ``estimator [--ros-args ...]``: exits 0 on SIGINT/SIGTERM, 2 when it cannot start."""
-    sys.exit(run_node(EstimatorNode, NODE_NAME, spin=_spin, args=args, kernels="estimator"))
+    sys.exit(run_node(partial(EstimatorNode, own_process=True), NODE_NAME, spin=_spin, args=args,
+                      kernels="estimator"))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import numpy as np
 from rosbags.serde import SerdeError
 
 from ros_dofkit.core.estimator.inputs import nanoseconds_to_seconds
-from ros_dofkit.core.estimator.offline import OfflineInputs
+from ros_dofkit.core.estimator.offline import JointStateLayoutRows, OfflineInputs
 from ros_dofkit.replay.inputs import decode_odometries, magnetic_field_topics, validate_input_topics
 from ros_dofkit.ros.bag_io import BagError, RawMessages, iter_raw, make_typestore
 from ros_dofkit.ros.cdr import decode_imus, decode_joint_states
@@ -174,6 +174,8 @@ def offline_inputs_from_raw(raw: RawMessages, setup, truth_topic: str | None, ty
         imu_orientation_present=~np.isnan(quaternion[:, 0]), imu_angular_velocity_present=~np.isnan(gyro[:, 0]),
         js_stamp=nanoseconds_to_seconds(joint_states.stamp_ns), js_names=joint_states.name,
         js_positions=joint_states.position, js_velocities=velocities, stamp_ns=stamp_ns[inputs_mask],
+        js_layouts=[JointStateLayoutRows(block.members, block.names, block.position, block.velocity)
+                    for block in joint_states.blocks],
         imu_linear_acceleration=imus.linear_acceleration, imu_linear_acceleration_present=accel_present,
         odom_stamp=nanoseconds_to_seconds(odometry.stamp_ns), odom_position=odometry.position,
         odom_quaternion_wxyz=odometry.quaternion_wxyz, odom_frames_match=odometry.frames_match,

@@ -216,13 +216,17 @@ def encode_tf_messages(stamps_ns, parents, children, translations, quaternions_x
     stamps_ns = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
     count, k = stamps_ns.size, len(parents)
     template = _Template(tf_message_template(parents, children))
-    translations = np.asarray(translations, dtype=float).reshape(count, k, 3)
-    quaternions_xyzw = np.asarray(quaternions_xyzw, dtype=float).reshape(count, k, 4)
+    # A transform's 7 float64 (translation, then rotation) are contiguous in the message: one (count, k, 7) table,
+    # whose bytes are copied transform by transform straight from its strided columns (no copy per field).
+    transforms = np.empty((count, k, 7), dtype="<f8")
+    transforms[..., :3] = np.asarray(translations, dtype=float).reshape(count, k, 3)
+    transforms[..., 3:] = np.asarray(quaternions_xyzw, dtype=float).reshape(count, k, 4)
+    raw = transforms.reshape(count, 7 * k).view(np.uint8)
     rows = template.fill(count)
     _put_stamps(rows, [template.offsets[f"stamp{i}"] for i in range(k)], stamps_ns)
     for i in range(k):
-        _put(rows, template.offsets[f"translation{i}"], translations[:, i], "<f8")
-        _put(rows, template.offsets[f"rotation{i}"], quaternions_xyzw[:, i], "<f8")
+        offset = template.offsets[f"translation{i}"]
+        rows[:, offset:offset + 56] = raw[:, 56 * i:56 * (i + 1)]
     return _result(rows, packed)
 
 

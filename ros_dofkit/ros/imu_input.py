@@ -22,7 +22,7 @@ import numpy as np
 
 from ros_dofkit.core.estimator.inputs import RejectReason, rejected, stamp_seconds
 from ros_dofkit.ros.imu_messages import magnetic_field_to_arrays
-from ros_dofkit.ros.live_cdr import decode_imu
+from ros_dofkit.ros.live_cdr import decode_imu_reading
 from ros_dofkit.ros.magnetometer_frames import field_frame_problem
 
 NANOSECONDS = 1_000_000_000
@@ -167,20 +167,10 @@ def feed_odometry_msg(estimator, msg, expected: tuple[str, str], now: float | No
 def feed_imu_cdr(estimator, name: str, data, now: float | None = None):
     """:func:`feed_imu_msg` for a serialized ``sensor_msgs/Imu``: returns ``(sec, nanosec, status, results)``.
 
-    The same inputs reach the core as from the message object (the stamp in seconds as
-    :func:`stamp_to_seconds`, the quaternion reordered, the REP-145 presence flags). Raises
-    ``ros_dofkit.ros.live_cdr.MalformedMessageError`` (before touching the estimator) when ``data`` is not an
-    Imu."""
-    sec, nanosec, _, values = decode_imu(data)
-    status, results = estimator.process_imu(
-        name,
-        stamp_seconds(sec, nanosec),
-        np.array((values[3], values[0], values[1], values[2])),
-        np.array(values[13:16]),
-        orientation_present=values[4] != -1.0,
-        angular_velocity_present=values[16] != -1.0,
-        now=now,
-        linear_acceleration=None if values[28] == -1.0 else values[25:28],
-        orientation_covariance=values[4:13],
-    )
+    The same inputs reach the core as from the message object (the stamp in seconds as :func:`stamp_to_seconds`;
+    the fields as ``Estimator.process_imu_reading`` reads them, in the message's order: quaternion reordered,
+    REP-145 presence flags). Raises ``ros_dofkit.ros.live_cdr.MalformedMessageError`` (before touching the
+    estimator) when ``data`` is not an Imu."""
+    sec, nanosec, reading = decode_imu_reading(data)
+    status, results = estimator.process_imu_reading(name, stamp_seconds(sec, nanosec), reading, now)
     return sec, nanosec, status, results

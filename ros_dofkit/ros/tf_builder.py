@@ -9,6 +9,9 @@ Frames: each transform is ``X_PC`` (parent link P -> child link C) = ``inv(X_WP)
 poses. Frame names, the frame each transform hangs from (world, an external frame such as ``odom``) and which
 transforms are ours to publish come from one :class:`~ros_dofkit.ros.tf_tree.TfTree` (REP-105 ownership, no
 self-transforms, no second parents: see ``ros_dofkit.ros.tf_tree``), shared with offline replay.
+
+The live node's per-cycle TFMessage (:meth:`TfBuilder.moving_transforms_serialized`) is written by one compiled call
+(``live_cdr.TfMessageEncoder.encode_poses``) with the bits of the object path.
 """
 
 from __future__ import annotations
@@ -48,8 +51,14 @@ class TfBuilder:
         self._moving_index = np.asarray(self.moving_bodies, dtype=np.int64)
         self._moving_encoder = TfMessageEncoder([self._parent_frames[b] for b in self.moving_bodies],
                                                 [self.frame_ids[b] for b in self.moving_bodies])
-        # Once now, so that the compiled relative poses are loaded before the first cycle needs them.
-        self.moving_transforms_serialized(plant.calc_body_poses(plant.default_positions()), 0, 0)
+        self._moving_parents = self._parent[self._moving_index]
+        self._X_WB_shape = (plant.num_bodies(), 4, 4)
+        # Once now, so that the compiled writer is loaded before the first cycle needs it: for poses as given and as
+        # a cycle's result holds them (read-only, which numba compiles apart).
+        poses = plant.calc_body_poses(plant.default_positions())
+        self.moving_transforms_serialized(poses, 0, 0)
+        poses.flags.writeable = False
+        self.moving_transforms_serialized(poses, 0, 0)
 
     def _relative_poses(self, X_WB, bodies):
         """(p_PC (k, 3), R_PC (k, 3, 3)) of X_PC = inv(X_WP) X_WC for all ``bodies`` at once (the compiled rule
@@ -97,7 +106,11 @@ class TfBuilder:
         ready for ``Publisher.publish``: no message objects are built (the live node's per-cycle path)."""
         if not len(self._moving_index):
             return self._moving_encoder.encode(sec, nanosec, np.zeros((0, 3)), np.zeros((0, 4)))
-        p_PC, R_PC = self._relative_poses(X_WB, self._moving_index)
+        if np.shape(X_WB) == self._X_WB_shape:  # (the compiled writer reads the rows its bodies name, unchecked)
+            data = self._moving_encoder.encode_poses(sec, nanosec, X_WB, self._moving_parents, self._moving_index)
+            if data is not None:
+                return data
+        p_PC, R_PC = self._relative_poses(X_WB, self._moving_index)  # a pose the compiled writer leaves to scipy
         return self._moving_encoder.encode(sec, nanosec, p_PC, matrix_to_quat(R_PC)[:, _XYZW])
 
     def static_transforms(self, sec: int = 0, nanosec: int = 0) -> list:

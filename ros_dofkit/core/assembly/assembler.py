@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -67,6 +68,22 @@ _STATUS_TEXT = {
     kernels.STATUS_MAX_ITERATIONS: "the iteration limit was reached",
     kernels.STATUS_STALLED: "no step improves the solution any more",
 }
+
+
+class FrameTracking(NamedTuple):
+    """What ``kernels.track_frames`` takes of an Assembler's current problem (:meth:`Assembler.frame_tracking`).
+
+    Attributes:
+        tracker: the compiled per-frame state (``kernels.Tracker``: tree, sensors, settings, workspaces).
+        held_q: (k,) int64 the locked coordinates (``track_frames``' ``locked_q``).
+        floating_q: (f,) int64 the first q of each floating joint's quaternion.
+        held_floating: a floating joint's quaternion is locked (``track_sequence`` normalizes its per-frame value).
+    """
+
+    tracker: object
+    held_q: np.ndarray
+    floating_q: np.ndarray
+    held_floating: bool
 
 
 class Assembler:
@@ -101,6 +118,7 @@ class Assembler:
         self._floating_q = tuple(joint.position_start for joint in plant.floating_base_joints())
         self._stats = np.zeros(3, dtype=np.int64)  # residual evals, Jacobian evals, iterations
         self._tracker = None  # the compiled per-frame state (kernels.Tracker), built at the first solve
+        self._frame_tracking = None  # frame_tracking()'s record of the current tracker
         self._num_initializations = 0
 
     @staticmethod
@@ -596,6 +614,27 @@ class Assembler:
         if len(self._pos_slices) > 1:
             np.concatenate([c.observation_array() for c, _ in self._pos_slices], out=self._obs_pos)
         return tracker
+
+    def frame_tracking(self) -> FrameTracking:
+        """What ``kernels.track_frames`` takes of the current problem, for a caller that tracks frames inside its own
+        compiled function (the estimator's streamed cycle, ``core.estimator.stream``), which then does per frame what
+        :meth:`track_sequence` does with one frame: start from q as :meth:`set_positions` leaves it, the observation
+        slots as one (1, n_obs, 3, 3) array, the locked values as ``positions``. The tracker is replaced when this
+        Assembler re-initializes or its weights or settings change (ask again; the record then differs). Frames
+        tracked that way leave this Assembler's q, time and observations as they were: :meth:`set_positions` and
+        ``move_all_observations`` before a solve of its own. The compiled backend's (the reference backend solves its
+        frames in Python: :class:`AssemblyStateError`)."""
+        if self._backend != "compiled":
+            raise AssemblyStateError("frame_tracking: the reference backend solves its frames in Python; build the "
+                                     "Assembler with backend='compiled'")
+        self.initialize()
+        tracker = self._compiled_tracker()
+        frames = self._frame_tracking
+        if frames is None or frames.tracker is not tracker:
+            frames = self._frame_tracking = FrameTracking(tracker, self._held_q,
+                                                          np.array(self._floating_q, dtype=np.int64),
+                                                          bool(self._held_floating_q))
+        return frames
 
     def _settings(self):
         return (self.get_accuracy_in_use(), self.get_error_tolerance_in_use(), self._use_rms, self._max_iterations,

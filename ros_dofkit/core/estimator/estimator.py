@@ -25,7 +25,7 @@ import numpy as np
 
 from ros_dofkit.core.assembly import average_rotations, calibrate_imus
 from ros_dofkit.core.assembly.hinge_calibration import OrientationSeries
-from ros_dofkit.core.estimator import rules
+from ros_dofkit.core.estimator import rules, stream
 from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.compiled_entry import compiled_entry
 from ros_dofkit.core.estimator.config import EstimatorConfig, EstimatorConfigError, UnknownNameError, describe_unknown
@@ -93,6 +93,11 @@ class CalibrationResult:
     heading_offsets: dict = field(default_factory=dict)
 
 
+#: A reading of the type the node hands :meth:`Estimator.process_imu_reading` (read-only: a view of the message).
+_READING_EXAMPLE = np.zeros(rules.READING_SIZE)
+_READING_EXAMPLE.flags.writeable = False
+
+
 def _stamp_ns(stamp: float) -> int:
     return int(round(stamp * 1e9)) if math.isfinite(stamp) else -1
 
@@ -111,32 +116,6 @@ def _timing_detail(reason: RejectReason, stamp: float, now: float, config: Estim
     if reason is RejectReason.REPEATED_STAMP:
         return f"stamp {stamp:.6f} s repeats this source's last stamp; the repeat is dropped"
     return f"stamp {stamp:.6f} s is older than the last accepted stamp of this source"
-
-
-@dataclass(frozen=True)
-class _StreamBuffers:
-    """One cycle's arrays for :meth:`Estimator._stream_cycle`, allocated once per solver: the inputs and outputs
-    of the compiled kernels as a one-cycle run (leading axis 1), the types and layouts of the batch path's (the
-    same compiled specializations)."""
-
-    stamp: np.ndarray      # (1,)
-    R_GS: np.ndarray       # (1, n_imu, 3, 3) the cycle's samples
-    w_S: np.ndarray        # (1, n_imu, 3)
-    observed: np.ndarray   # (1, n_imu) bool
-    use_gyro: np.ndarray   # (1, n_imu) bool
-    R_WO: np.ndarray       # (1, solver sensors, 3, 3)
-    X_WB: np.ndarray       # (1, nb, 4, 4) the solver's poses
-    have_X_WB: np.ndarray  # (1,) True
-    V: np.ndarray          # (1, nv)
-    from_gyro: np.ndarray  # (1, nv) bool
-    errors: np.ndarray     # (1, n_imu) deg
-
-    @classmethod
-    def of(cls, plant, n_imu: int, n_solver: int) -> _StreamBuffers:
-        nv = plant.num_velocities()
-        return cls(np.empty(1), np.empty((1, n_imu, 3, 3)), np.empty((1, n_imu, 3)), np.zeros((1, n_imu), bool),
-                   np.zeros((1, n_imu), bool), np.empty((1, n_solver, 3, 3)), np.empty((1, plant.num_bodies(), 4, 4)),
-                   np.ones(1, bool), np.empty((1, nv)), np.zeros((1, nv), bool), np.empty((1, n_imu)))
 
 
 class Estimator:
@@ -171,6 +150,8 @@ class Estimator:
         self._sample_stamp, self._sample_stamp_ns = self._sample["stamp"], self._sample["stamp_ns"]
         self._sample_R_GS = self._sample["R_GS"]
         self._no_covariance = np.zeros(0)  # an orientation covariance not read (imu_covariance_weighting off)
+        # rules.offer_imu_reading's (the reordered quaternion, the gyro, no covariance)
+        self._reading_workspaces = (np.empty(4), np.empty(3), self._no_covariance)
         self._odometry_values = np.empty(VALUES)
         self._build_solver()
         self._raw_imus = None
@@ -194,7 +175,13 @@ class Estimator:
             [np.eye(3) if self._R_BS[name] is None else self._R_BS[name] for name in self._names]
         ) if self._names else np.zeros((0, 3, 3)))
         self._needs_assemble = True
-        self._stream = _StreamBuffers.of(self._plant, len(self._names), len(self._solver_columns))
+        self._stream = stream.new_buffers(self._plant, len(self._names), len(self._solver_columns))
+        setup = self._setup
+        self._stream_problem = stream.StreamProblem(
+            self._weighted, self._calibrated, self._solver_columns, np.flatnonzero(self._measured), setup.art_q,
+            setup.art_v, np.zeros(0, np.int64) if setup.odometry is None else setup.odometry.q_index,
+            setup.body_index, self._R_BS_array, setup.free_v)
+        self._stream_frames = None  # the Assembler's FrameTracking stream_cycle's entry point is bound to
 
     def reset(self) -> None:
         """Forget every input: the next input starts from the initial state (counters and statistics at zero)."""
@@ -338,14 +325,24 @@ class Estimator:
         numba's per-call typing of their named tuples (``compiled_entry``); rebound whenever the state or the
         settings are replaced. Arguments: (state, settings, i: int, now: float, code: int, samples, row: int,
         input_index: int, run_cycles: bool, out). Looked up by the first offer after that (:meth:`_bind_and_offer`):
-        the lookup types the named tuples (~1 ms), which a batched replay, offering nothing one by one, never needs."""
+        the lookup types the named tuples (~1 ms), which a batched replay, offering nothing one by one, never needs.
+        Likewise the node's reading offer (:meth:`_bind_and_offer_reading`)."""
         self._offer = self._bind_and_offer
+        self._offer_reading = self._bind_and_offer_reading
 
     def _bind_and_offer(self, *arguments):
         """The first offer after :meth:`_bind_offer`: binds the machine code, then offers through it."""
         self._offer = compiled_entry(rules.offer_imu, (self._state, self._settings, 0, 0.0, 0, self._sample, 0, -1,
                                                        True, self._message))
         return self._offer(*arguments)
+
+    def _bind_and_offer_reading(self, *arguments):
+        """The first reading offered after :meth:`_bind_offer`: binds ``rules.offer_imu_reading``'s machine code for
+        this state, settings, sample and message buffers (a read-only reading, as the node has it), then offers."""
+        self._offer_reading = compiled_entry(rules.offer_imu_reading, (
+            self._state, self._settings, 0, 0.0, 0.0, 0, _READING_EXAMPLE, self._sample, self._message,
+            *self._reading_workspaces))
+        return self._offer_reading(*arguments)
 
     def _after_offer(self) -> None:
         """A reset in the rules (a clock jump) also empties the calibration windows and restarts the solve."""
@@ -389,16 +386,53 @@ class Estimator:
             fill_accelerations(self._sample["f_S"], accel, accel_present)
         result = self._offer(self._state, self._settings, i, now_value, int(code), self._sample, 0, -1,
                              bool(run_cycles), self._message)
+        if result == code and code >= 0:  # rejected by validation: parse_imu explains why
+            self._after_offer()
+            return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
+                             angular_velocity_present, covariance if covariance.size else None)[0]
+        return self._offered_imu(name, i, result, stamp, now_value)
+
+    def _offered_imu(self, name, i: int, result: int, stamp: float, now: float) -> InputStatus:
+        """After the rules took IMU i's sample (status ``result``, not a validation's rejection): a reset's
+        consequences, the accepted orientation into the calibration window, the input's status."""
         self._after_offer()
         R_GS = self._sample_R_GS[0]
         if result < 0 and math.isfinite(R_GS[0, 0]):  # at the stamp the rules judged (offset applied)
             self._windows[name].append((float(self._sample_stamp[0]), R_GS.copy()))
-        if result == code and code >= 0:  # rejected by validation: parse_imu explains why
-            return parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
-                             angular_velocity_present, covariance if covariance.size else None)[0]
-        return self._status(result, stamp - self._config.imus[i].time_offset_s, now_value,
-                            RejectReason.ORIENTATION_ABSENT,
+        return self._status(result, stamp - self._config.imus[i].time_offset_s, now, RejectReason.ORIENTATION_ABSENT,
                             "orientation marked absent (covariance[0] == -1); gyro kept")
+
+    def process_imu_reading(self, name: str, stamp: float, reading, now: float | None = None):
+        """:meth:`process_imu` for a reading in ``rules.READING``'s layout (the node's, read from an Imu message's
+        bytes: ``sensor_msgs/Imu``'s fields, quaternion (x, y, z, w), absent fields flagged by their covariance's
+        first entry, REP-145): the same status and cycles. ``reading``: a read-only float64 array of 37 (a view of
+        the message, as the node has it; another array is copied; another size is dropped and counted as
+        ``mismatched_arrays``). Validated and offered in one compiled call (``rules.offer_imu_reading``) when the
+        sample goes to the rules as it came (``RawImuFilters.passes``), no heading filter runs and covariances are not
+        weighted (else through :meth:`process_imu`)."""
+        if not (type(reading) is np.ndarray and reading.dtype == np.float64 and reading.shape == (rules.READING_SIZE,)
+                and not reading.flags.writeable and reading.flags.c_contiguous):
+            reading = np.array(reading, dtype=float).reshape(-1)
+            if reading.size != rules.READING_SIZE:  # not a reading: process_imu counts it (its arrays' sizes)
+                return self.process_imu(name, stamp, reading, reading, now=now)
+            reading.flags.writeable = False
+        i = self._imu_index.get(name)
+        if i is None or not self._raw_imus.passes(i, reading[4] != -1.0) or self._heading is not None or \
+                self._config.imu_covariance_weighting:
+            return self.process_imu(
+                name, stamp, np.asarray(reading)[[3, 0, 1, 2]], reading[13:16], orientation_present=reading[4] != -1.0,
+                angular_velocity_present=reading[16] != -1.0, now=now,
+                linear_acceleration=None if reading[28] == -1.0 else reading[25:28],
+                orientation_covariance=reading[4:13])
+        now_value = math.nan if now is None else float(now)
+        stamp = math.nan if stamp is None else float(stamp)
+        result, code = self._offer_reading(self._state, self._settings, i, now_value, stamp, _stamp_ns(stamp), reading,
+                                           self._sample, self._message, *self._reading_workspaces)
+        if result == code and code >= 0:  # rejected by validation: parse_imu explains why
+            self._after_offer()
+            return parse_imu(stamp, reading[[3, 0, 1, 2]], reading[13:16], reading[4] != -1.0,
+                             reading[16] != -1.0)[0], ()
+        return self._offered_imu(name, i, result, stamp, now_value), self._message_results()
 
     def _covariance_read(self, orientation_covariance) -> np.ndarray:
         """The orientation covariance (9,) the rules read: the message's with ``imu_covariance_weighting``, else
@@ -568,57 +602,59 @@ class Estimator:
 
     def _stream_cycle(self) -> EstimatorResult | None:
         """A message's one cycle in the common case (tracking, something observed, no reset, no heading filter,
-        no covariance weighting, no floating-base yaw from odometry), or None (then :meth:`_solve_cycles` runs
-        it). The same steps and compiled kernels as
-        :meth:`_solve_cycles` over a one-cycle run, the same bits (test_estimator_rules' and
-        test_estimator_estimator's streaming == batch tests), without its per-run records: inputs copied into
-        buffers allocated once per solver (``_StreamBuffers``), the solver's frame through ``track_sequence`` as
-        in :meth:`_track_chunk`, velocities and sensor errors in one call each. A frame the solver fails is left
-        to :meth:`_solve_cycles` (which retries it from the same start and state, then solves it alone)."""
-        cycle = self._message.cycle[0]
+        no covariance weighting, no floating-base yaw from odometry, no locked floating quaternion), or None (then
+        :meth:`_solve_cycles` runs it). The steps of :meth:`_solve_cycles` over a one-cycle run in one compiled call
+        (``stream.stream_cycle``: the same kernels, the same bits; test_estimator_rules' and test_estimator_estimator's
+        streaming == batch tests), into buffers allocated once per solver. A frame the solver fails is left to
+        :meth:`_solve_cycles` (which retries it from the same start and state, then solves it alone). Its
+        ``solve_time_s`` is the compiled call's (the solve, the velocities and the sensor errors)."""
+        message = self._message
         base = self._setup.odometry
-        if self._heading is not None or cycle["reset"] or self._needs_assemble or \
+        if self._heading is not None or message.cycle[0]["reset"] or self._needs_assemble or \
                 self._config.imu_covariance_weighting or (base is not None and base.target.heading):
             return None
+        frames = self._assembler.frame_tracking()
+        if frames.held_floating:
+            return None
+        if frames is not self._stream_frames:
+            self._bind_stream_cycle(frames)
         b = self._stream
-        b.R_GS[0] = self._message.sample["R_GS"][0]
-        b.w_S[0] = self._message.sample["w_S"][0]
-        stale = self._message.stale[0]
-        with np.errstate(invalid="ignore"):
-            b.observed[0] = ~stale & np.isfinite(b.R_GS[0, :, 0, 0]) & self._weighted
-            b.use_gyro[0] = ~stale & np.isfinite(b.w_S[0, :, 0]) & self._calibrated
-        if not b.observed.any():
-            return None
-        stamp = float(cycle["stamp"])
-        b.stamp[0] = stamp
-        encoder = self._message.encoder[0]
-        locked = self._locked(self._q_current.copy(), encoder["q"], self._message.odometry[0]["values"])
+        rotated = b.R_GS[0] if self._R_WG_is_identity else self._R_WG @ np.ascontiguousarray(
+            message.sample["R_GS"][0])  # Estimator._observations' products, one per sample
+        q_last, q_current = self._q_last, self._q_current
+        regularization = float(self._config.velocity_regularization)
         started = time.perf_counter()
-        self._assembler.set_positions(locked)
-        try:
-            Q, info = self._assembler.track_sequence(b.stamp, self._observations(b.observed, b.R_GS, b.R_WO),
-                                                     positions=locked[None], return_info=True, body_poses=b.X_WB)
-        except RuntimeError:
-            return None
+        outcome = self._cycle_entry(frames.tracker, message, b, self._stream_problem, self._tree, frames.held_q,
+                                    frames.floating_q, q_current, q_current if q_last is None else q_last,
+                                    q_last is not None, rotated, self._R_WG, regularization)
         solve_time = time.perf_counter() - started
+        if outcome not in (stream.STREAMED, stream.SINGULAR_GYROS):
+            return None
         self._is_initialized = True
-        self._q_current = Q[0].copy()
-        v_prior = self._velocity_priors(Q, b.stamp, cycle["stamp_prev"][None], encoder["v"][None])
-        if not kinematics_and_velocities(self._tree, Q, b.have_X_WB, v_prior, b.use_gyro, b.w_S,
-                                         self._setup.body_index, self._R_BS_array, self._setup.free_v,
-                                         float(self._config.velocity_regularization), b.X_WB, b.V, b.from_gyro):
+        self._q_current = b.Q[0].copy()
+        if outcome == stream.SINGULAR_GYROS:
             raise np.linalg.LinAlgError(_SINGULAR_GYROS)
-        sensor_errors(b.X_WB, b.observed, self._setup.body_index, self._R_BS_array, self._R_WG, b.R_GS, b.errors)
         self._q_last = self._q_current
         self._cycles += 1
+        stale = message.stale[0]
         return EstimatorResult.of_cycle(
             sensor_names=self._names, articulated_names=self._setup.art_names, position_names=self._position_names,
-            velocity_names=self._velocity_names, stamp=stamp, q=Q[0], v=b.V[0], velocity_from_gyro=b.from_gyro[0],
-            X_WB=b.X_WB[0], goal=info["goal"][0], solved=True, failure="", errors_deg=b.errors[0],
-            observed=b.observed[0], stale=stale, uncalibrated=~stale & ~self._calibrated,
-            missing=self._missing(encoder["have"][None])[0] if self._measured.any() else (),
+            velocity_names=self._velocity_names, stamp=float(b.stamp[0]), q=b.Q[0], v=b.V[0],
+            velocity_from_gyro=b.from_gyro[0], X_WB=b.X_WB[0], goal=b.goal[0], solved=True, failure="",
+            errors_deg=b.errors[0], observed=b.observed[0], stale=stale, uncalibrated=~stale & ~self._calibrated,
+            missing=self._missing(message.encoder[0]["have"][None])[0] if self._measured.any() else (),
             weights=self._setup.weights, solve_time_s=solve_time, tracking_reset=False, cycle=self._cycles,
             initialized=True)
+
+    def _bind_stream_cycle(self, frames) -> None:
+        """``stream.stream_cycle``'s machine code for these arguments' types (``compiled_entry``), bound when the
+        Assembler's tracker is new (a new solver, a re-initialization); the other fixed arguments are replaced only
+        with the solver, whose tracker is then new too."""
+        b = self._stream
+        self._cycle_entry = compiled_entry(stream.stream_cycle, (
+            frames.tracker, self._message, b, self._stream_problem, self._tree, frames.held_q, frames.floating_q,
+            self._q_current, self._q_current, True, b.R_GS[0], self._R_WG, 0.0))
+        self._stream_frames = frames
 
     def feed(self, inputs: OfflineInputs, progress=None) -> OfflineRun:
         """Offer a window of a recording (in offering order, after the windows fed before) and run every cycle
@@ -743,6 +779,8 @@ class Estimator:
         """R_WO (C, solver sensors, 3, 3) = R_WG R_GS of the observed samples, NaN elsewhere (into ``out``
         when given)."""
         columns = self._solver_columns
+        if out is None and self._R_WG_is_identity and observed[:, columns].all():
+            return R_GS[:, columns]  # every sample observed (a batch window's usual case): one gather, no NaN fill
         R_WO = np.full((len(observed), len(columns), 3, 3), np.nan) if out is None else out
         if out is not None:
             R_WO.fill(np.nan)

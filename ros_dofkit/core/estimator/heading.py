@@ -385,16 +385,18 @@ def observable_offsets(column, basis, pairs) -> np.ndarray:
 def fill_accelerations(f_S, accel, present) -> None:
     """``f_S`` (n, 3) <- the accelerometer readings ``accel`` ((3,) or (n, 3), m/s^2; None: none) where
     ``present`` ((n,) or a bool; None: all) and finite; NaN elsewhere (the samples' "absent" value)."""
-    f_S[:] = np.nan
-    if accel is None:
-        return
-    values = np.asarray(accel, dtype=float)
-    if values.size != f_S.size:
+    values = None if accel is None else np.asarray(accel, dtype=float)
+    if values is None or values.size != f_S.size:
+        f_S[:] = np.nan
         return
     values = values.reshape(f_S.shape)
     keep = np.isfinite(values).all(axis=1)
     if present is not None:
         keep &= np.broadcast_to(np.asarray(present, dtype=bool), keep.shape)
+    if keep.all():  # every reading kept (a recording's usual window): one strided copy, no masked scatter
+        f_S[:] = values
+        return
+    f_S[:] = np.nan
     f_S[keep] = values[keep]
 
 

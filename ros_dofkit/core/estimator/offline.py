@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -33,6 +34,18 @@ class OfflineInputError(ValueError):
     """Inputs given to ``Estimator.feed`` have inconsistent shapes or unknown IMU indices."""
 
 
+class JointStateLayoutRows(NamedTuple):
+    """Joint-state messages of one layout (names and array sizes) as matrices, one row per message, as a reader
+    that decodes them by layout holds them (``ros.cdr.JointStateBlock``): ``members`` (g,) their indices in the
+    window's joint-state lists, ``names`` their names, ``positions`` (g, n), ``velocities`` (g, m) (m = 0 or None:
+    no velocities)."""
+
+    members: np.ndarray
+    names: tuple
+    positions: np.ndarray
+    velocities: np.ndarray | None
+
+
 @dataclass(frozen=True)
 class OfflineInputs:
     """Every input of a recording, in the order they are offered (stamp order).
@@ -43,7 +56,10 @@ class OfflineInputs:
     ``imu_angular_velocity``, ``imu_orientation_present``, ``imu_angular_velocity_present`` (the arguments of
     ``process_imu``).
     Joint states: ``js_stamp`` (s), ``js_names`` (tuples), ``js_positions``, ``js_velocities`` (arrays; empty or
-    None = no velocities). ``stamp_ns`` (M,) optional integer stamps the outputs carry (default round(s * 1e9)).
+    None = no velocities); ``js_layouts``, optional: the same messages grouped by layout
+    (:class:`JointStateLayoutRows`, every message in one), which :func:`validate_window` then reads instead of
+    grouping the lists message by message. ``stamp_ns`` (M,) optional integer stamps the outputs carry (default
+    round(s * 1e9)).
     ``now`` (M,) optional receive clock of each input (s; NaN or None: none, as offline). Odometry (optional):
     ``odom_stamp`` (s), ``odom_position`` (n, 3), ``odom_quaternion_wxyz`` (n, 4) of the base link and
     ``odom_frames_match`` (n,) bool (the arguments of ``process_odometry``).
@@ -84,6 +100,7 @@ class OfflineInputs:
     field_position: np.ndarray | None = None
     field_frames_match: np.ndarray | None = None  # (n_f,) bool; None: every field in its IMU's frame
     imu_orientation_covariance: np.ndarray | None = None  # (n_imu, 9) row-major per sample (REP-145); None: unknown
+    js_layouts: list | None = None  # [JointStateLayoutRows]: the joint states by layout, when the reader has them
 
     def __post_init__(self):
         m = len(self.kind)
@@ -104,6 +121,8 @@ class OfflineInputs:
         n_js = len(self.js_stamp)
         if not (len(self.js_names) == len(self.js_positions) == len(self.js_velocities) == n_js):
             raise OfflineInputError("js_stamp, js_names, js_positions and js_velocities must have equal lengths")
+        if self.js_layouts is not None:
+            _check_layouts(self.js_layouts, n_js)
         n_odom = len(self.odom_stamp)
         if np.shape(self.odom_position) != (n_odom, 3) or np.shape(self.odom_quaternion_wxyz) != (n_odom, 4) or \
                 len(self.odom_frames_match) != n_odom:
@@ -192,13 +211,30 @@ def _as_vector(values) -> np.ndarray:
     return np.asarray(values, dtype=float).reshape(-1)
 
 
-def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
-    """parse_joint_state over every message: (code (n,), CSR offsets (n + 1,), indices, positions, velocities
-    (NaN = none)), with its rules (``inputs.joint_state_layout`` once per layout, then ``joint_state_verdict``):
-    messages with the same names and array sizes are checked together (a recording's encoder messages usually all
-    share one layout)."""
-    n = len(inputs.js_stamp)
-    code = np.full(n, _OK, dtype=np.int64)
+def _check_layouts(layouts: list, n: int) -> None:
+    """OfflineInputError unless ``layouts`` hold each of the ``n`` joint-state messages once, as rows of their
+    matrices."""
+    for rows in layouts:
+        g = len(rows.members)
+        if np.ndim(rows.positions) != 2 or len(rows.positions) != g or (
+                rows.velocities is not None and (np.ndim(rows.velocities) != 2 or len(rows.velocities) != g)):
+            raise OfflineInputError(f"js_layouts: expected positions (g, n) and velocities (g, m) or None with g = "
+                                    f"{g} members, got {np.shape(rows.positions)} and "
+                                    f"{None if rows.velocities is None else np.shape(rows.velocities)}")
+    members = np.sort(np.concatenate([np.asarray(rows.members, dtype=np.int64) for rows in layouts] or [[]]))
+    if members.size != n or (n and not np.array_equal(members, np.arange(n))):
+        raise OfflineInputError(f"js_layouts: expected each of the {n} joint-state messages in one layout once, "
+                                f"got {members.size} members")
+
+
+def _layout_groups(inputs: OfflineInputs) -> list:
+    """``[(members (g,) int64, names, positions (g, n), velocities (g, m) or None)]``: the joint states by layout
+    (names, position count, velocity count; an empty velocity array is none), from ``inputs.js_layouts`` as they
+    are when given, else grouped message by message."""
+    if inputs.js_layouts is not None:
+        return [(np.asarray(rows.members, dtype=np.int64), rows.names, np.asarray(rows.positions, dtype=float),
+                 None if rows.velocities is None or np.shape(rows.velocities)[1] == 0
+                 else np.asarray(rows.velocities, dtype=float)) for rows in inputs.js_layouts]
     groups: dict = {}  # (names, position count, velocity count) -> message indices
     positions_of = [_as_vector(values) for values in inputs.js_positions]
     velocities_of = [None if values is None else _as_vector(values) for values in inputs.js_velocities]
@@ -212,21 +248,33 @@ def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
             groups[key] = [k]
         else:
             members.append(k)
+    result = []
+    for (names, position_count, velocity_count), members in groups.items():
+        # np.array of the equal-length rows: np.stack's per-array checks cost 3x as much here; (g, 0) when empty
+        P = np.array([positions_of[k] for k in members]).reshape(len(members), position_count)
+        V = None if velocity_count < 0 else np.array([velocities_of[k] for k in members]).reshape(
+            len(members), velocity_count)
+        result.append((np.asarray(members, dtype=np.int64), names, P, V))
+    return result
+
+
+def _validate_joint_states(inputs: OfflineInputs, name_to_index: dict):
+    """parse_joint_state over every message: (code (n,), CSR offsets (n + 1,), indices, positions, velocities
+    (NaN = none)), with its rules (``inputs.joint_state_layout`` once per layout, then ``joint_state_verdict``):
+    messages with the same names and array sizes are checked together (a recording's encoder messages usually all
+    share one layout)."""
+    n = len(inputs.js_stamp)
+    code = np.full(n, _OK, dtype=np.int64)
     counts = np.zeros(n, dtype=np.int64)
     accepted = []  # (message indices, known, indices, positions (g, m), velocities (g, m) or None)
-    for (names, position_count, velocity_count), members in groups.items():
-        members = np.asarray(members, dtype=np.int64)
-        layout = joint_state_layout(names, position_count, velocity_count, name_to_index)
+    for members, names, P, V in _layout_groups(inputs):
+        layout = joint_state_layout(names, P.shape[1], -1 if V is None else V.shape[1], name_to_index)
         if layout.reason is not None:
             code[members] = _R[layout.reason]
             continue
         known, indices = layout.known, layout.indices
-        # np.array of the equal-length rows: np.stack's per-array checks cost 3x as much here
-        P = np.array([positions_of[k] for k in members.tolist()])
         finite = np.isfinite(P).all(axis=1)
-        V = None
-        if velocity_count >= 0:
-            V = np.array([velocities_of[k] for k in members.tolist()])
+        if V is not None:
             finite &= np.isfinite(V).all(axis=1)
         code[members[~finite]] = _R[joint_state_verdict(layout, False)]
         reason = joint_state_verdict(layout, True)

@@ -446,9 +446,9 @@ class RawImuFilters:
     def offer(self, i: int, stamp, quaternion_wxyz, orientation_present: bool, gyro, gyro_present: bool, accel,
               accel_present: bool) -> tuple:
         """``(quaternion_wxyz, orientation_present)`` to hand to the rules for one sample of IMU ``i``."""
-        f = self.filters.get(i)
-        if f is None or (orientation_present and self.modes[i] == "auto"):  # the node's path for orientation IMUs
+        if self.passes(i, orientation_present):
             return quaternion_wxyz, orientation_present
+        f = self.filters[i]
         given = accel is not None and gyro is not None
         accel = np.asarray(accel if given else np.zeros(3), dtype=float).reshape(-1)
         gyro = np.asarray(gyro if given else np.zeros(3), dtype=float).reshape(-1)
@@ -459,6 +459,11 @@ class RawImuFilters:
         stamp = math.nan if stamp is None else float(stamp)
         q = f.update(stamp, gyro, accel, f.field_at(stamp))
         return (np.full(4, np.nan), False) if q is None else (q, True)
+
+    def passes(self, i: int, orientation_present: bool) -> bool:
+        """Does a sample of IMU ``i`` go to the rules as it came (:meth:`offer` returns it unchanged, no filter
+        touched): an IMU without a filter, or mode ``"auto"`` with the orientation present (the node's usual path)."""
+        return i not in self.filters or (orientation_present and self.modes[i] == "auto")
 
     def offer_field(self, i: int, stamp, field_S, frames_match: bool = True) -> str | None:
         """One magnetometer sample of IMU ``i`` (tesla, S): None when kept, else why it was dropped

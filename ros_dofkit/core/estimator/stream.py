@@ -1,0 +1,166 @@
+"""A message's one cycle in one compiled call: the live node's cycle (``Estimator._stream_cycle``).
+
+Where you are: the ROS-free estimator core. This module imports NumPy, numba, the assembly's compiled tracking
+(``kernels.track_frames``), the plant's compiled position difference and ``offline``'s compiled velocities and sensor
+errors, the kernels the batch path (``Estimator._solve_cycles``) calls one by one on a run's arrays. It exists for the
+node's budget (issue 18): its cycle was ~60 us of which ~10 were compiled, the rest the Python and NumPy around the
+same kernels (``Assembler.track_sequence``'s checks, the velocity priors' and observations' small array operations,
+a dispatcher typing the kinematic tree); and the sets come 2 ms apart, each starting with cold caches, so that each
+of those microseconds costs about two. :func:`stream_cycle` does the steps of ``Estimator._stream_cycle`` in one
+call, with the same kernels on the same values in the same order, so its outputs are the batch path's bits (the
+streaming == batch tests of test_estimator_estimator, test_estimator_rules and test_node_estimator).
+
+Its arguments are fixed objects (:class:`StreamBuffers`, :class:`StreamProblem`, the rules' one-message ``Cycles``, the
+Assembler's ``FrameTracking``), so the Estimator calls it through its entry point (``compiled_entry``), rebound when
+one of them is replaced (the IMU messages' offer, ``rules.offer_imu_reading``, likewise).
+
+numba keys its cache of this kernel on this file's text alone: the kernels it calls are linked in, so after changing
+only those, clear the caches (``find ros_dofkit -name '*.nb[ic]' -delete``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from ros_dofkit.core.assembly.kernels import track_frames
+from ros_dofkit.core.estimator.offline import kinematics_and_velocities, sensor_errors
+from ros_dofkit.core.multibody.compiled import position_differences
+
+#: :func:`stream_cycle`'s outcomes: the cycle's outputs are in the buffers, or why it left them to the batch path.
+STREAMED = 0
+NOTHING_OBSERVED = 1  # no sample of a weighted IMU: the cycle holds q (the batch path says so)
+NOT_SET = 2  # a locked q that set_positions would refuse (non-finite) or change (a quaternion not unit to rounding)
+TRACK_FAILED = 3  # the frame missed the error tolerance (the batch path retries it from the same start)
+SINGULAR_GYROS = 4  # q is solved (``Q``); the gyros' normal equations were singular
+
+# set_positions keeps a quaternion whose norm is within 4 eps of 1 (Assembler's _UNIT_TO_ROUNDING) and normalizes
+# others; its norm is NumPy's dot product, whose summation order this loop need not share (a few ulp): within half
+# that bound both keep it, and beyond it the batch path decides.
+_SURELY_UNIT = 2.0 * np.finfo(float).eps
+
+StreamBuffers = namedtuple("StreamBuffers", [
+    "stamp", "R_GS", "w_S", "observed", "use_gyro", "R_WO", "X_WB", "have_X_WB", "V", "from_gyro", "errors",
+    "start", "positions", "Q", "goal", "error_norm", "status", "obs_pos", "obs_weight", "previous", "v_prior",
+])
+StreamBuffers.__doc__ = """One cycle's arrays, allocated once per solver (:func:`new_buffers`): the inputs and
+outputs of the batch path's kernels as a one-cycle run (leading axis 1). ``stamp`` (1,); ``R_GS`` (1, n_imu, 3, 3) and
+``w_S`` (1, n_imu, 3) the cycle's samples; ``observed`` / ``use_gyro`` (1, n_imu) bool; ``R_WO`` (1, solver sensors,
+3, 3); ``X_WB`` (1, nb, 4, 4) the solution's poses; ``have_X_WB`` (1,) True; ``V`` (1, nv); ``from_gyro`` (1, nv)
+bool; ``errors`` (1, n_imu) deg; ``start`` (nq,) the solver's start (the locked q); ``positions`` (1, nq) its locked
+values; ``Q`` (1, nq) the solution; ``goal``, ``error_norm`` (1,), ``status`` (1,) int64; ``obs_pos`` (1, 0, 3) and
+``obs_weight`` (0, solver sensors) (no markers, the configured weights); ``previous`` (1, nq) the last cycle's q;
+``v_prior`` (1, nv)."""
+
+StreamProblem = namedtuple("StreamProblem", [
+    "weighted", "calibrated", "solver_columns", "measured", "art_q", "art_v", "odometry_q", "body_index", "R_BS",
+    "free_v",
+])
+StreamProblem.__doc__ = """What the solver and the configuration fix for the cycles (rebuilt with the solver):
+``weighted`` (n_imu,) the calibrated IMUs with weight > 0 (the solve's); ``calibrated`` (n_imu,); ``solver_columns``
+(solver sensors,) the IMU of each observation slot; ``measured`` (m,) the measured articulated coordinates (locked at
+their encoder values); ``art_q`` / ``art_v`` the articulated coordinates' plant indices; ``odometry_q`` (k,) the plant
+positions the odometry sets (empty without one); ``body_index`` (n_imu,) each IMU's body; ``R_BS`` (n_imu, 3, 3) the
+mountings (identity where uncalibrated); ``free_v`` (nv,) bool the velocities the solver frees."""
+
+
+def new_buffers(plant, n_imu: int, n_solver: int) -> StreamBuffers:
+    nq, nv, nb = plant.num_positions(), plant.num_velocities(), plant.num_bodies()
+    return StreamBuffers(
+        stamp=np.empty(1), R_GS=np.empty((1, n_imu, 3, 3)), w_S=np.empty((1, n_imu, 3)),
+        observed=np.zeros((1, n_imu), bool), use_gyro=np.zeros((1, n_imu), bool), R_WO=np.empty((1, n_solver, 3, 3)),
+        X_WB=np.empty((1, nb, 4, 4)), have_X_WB=np.ones(1, bool), V=np.empty((1, nv)),
+        from_gyro=np.zeros((1, nv), bool),
+        errors=np.empty((1, n_imu)), start=np.empty(nq), positions=np.empty((1, nq)), Q=np.empty((1, nq)),
+        goal=np.empty(1), error_norm=np.empty(1), status=np.empty(1, np.int64), obs_pos=np.empty((1, 0, 3)),
+        obs_weight=np.empty((0, n_solver)), previous=np.empty((1, nq)), v_prior=np.empty((1, nv)))
+
+
+@njit(cache=True, error_model="numpy")
+def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_current, q_last, has_q_last, rotated,
+                 R_WG, regularization):
+    """The first cycle of ``message`` (``rules.Cycles``) into the buffers ``b``, as ``Estimator._solve_cycles`` runs
+    a one-cycle run that tracks (no reset, no heading filter, no covariance weights, no odometry heading): returns
+    :data:`STREAMED` or why not (then nothing the caller keeps has changed but the tracker's statistics, as when
+    ``track_sequence`` raised).
+
+    1. The samples: observed = not stale, an orientation, a weighted IMU; gyro used = not stale, a rate, calibrated.
+    2. The start: ``q_current`` with the measured coordinates at the encoders' values and the odometry's matched
+       base coordinates (``Estimator._locked``), as ``set_positions`` takes it (finite; quaternions unit to
+       rounding, kept bit for bit); R_WO of the observed slots from ``rotated`` (n_imu, 3, 3): the samples' R_GS, or
+       R_WG R_GS computed by the caller with NumPy's matmul, the bits of ``Estimator._observations``.
+    3. ``track_frames`` over the one frame (``tracker``, ``held_q``, ``floating_q``: ``Assembler.frame_tracking``'s),
+       the poses into ``b.X_WB``.
+    4. The velocity prior (``Estimator._velocity_priors``): (q ⊖ q_last) / dt when the previous cycle's stamp is
+       finite and earlier, else 0; measured coordinates at their encoder rates where finite. Then
+       ``kinematics_and_velocities`` and ``sensor_errors`` as the batch path calls them.
+    ``regularization``: the gyros' least squares' (``velocity_regularization``)."""
+    cycle = message.cycle[0]
+    n_imu = b.R_GS.shape[1]
+    nq = b.start.shape[0]
+    any_observed = False
+    for i in range(n_imu):
+        sample = message.sample[0, i]
+        for r in range(3):
+            b.w_S[0, i, r] = sample.w_S[r]
+            for c in range(3):
+                b.R_GS[0, i, r, c] = sample.R_GS[r, c]
+        fresh = not message.stale[0, i]
+        b.observed[0, i] = fresh and math.isfinite(sample.R_GS[0, 0]) and problem.weighted[i]
+        b.use_gyro[0, i] = fresh and math.isfinite(sample.w_S[0]) and problem.calibrated[i]
+        any_observed = any_observed or b.observed[0, i]
+    if not any_observed:
+        return NOTHING_OBSERVED
+    stamp = cycle.stamp
+    b.stamp[0] = stamp
+    start = b.start
+    for k in range(nq):
+        start[k] = q_current[k]
+    encoder = message.encoder[0]
+    for k in problem.measured:
+        start[problem.art_q[k]] = encoder[k].q
+    values = message.odometry[0].values
+    for k in range(problem.odometry_q.shape[0]):
+        if math.isfinite(values[k]):
+            start[problem.odometry_q[k]] = values[k]
+    for k in range(nq):
+        if not math.isfinite(start[k]):
+            return NOT_SET
+    for qs in floating_q:
+        norm = math.sqrt(start[qs] ** 2 + start[qs + 1] ** 2 + start[qs + 2] ** 2 + start[qs + 3] ** 2)
+        if not abs(norm - 1.0) <= _SURELY_UNIT:
+            return NOT_SET
+    for k in range(nq):
+        b.positions[0, k] = start[k]
+    R_WO = b.R_WO
+    for s in range(problem.solver_columns.shape[0]):
+        i = problem.solver_columns[s]
+        for r in range(3):
+            for c in range(3):
+                R_WO[0, s, r, c] = rotated[i, r, c] if b.observed[0, i] else np.nan
+    if track_frames(tracker, start, R_WO, b.obs_pos, b.obs_weight, held_q, b.positions, b.Q, b.goal, b.error_norm,
+                    b.status, b.X_WB) >= 0:
+        return TRACK_FAILED
+    v_prior = b.v_prior
+    for j in range(v_prior.shape[1]):
+        v_prior[0, j] = 0.0
+    dt = stamp - cycle.stamp_prev
+    if math.isfinite(cycle.stamp_prev) and dt > 0.0:
+        for k in range(nq):
+            b.previous[0, k] = q_last[k] if has_q_last else np.nan
+        position_differences(tree, b.previous, b.Q, v_prior)
+        for j in range(v_prior.shape[1]):
+            v_prior[0, j] /= dt
+    for k in problem.measured:
+        rate = encoder[k].v
+        if math.isfinite(rate):
+            v_prior[0, problem.art_v[k]] = rate
+    if not kinematics_and_velocities(tree, b.Q, b.have_X_WB, v_prior, b.use_gyro, b.w_S, problem.body_index,
+                                     problem.R_BS, problem.free_v, regularization, b.X_WB, b.V, b.from_gyro):
+        return SINGULAR_GYROS
+    sensor_errors(b.X_WB, b.observed, problem.body_index, problem.R_BS, R_WG, b.R_GS, b.errors)
+    return STREAMED
+
