@@ -42,7 +42,6 @@ from ros_dofkit.core.estimator.offline import (
     validate_window,
 )
 from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
-from ros_dofkit.core.multibody.compiled import position_differences
 from ros_dofkit.core.spatial import describe_quaternion_problem, matrix_to_quat, rotation_z
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
@@ -697,7 +696,7 @@ class Estimator:
         solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"],
                             cycles.odometry[:C]["values"], progress, factors)
         Q, turn = self._odometry_heading(solve, cycles.odometry[:C]["values"], cycle["reset"])
-        v_prior = self._velocity_priors(Q, cycle["stamp"], cycle["stamp_prev"], encoder["v"])
+        v_prior = self._velocity_priors(Q, cycle, encoder)
         V = np.empty_like(v_prior)
         from_gyro = np.zeros(v_prior.shape, dtype=bool)
         X_WB = solve["X_WB"]
@@ -948,30 +947,13 @@ class Estimator:
                 held = out["q"][k]
         self._q_current = held.copy()
 
-    def _velocity_priors(self, Q, stamp, stamp_prev, enc_v) -> np.ndarray:
+    def _velocity_priors(self, Q, cycle, encoder) -> np.ndarray:
         """Finite differences of q over the previous cycle (none after a reset), encoder velocities on the
-        measured coordinates."""
-        C = len(stamp)
-        v_prior = np.zeros((C, self._plant.num_velocities()))
-        if C:
-            previous = np.empty_like(Q)
-            previous[1:] = Q[:-1]
-            previous[0] = np.nan if self._q_last is None else self._q_last
-            dt = stamp - stamp_prev
-            use = np.isfinite(stamp_prev) & (dt > 0.0)
-            if use.all():  # row by row the same operations as below: fewer of them for a message's one cycle
-                position_differences(self._tree, previous, np.ascontiguousarray(Q), v_prior)
-                v_prior /= dt[:, None]
-            elif use.any():
-                rows = np.flatnonzero(use)
-                differences = np.empty((len(rows), v_prior.shape[1]))
-                position_differences(self._tree, previous[rows], np.ascontiguousarray(Q[rows]), differences)
-                v_prior[rows] = differences / dt[use][:, None]
-        measured = self._measured
-        if measured.any():
-            columns = self._setup.art_v[measured]
-            values = enc_v[:, measured]
-            v_prior[:, columns] = np.where(np.isfinite(values), values, v_prior[:, columns])
+        measured coordinates (``stream.velocity_priors``, the node's one-cycle path's too)."""
+        v_prior = np.empty((len(Q), self._plant.num_velocities()))
+        q_before = np.full(len(self._setup.q_default), np.nan) if self._q_last is None else self._q_last
+        stream.velocity_priors(self._tree, cycle, encoder, q_before, np.ascontiguousarray(Q),
+                               self._stream_problem.measured, self._setup.art_v, v_prior)
         return v_prior
 
     # ------------------------------------------------------------------ settings and calibration

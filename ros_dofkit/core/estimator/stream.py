@@ -28,7 +28,7 @@ from numba import njit
 
 from ros_dofkit.core.assembly.kernels import track_frames
 from ros_dofkit.core.estimator.offline import kinematics_and_velocities, sensor_errors
-from ros_dofkit.core.multibody.compiled import position_differences
+from ros_dofkit.core.multibody.compiled import difference_positions
 
 #: :func:`stream_cycle`'s outcomes: the cycle's outputs are in the buffers, or why it left them to the batch path.
 STREAMED = 0
@@ -52,7 +52,7 @@ outputs of the batch path's kernels as a one-cycle run (leading axis 1). ``stamp
 3, 3); ``X_WB`` (1, nb, 4, 4) the solution's poses; ``have_X_WB`` (1,) True; ``V`` (1, nv); ``from_gyro`` (1, nv)
 bool; ``errors`` (1, n_imu) deg; ``start`` (nq,) the solver's start (the locked q); ``positions`` (1, nq) its locked
 values; ``Q`` (1, nq) the solution; ``goal``, ``error_norm`` (1,), ``status`` (1,) int64; ``obs_pos`` (1, 0, 3) and
-``obs_weight`` (0, solver sensors) (no markers, the configured weights); ``previous`` (1, nq) the last cycle's q;
+``obs_weight`` (0, solver sensors) (no markers, the configured weights); ``previous`` (nq,) the last cycle's q;
 ``v_prior`` (1, nv)."""
 
 StreamProblem = namedtuple("StreamProblem", [
@@ -76,7 +76,7 @@ def new_buffers(plant, n_imu: int, n_solver: int) -> StreamBuffers:
         from_gyro=np.zeros((1, nv), bool),
         errors=np.empty((1, n_imu)), start=np.empty(nq), positions=np.empty((1, nq)), Q=np.empty((1, nq)),
         goal=np.empty(1), error_norm=np.empty(1), status=np.empty(1, np.int64), obs_pos=np.empty((1, 0, 3)),
-        obs_weight=np.empty((0, n_solver)), previous=np.empty((1, nq)), v_prior=np.empty((1, nv)))
+        obs_weight=np.empty((0, n_solver)), previous=np.empty(nq), v_prior=np.empty((1, nv)))
 
 
 @njit(cache=True, error_model="numpy")
@@ -94,8 +94,7 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
        R_WG R_GS computed by the caller with NumPy's matmul, the bits of ``Estimator._observations``.
     3. ``track_frames`` over the one frame (``tracker``, ``held_q``, ``floating_q``: ``Assembler.frame_tracking``'s),
        the poses into ``b.X_WB``.
-    4. The velocity prior (``Estimator._velocity_priors``): (q ⊖ q_last) / dt when the previous cycle's stamp is
-       finite and earlier, else 0; measured coordinates at their encoder rates where finite. Then
+    4. The velocity prior (:func:`velocity_priors`, as the batch path runs it on its cycles) from ``q_last``. Then
        ``kinematics_and_velocities`` and ``sensor_errors`` as the batch path calls them.
     ``regularization``: the gyros' least squares' (``velocity_regularization``)."""
     cycle = message.cycle[0]
@@ -144,23 +143,39 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     if track_frames(tracker, start, R_WO, b.obs_pos, b.obs_weight, held_q, b.positions, b.Q, b.goal, b.error_norm,
                     b.status, b.X_WB) >= 0:
         return TRACK_FAILED
-    v_prior = b.v_prior
-    for j in range(v_prior.shape[1]):
-        v_prior[0, j] = 0.0
-    dt = stamp - cycle.stamp_prev
-    if math.isfinite(cycle.stamp_prev) and dt > 0.0:
-        for k in range(nq):
-            b.previous[0, k] = q_last[k] if has_q_last else np.nan
-        position_differences(tree, b.previous, b.Q, v_prior)
-        for j in range(v_prior.shape[1]):
-            v_prior[0, j] /= dt
-    for k in problem.measured:
-        rate = encoder[k].v
-        if math.isfinite(rate):
-            v_prior[0, problem.art_v[k]] = rate
-    if not kinematics_and_velocities(tree, b.Q, b.have_X_WB, v_prior, b.use_gyro, b.w_S, problem.body_index,
+    for k in range(nq):
+        b.previous[k] = q_last[k] if has_q_last else np.nan
+    velocity_priors(tree, message.cycle, message.encoder, b.previous, b.Q, problem.measured, problem.art_v, b.v_prior)
+    if not kinematics_and_velocities(tree, b.Q, b.have_X_WB, b.v_prior, b.use_gyro, b.w_S, problem.body_index,
                                      problem.R_BS, problem.free_v, regularization, b.X_WB, b.V, b.from_gyro):
         return SINGULAR_GYROS
     sensor_errors(b.X_WB, b.observed, problem.body_index, problem.R_BS, R_WG, b.R_GS, b.errors)
     return STREAMED
 
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def velocity_priors(tree, cycle, encoder, q_before, Q, measured, art_v, v_prior):
+    """The velocity priors ``v_prior`` (C, nv) of the C cycles solved as ``Q`` (C, nq), for the gyros' least squares
+    (``kinematics_and_velocities``): the finite difference (Q[c] ⊖ Q[c-1]) / dt (:func:`difference_positions`),
+    Q[-1] = ``q_before`` (nq,) the last q before these cycles (NaN: none), where ``cycle[c]``'s previous stamp
+    (``rules.Cycles.cycle``) is finite and dt = stamp - stamp_prev > 0, else 0 (after a reset, a first cycle);
+    then each ``measured`` articulated coordinate's encoder rate (``encoder[c, k].v``, (≥C, n_art)) where finite,
+    at its velocity ``art_v[k]``. Written once for both paths: the batch path's C cycles
+    (``Estimator._solve_cycles``) and :func:`stream_cycle`'s one."""
+    for c in range(Q.shape[0]):
+        for j in range(v_prior.shape[1]):
+            v_prior[c, j] = 0.0
+        stamp_prev = cycle[c].stamp_prev
+        dt = cycle[c].stamp - stamp_prev
+        if math.isfinite(stamp_prev) and dt > 0.0:
+            if c:
+                difference_positions(tree, Q[c - 1], Q[c], v_prior[c])
+            else:
+                difference_positions(tree, q_before, Q[c], v_prior[c])
+            for j in range(v_prior.shape[1]):
+                v_prior[c, j] /= dt
+        for k in measured:
+            rate = encoder[c, k].v
+            if math.isfinite(rate):
+                v_prior[c, art_v[k]] = rate
