@@ -682,13 +682,11 @@ class Estimator:
         tracking), v (gyros, finite differences, encoders), poses and sensor errors."""
         stale = cycles.stale[:C]
         cycle, encoder = cycles.cycle[:C], cycles.encoder[:C]
-        R_GS = np.ascontiguousarray(cycles.sample["R_GS"][:C])
-        w_S = np.ascontiguousarray(cycles.sample["w_S"][:C])
-        with np.errstate(invalid="ignore"):
-            has_R = np.isfinite(R_GS[:, :, 0, 0])
-            has_w = np.isfinite(w_S[:, :, 0])
-        observed = ~stale & has_R & self._weighted
-        use_gyro = ~stale & has_w & self._calibrated
+        n_imu = len(self._names)
+        R_GS, w_S = np.empty((C, n_imu, 3, 3)), np.empty((C, n_imu, 3))
+        observed, use_gyro = np.empty((C, n_imu), bool), np.empty((C, n_imu), bool)
+        stream.read_samples(cycles.sample, cycles.stale, self._weighted, self._calibrated, R_GS, w_S, observed,
+                            use_gyro)
         factors = self._weight_factors(cycles.sample["R_var"][:C])
         if self._heading is not None:  # issue 19.2: gyro biases from the orientation streams (module heading)
             w_S = self._heading.unbiased_gyros(cycle["stamp"], cycle["reset"], R_GS, w_S, ~stale)

@@ -87,7 +87,7 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     :data:`STREAMED` or why not (then nothing the caller keeps has changed but the tracker's statistics, as when
     ``track_sequence`` raised).
 
-    1. The samples: observed = not stale, an orientation, a weighted IMU; gyro used = not stale, a rate, calibrated.
+    1. The samples (:func:`read_samples`, as the batch path reads its cycles').
     2. The start: ``q_current`` with the measured coordinates at the encoders' values and the odometry's matched
        base coordinates (``Estimator._locked``), as ``set_positions`` takes it (finite; quaternions unit to
        rounding, kept bit for bit); R_WO of the observed slots from ``rotated`` (n_imu, 3, 3): the samples' R_GS, or
@@ -98,20 +98,9 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
        ``kinematics_and_velocities`` and ``sensor_errors`` as the batch path calls them.
     ``regularization``: the gyros' least squares' (``velocity_regularization``)."""
     cycle = message.cycle[0]
-    n_imu = b.R_GS.shape[1]
     nq = b.start.shape[0]
-    any_observed = False
-    for i in range(n_imu):
-        sample = message.sample[0, i]
-        for r in range(3):
-            b.w_S[0, i, r] = sample.w_S[r]
-            for c in range(3):
-                b.R_GS[0, i, r, c] = sample.R_GS[r, c]
-        fresh = not message.stale[0, i]
-        b.observed[0, i] = fresh and math.isfinite(sample.R_GS[0, 0]) and problem.weighted[i]
-        b.use_gyro[0, i] = fresh and math.isfinite(sample.w_S[0]) and problem.calibrated[i]
-        any_observed = any_observed or b.observed[0, i]
-    if not any_observed:
+    if not read_samples(message.sample, message.stale, problem.weighted, problem.calibrated, b.R_GS, b.w_S,
+                        b.observed, b.use_gyro):
         return NOTHING_OBSERVED
     stamp = cycle.stamp
     b.stamp[0] = stamp
@@ -152,6 +141,29 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     sensor_errors(b.X_WB, b.observed, problem.body_index, problem.R_BS, R_WG, b.R_GS, b.errors)
     return STREAMED
 
+
+
+@njit(cache=True, nogil=True)
+def read_samples(sample, stale, weighted, calibrated, R_GS, w_S, observed, use_gyro):
+    """The first C = len(R_GS) cycles' samples (``sample`` (≥C, n_imu) ``rules.SAMPLE`` records, ``stale`` (≥C,
+    n_imu)): their orientations R_GS (C, n_imu, 3, 3) and rates w_S (C, n_imu, 3) copied out, and which the cycles
+    use: ``observed`` (C, n_imu) = not stale, an orientation (finite R_GS[0, 0]), an IMU the solve ``weighted``
+    (calibrated, weight > 0); ``use_gyro`` = not stale, a rate (finite w_S[0]), a ``calibrated`` IMU. Returns
+    whether any sample is observed. Written once for both paths: the batch path's cycles
+    (``Estimator._solve_cycles``) and :func:`stream_cycle`'s one."""
+    any_observed = False
+    for c in range(R_GS.shape[0]):
+        for i in range(R_GS.shape[1]):
+            record = sample[c, i]
+            for r in range(3):
+                w_S[c, i, r] = record.w_S[r]
+                for k in range(3):
+                    R_GS[c, i, r, k] = record.R_GS[r, k]
+            fresh = not stale[c, i]
+            observed[c, i] = fresh and math.isfinite(record.R_GS[0, 0]) and weighted[i]
+            use_gyro[c, i] = fresh and math.isfinite(record.w_S[0]) and calibrated[i]
+            any_observed = any_observed or observed[c, i]
+    return any_observed
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
