@@ -44,14 +44,16 @@ _SURELY_UNIT = 2.0 * np.finfo(float).eps
 
 StreamBuffers = namedtuple("StreamBuffers", [
     "stamp", "R_GS", "w_S", "observed", "use_gyro", "R_WO", "X_WB", "have_X_WB", "V", "from_gyro", "errors",
-    "start", "positions", "Q", "goal", "error_norm", "status", "obs_pos", "obs_weight", "previous", "v_prior",
+    "start", "first_row", "positions", "Q", "goal", "error_norm", "status", "obs_pos", "obs_weight", "previous",
+    "v_prior",
 ])
 StreamBuffers.__doc__ = """One cycle's arrays, allocated once per solver (:func:`new_buffers`): the inputs and
 outputs of the batch path's kernels as a one-cycle run (leading axis 1). ``stamp`` (1,); ``R_GS`` (1, n_imu, 3, 3) and
 ``w_S`` (1, n_imu, 3) the cycle's samples; ``observed`` / ``use_gyro`` (1, n_imu) bool; ``R_WO`` (1, solver sensors,
 3, 3); ``X_WB`` (1, nb, 4, 4) the solution's poses; ``have_X_WB`` (1,) True; ``V`` (1, nv); ``from_gyro`` (1, nv)
-bool; ``errors`` (1, n_imu) deg; ``start`` (nq,) the solver's start (the locked q); ``positions`` (1, nq) its locked
-values; ``Q`` (1, nq) the solution; ``goal``, ``error_norm`` (1,), ``status`` (1,) int64; ``obs_pos`` (1, 0, 3) and
+bool; ``errors`` (1, n_imu) deg; ``start`` (nq,) the solver's start (the locked q); ``first_row`` [0] (the
+cycle's row, for :func:`locked_positions`); ``positions`` (1, nq) its locked coordinates' values, NaN elsewhere;
+``Q`` (1, nq) the solution; ``goal``, ``error_norm`` (1,), ``status`` (1,) int64; ``obs_pos`` (1, 0, 3) and
 ``obs_weight`` (0, solver sensors) (no markers, the configured weights); ``previous`` (nq,) the last cycle's q;
 ``v_prior`` (1, nv)."""
 
@@ -74,7 +76,8 @@ def new_buffers(plant, n_imu: int, n_solver: int) -> StreamBuffers:
         observed=np.zeros((1, n_imu), bool), use_gyro=np.zeros((1, n_imu), bool), R_WO=np.empty((1, n_solver, 3, 3)),
         X_WB=np.empty((1, nb, 4, 4)), have_X_WB=np.ones(1, bool), V=np.empty((1, nv)),
         from_gyro=np.zeros((1, nv), bool),
-        errors=np.empty((1, n_imu)), start=np.empty(nq), positions=np.empty((1, nq)), Q=np.empty((1, nq)),
+        errors=np.empty((1, n_imu)), start=np.empty(nq), first_row=np.zeros(1, np.int64),
+        positions=np.full((1, nq), np.nan), Q=np.empty((1, nq)),
         goal=np.empty(1), error_norm=np.empty(1), status=np.empty(1, np.int64), obs_pos=np.empty((1, 0, 3)),
         obs_weight=np.empty((0, n_solver)), previous=np.empty(nq), v_prior=np.empty((1, nv)))
 
@@ -88,8 +91,8 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     ``track_sequence`` raised).
 
     1. The samples (:func:`read_samples`, as the batch path reads its cycles').
-    2. The start: ``q_current`` with the measured coordinates at the encoders' values and the odometry's matched
-       base coordinates (``Estimator._locked``), as ``set_positions`` takes it (finite; quaternions unit to
+    2. The start: ``q_current`` locked (:func:`locked_positions`, as the batch path locks its cycles), as
+       ``set_positions`` takes it (finite; quaternions unit to
        rounding, kept bit for bit); R_WO of the observed slots from ``rotated`` (n_imu, 3, 3): the samples' R_GS, or
        R_WG R_GS computed by the caller with NumPy's matmul, the bits of ``Estimator._observations``.
     3. ``track_frames`` over the one frame (``tracker``, ``held_q``, ``floating_q``: ``Assembler.frame_tracking``'s),
@@ -107,13 +110,8 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     start = b.start
     for k in range(nq):
         start[k] = q_current[k]
-    encoder = message.encoder[0]
-    for k in problem.measured:
-        start[problem.art_q[k]] = encoder[k].q
-    values = message.odometry[0].values
-    for k in range(problem.odometry_q.shape[0]):
-        if math.isfinite(values[k]):
-            start[problem.odometry_q[k]] = values[k]
+    locked_positions(start, message.encoder, message.odometry, b.first_row, problem.measured, problem.art_q,
+                     problem.odometry_q, b.positions)
     for k in range(nq):
         if not math.isfinite(start[k]):
             return NOT_SET
@@ -121,8 +119,6 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
         norm = math.sqrt(start[qs] ** 2 + start[qs + 1] ** 2 + start[qs + 2] ** 2 + start[qs + 3] ** 2)
         if not abs(norm - 1.0) <= _SURELY_UNIT:
             return NOT_SET
-    for k in range(nq):
-        b.positions[0, k] = start[k]
     R_WO = b.R_WO
     for s in range(problem.solver_columns.shape[0]):
         i = problem.solver_columns[s]
@@ -164,6 +160,27 @@ def read_samples(sample, stale, weighted, calibrated, R_GS, w_S, observed, use_g
             use_gyro[c, i] = fresh and math.isfinite(record.w_S[0]) and calibrated[i]
             any_observed = any_observed or observed[c, i]
     return any_observed
+
+
+@njit(cache=True, nogil=True)
+def locked_positions(q, encoder, odometry, rows, measured, art_q, odometry_q, out):
+    """The locked coordinates of the cycles ``rows`` (F,) in turn: ``q`` (nq,) with the ``measured`` articulated
+    coordinates at the cycle's encoder values (``encoder[c, k].q`` at ``art_q[k]``) and the base coordinates the
+    odometry sets (``odometry_q`` (k,)) at its matched values (``odometry[c].values``; NaN: none matched, q's, i.e.
+    the last matched, hold), in place; ``out[f]`` (F, nq) receives row f's locked coordinates (its other entries
+    are left as they are: NaN, to ``track_frames``, keeps the previous frame's). ``Estimator._locked`` (one cycle:
+    an assembly's start, a held cycle) and ``Estimator._track_chunk`` (a chunk's frames) call it, and
+    :func:`stream_cycle` for its one cycle: written once for both paths."""
+    for f in range(rows.shape[0]):
+        c = rows[f]
+        for k in measured:
+            q[art_q[k]] = encoder[c, k].q
+            out[f, art_q[k]] = q[art_q[k]]
+        values = odometry[c].values
+        for k in range(odometry_q.shape[0]):
+            if math.isfinite(values[k]):
+                q[odometry_q[k]] = values[k]
+            out[f, odometry_q[k]] = q[odometry_q[k]]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
