@@ -8,7 +8,10 @@ same kernels (``Assembler.track_sequence``'s checks, the velocity priors' and ob
 a dispatcher typing the kinematic tree); and the sets come 2 ms apart, each starting with cold caches, so that each
 of those microseconds costs about two. :func:`stream_cycle` does the steps of ``Estimator._stream_cycle`` in one
 call, with the same kernels on the same values in the same order, so its outputs are the batch path's bits (the
-streaming == batch tests of test_estimator_estimator, test_estimator_rules and test_node_estimator).
+streaming == batch tests of test_estimator_estimator, test_estimator_rules and test_node_estimator). The steps the
+batch path did with NumPy are written here once, as kernels over C cycles that both paths call (the batch path on its
+run, :func:`stream_cycle` on its one row): the samples' masks (:func:`read_samples`), the locked start
+(:func:`locked_positions`) and the velocity prior (:func:`velocity_priors`).
 
 Its arguments are fixed objects (:class:`StreamBuffers`, :class:`StreamProblem`, the rules' one-message ``Cycles``, the
 Assembler's ``FrameTracking``), so the Estimator calls it through its entry point (``compiled_entry``), rebound when
