@@ -154,7 +154,11 @@ def _inverse_right_jacobian(phi, out):
 @njit(cache=True, inline="always", error_model="numpy")
 def cholesky_factor(H, n):
     """H = L Lᵀ for the leading n x n block of a symmetric positive definite H, L into H's lower triangle (in
-    place). Returns False when a pivot is not positive (H not positive definite to working precision)."""
+    place). Returns False when a pivot is not positive (H not positive definite to working precision).
+
+    Column j: ``L_jj = √(H_jj - Σ_{k<j} L_jk²)``, ``L_ij = (H_ij - Σ_{k<j} L_ik L_jk) / L_jj`` (i > j), each sum in
+    ascending k. Four rows' sums run side by side (each still in ascending k: the same bits as one after the
+    other), so that the processor overlaps four dependent chains of subtractions instead of waiting on one."""
     for j in range(n):
         d = H[j, j]
         for k in range(j):
@@ -163,7 +167,19 @@ def cholesky_factor(H, n):
             return False
         d = math.sqrt(d)
         H[j, j] = d
-        for i in range(j + 1, n):
+        first = j + 1
+        while first + 3 < n:  # four rows' sums side by side: four independent chains, the same order in each
+            i = first
+            s0, s1, s2, s3 = H[i, j], H[i + 1, j], H[i + 2, j], H[i + 3, j]
+            for k in range(j):
+                h = H[j, k]
+                s0 -= H[i, k] * h
+                s1 -= H[i + 1, k] * h
+                s2 -= H[i + 2, k] * h
+                s3 -= H[i + 3, k] * h
+            H[i, j], H[i + 1, j], H[i + 2, j], H[i + 3, j] = s0 / d, s1 / d, s2 / d, s3 / d
+            first += 4
+        for i in range(first, n):
             s = H[i, j]
             for k in range(j):
                 s -= H[i, k] * H[j, k]
@@ -365,7 +381,22 @@ def _normal_equations(A, n, r, lam, H, g):
         g[i] = 0.0
         for j in range(i + 1):
             H[i, j] = 0.0
-    for k in range(m):
+    # Three rows at a time (a sensor's rows), each entry's sum still in row order: the same bits as row by row, at a
+    # third of the loads and stores of H. A product of a zero entry adds ±0, which leaves the sum as it is (a sum
+    # that starts at +0 never becomes -0), so a column is skipped only where all three rows are zero.
+    rows = 0  # rows done
+    while rows + 2 < m:
+        k = rows
+        r0, r1, r2 = r[k], r[k + 1], r[k + 2]
+        for i in range(n):
+            a0, a1, a2 = A[k, i], A[k + 1, i], A[k + 2, i]
+            if a0 == 0.0 and a1 == 0.0 and a2 == 0.0:
+                continue
+            g[i] = ((g[i] - a0 * r0) - a1 * r1) - a2 * r2
+            for j in range(i + 1):
+                H[i, j] = ((H[i, j] + a0 * A[k, j]) + a1 * A[k + 1, j]) + a2 * A[k + 2, j]
+        rows += 3
+    for k in range(rows, m):
         rk = r[k]
         for i in range(n):
             a = A[k, i]
@@ -401,13 +432,12 @@ def compute_step(A, r_g, C, r_c, lam, d):
     return _constrained_step(A, r_g, C, r_c, lam, d)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def _unconstrained_step(A, n, r_g, lam, d, H, g):
     """:func:`compute_step` without hard errors on the first n columns of A (d[:n] is the step), with the normal
     matrix and the gradient in the leading blocks of given buffers H (>= n x n) and g (>= n): the solver's
-    workspace holds them at the largest size, reused at every iteration."""
-    if n == 0:
-        return True
+    workspace holds them at the largest size, reused at every iteration. With n = 0 every loop is empty and the
+    empty step is found (no early return: one would keep numba's reference counting in the solver's leaf)."""
     mu = _normal_equations(A, n, r_g, lam, H, g)
     for i in range(n):
         H[i, i] += mu
@@ -584,20 +614,101 @@ def make_solver_work(problem, nq):
             np.empty((m_err, n)), np.empty(n), np.empty((n, n)), np.empty(n))
 
 
+# The solver loop's pieces below take the tracker and read its arrays themselves: each is a leaf (it calls no other
+# compiled function), where numba prunes most of its reference counting (all of it in clip_start and trial_point; a
+# few counts stay in free_set's and the step's branchier code), whereas every array the loop itself read out of the
+# tracker's records was counted at each frame (an atomic increment and decrement each; NRT_incref / NRT_decref were
+# ~18 % of a tracked Panda frame's samples before, ~12 % after: perf). Divisors in them are positive by construction
+# (error_model="numpy", as the evaluation leaves).
 @njit(cache=True)
-def _start(tracker, q, r_g, r_c, evaluated, bound_q, lo, hi, use_rms, J_g, J_c, stats):
-    """The start of :func:`solve`, once per solve: q clipped into [lo, hi], the residuals at q into r_g, r_c (unless
-    ``evaluated`` and q was inside its bounds: then they are already there), and the Jacobians at q into J_g, J_c,
-    counted in ``stats``. Returns the goal F = ½|r_g|² and the error norm at q.
+def loop_buffers(tracker):
+    """(J_g, J_c, r_g2, r_c2, q_trial) of the tracker's ``solver_work``, the arrays the loop itself passes on: five
+    references instead of the workspace's fourteen (binding a tuple counts a reference to each of its arrays)."""
+    work = tracker.solver_work
+    return work[0], work[1], work[2], work[3], work[4]
 
-    Compiled apart and called once per solve with the arrays it uses (no field of the tracker is read here, which
-    would reference-count them): solve's per-iteration loop stays one piece of code."""
-    if clip_to_bounds(q, bound_q, lo, hi) or not evaluated:
-        evaluate_residuals(tracker, q, r_g, r_c)
-        stats[0] += 1
-    evaluate_jacobians(tracker, J_g, J_c)
-    stats[1] += 1
-    return _goal(r_g), error_norm(r_c, use_rms)
+
+@njit(cache=True, error_model="numpy")
+def clip_start(tracker, q):
+    """Clip q into the bounds of the tracker's problem (:func:`clip_to_bounds`); returns True if anything changed."""
+    problem = tracker.problem
+    return clip_to_bounds(q, problem[4], problem[5], problem[6])
+
+
+@njit(cache=True, error_model="numpy")
+def free_set(tracker, q, r_g):
+    """One iteration's free set: the goal gradient over the free velocities, ``g_free = J_gᵀ r_g``; the variables
+    held on a bound (:func:`select_active_bounds`); the other (free) columns of J_g and J_c into the first n_step of
+    A and C, and d[:n_step] = 0. Returns (n_step, max |g_free| over the free ones)."""
+    problem, work = tracker.problem, tracker.solver_work  # each record read once (see the note above)
+    m_goal, m_err, free_v, bound_q, lo, hi = problem[0], problem[1], problem[3], problem[4], problem[5], problem[6]
+    J_g, J_c, g_free, active, A, C, d = work[0], work[1], work[6], work[7], work[8], work[9], work[10]
+    nv = free_v.shape[0]
+    for j in range(nv):
+        c = free_v[j]
+        s = 0.0
+        for k in range(m_goal):
+            s += J_g[k, c] * r_g[k]
+        g_free[j] = s
+    select_active_bounds(q, g_free, bound_q, lo, hi, active)
+    n_step = 0
+    gmax = 0.0
+    for j in range(nv):
+        if not active[j]:
+            gmax = max(gmax, abs(g_free[j]))
+            n_step += 1
+    col = 0
+    for j in range(nv):
+        if active[j]:
+            continue
+        c = free_v[j]
+        for k in range(m_goal):
+            A[k, col] = J_g[k, c]
+        for k in range(m_err):
+            C[k, col] = J_c[k, c]
+        col += 1
+    for j in range(n_step):
+        d[j] = 0.0
+    return n_step, gmax
+
+
+@njit(cache=True, error_model="numpy")
+def unconstrained_step_of(tracker, n_step, r_g, lam):
+    """:func:`_unconstrained_step` on the tracker's A (first n_step columns), into its d, with its H and g."""
+    work = tracker.solver_work
+    A, d, H, g = work[8], work[10], work[11], work[12]
+    found = _unconstrained_step(A, n_step, r_g, lam, d, H, g)
+    return found
+
+
+@njit(cache=True)
+def constrained_step_of(tracker, n_step, r_g, r_c, lam):
+    """:func:`_constrained_step` on the first n_step columns of the tracker's A and C, into its d."""
+    work = tracker.solver_work
+    A, C = work[8], work[9]
+    return _constrained_step(np.ascontiguousarray(A[:, :n_step]), r_g, np.ascontiguousarray(C[:, :n_step]), r_c, lam,
+                             work[10])
+
+
+@njit(cache=True, error_model="numpy")
+def trial_point(tracker, q):
+    """The trial of a step: dv = d scattered to the free velocities not held (0 elsewhere), q_trial = clip(q ⊕ dv)
+    (:func:`integrate_positions`, :func:`clip_to_bounds`) into the solver's q_trial. Returns |d|∞."""
+    problem, work = tracker.problem, tracker.solver_work
+    free_v, bound_q, lo, hi = problem[3], problem[4], problem[5], problem[6]
+    q_trial, dv, active, d = work[4], work[5], work[7], work[10]
+    dv[:] = 0.0
+    col = 0
+    step = 0.0
+    for j in range(free_v.shape[0]):
+        if active[j]:
+            continue
+        dv[free_v[j]] = d[col]
+        step = max(step, abs(d[col]))
+        col += 1
+    integrate_positions(tracker.tree, q, dv, q_trial)
+    clip_to_bounds(q_trial, bound_q, lo, hi)
+    return step
 
 
 @njit(cache=True, inline="always")
@@ -609,7 +720,7 @@ def solve(tracker, q, r_g, r_c, evaluated):
     :func:`make_work`) and ``solver_work`` (:func:`make_solver_work`); neither carries anything from one call to the
     next that changes the result. If ``evaluated``, ``work``, r_g and r_c already hold the evaluation at q.
 
-    Start (:func:`_start`): q clipped into its bounds, residuals and Jacobians at q. Iteration: hold variables on an
+    Start: q clipped into its bounds, residuals and Jacobians at q. Iteration: hold variables on an
     outward-pushed bound; damped step (:func:`compute_step`); trial q' = clip(q ⊕ d); accept or reject
     (:func:`accept_step`) with λ divided by 3 on acceptance (down to 1e-8, then Jacobians at the new q) and multiplied
     by 4 on rejection. Converged, after an accepted step, when the error norm is within ``tolerance`` and either
@@ -620,72 +731,39 @@ def solve(tracker, q, r_g, r_c, evaluated):
     ``stats`` (int64[3]) is incremented: [residual evaluations, Jacobian evaluations, iterations].
     Returns (status, goal F = ½|r_g|², error norm); r_g, r_c end as the residuals at the returned q.
     """
-    tree, solver_work, stats = tracker.tree, tracker.solver_work, tracker.stats
-    m_goal, m_err, nv_full, free_v, bound_q, lo, hi = tracker.problem
+    m_err = tracker.problem[1]
     accuracy, tolerance, use_rms, max_iterations, lam0 = tracker.settings
-    nv = free_v.shape[0]
-    J_g, J_c, r_g2, r_c2, q_trial, dv, g_free, active = solver_work[:8]
-    # A, C: the Jacobians' columns of this step's free set (the first n_step columns); d, H, g: the step and the
-    # normal equations (leading blocks). Full-size buffers: no per-iteration views.
-    A, C, d, H, g = solver_work[8:]
-    F, e = _start(tracker, q, r_g, r_c, evaluated, bound_q, lo, hi, use_rms, J_g, J_c, stats)
+    stats = tracker.stats
+    J_g, J_c, r_g2, r_c2, q_trial = loop_buffers(tracker)
+    # Start: q clipped into its bounds, the residuals at q (unless evaluated there), the Jacobians at q.
+    if clip_start(tracker, q) or not evaluated:
+        evaluate_residuals(tracker, q, r_g, r_c)
+        stats[0] += 1
+    evaluate_jacobians(tracker, J_g, J_c)
+    stats[1] += 1
+    F = _goal(r_g)
+    e = error_norm(r_c, use_rms)
     lam = lam0
     status = STATUS_MAX_ITERATIONS
     iterations = 0
     while iterations < max_iterations:
-        # Projected gradient and the free set of this step.
-        for j in range(nv):
-            c = free_v[j]
-            s = 0.0
-            for k in range(m_goal):
-                s += J_g[k, c] * r_g[k]
-            g_free[j] = s
-        select_active_bounds(q, g_free, bound_q, lo, hi, active)
-        n_step = 0
-        gmax = 0.0
-        for j in range(nv):
-            if not active[j]:
-                gmax = max(gmax, abs(g_free[j]))
-                n_step += 1
+        n_step, gmax = free_set(tracker, q, r_g)  # projected gradient, free set, the step's columns in A / C
         if gmax == 0.0 and e <= tolerance:
             status = STATUS_CONVERGED
             break
-        col = 0
-        for j in range(nv):
-            if active[j]:
-                continue
-            c = free_v[j]
-            for k in range(m_goal):
-                A[k, col] = J_g[k, c]
-            for k in range(m_err):
-                C[k, col] = J_c[k, c]
-            col += 1
-        for j in range(n_step):
-            d[j] = 0.0
         iterations += 1
         stats[2] += 1
         if m_err == 0:
-            found = _unconstrained_step(A, n_step, r_g, lam, d, H, g)
+            found = unconstrained_step_of(tracker, n_step, r_g, lam)
         else:
-            found = _constrained_step(np.ascontiguousarray(A[:, :n_step]), r_g, np.ascontiguousarray(C[:, :n_step]),
-                                      r_c, lam, d)
+            found = constrained_step_of(tracker, n_step, r_g, r_c, lam)
         if not found:
             lam *= 4.0
             if lam > _LAMBDA_MAX:
                 status = STATUS_STALLED
                 break
             continue
-        dv[:] = 0.0
-        col = 0
-        step = 0.0
-        for j in range(nv):
-            if active[j]:
-                continue
-            dv[free_v[j]] = d[col]
-            step = max(step, abs(d[col]))
-            col += 1
-        integrate_positions(tree, q, dv, q_trial)
-        clip_to_bounds(q_trial, bound_q, lo, hi)
+        step = trial_point(tracker, q)
         # The trial overwrites the kinematics in `work`; the Jacobians at q are already in J_g / J_c.
         evaluate_residuals(tracker, q_trial, r_g2, r_c2)
         stats[0] += 1

@@ -142,10 +142,15 @@ def _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, S, flags, q_last, incremental, 
             else:
                 s = q[q_start[b]]
             if kind == JOINT_REVOLUTE:
-                _set_rotation_about_axis(axis, b, s, S, 1)
+                u = _unit_axis(axis, b)
+                if u >= 0:
+                    _rotate_about_unit_axis(S, u, s)
+                else:
+                    _set_rotation_about_axis(axis, b, s, S, 1)
+                    for i in range(3):
+                        for j in range(3):
+                            S[2, i, j] = S[0, i, 0] * S[1, 0, j] + S[0, i, 1] * S[1, 1, j] + S[0, i, 2] * S[1, 2, j]
                 for i in range(3):
-                    for j in range(3):
-                        S[2, i, j] = S[0, i, 0] * S[1, 0, j] + S[0, i, 1] * S[1, 1, j] + S[0, i, 2] * S[1, 2, j]
                     S[2, i, 3] = S[0, i, 3]
             else:
                 t0, t1, t2 = s * axis[b, 0], s * axis[b, 1], s * axis[b, 2]
@@ -186,6 +191,35 @@ def _kinematics_sweep(tree, q, X_WB, R_WF, p_WM, S, flags, q_last, incremental, 
                     X_WB[b, i, j] = S[2, i, j]
         else:
             _compose_at(S, 2, X_MC, b, X_WB, b)
+
+
+@njit(cache=True, inline="always")
+def _unit_axis(axis, b):
+    """a when axis[b] is exactly the unit vector e_a (a in 0, 1, 2: URDF joints about x, y or z), else -1."""
+    for a in range(3):
+        if axis[b, a] == 1.0 and axis[b, (a + 1) % 3] == 0.0 and axis[b, (a + 2) % 3] == 0.0:
+            return a
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _rotate_about_unit_axis(S, a, angle):
+    """Rotation block of S[2] = S[0] · exp(angle [e_a]x), the product :func:`_set_rotation_about_axis` and a 3x3
+    product give for the unit axis e_a, with the terms of its exact zeros left out. With (a, b, c) a cyclic order of
+    the axes, Rodrigues' matrix has R_bb = R_cc = cos, R_cb = sin, R_bc = -sin, R_aa = cos + (1 - cos) and zeros
+    elsewhere (each formed there as 0·t ± 0·s or 0 ± ..., +0 or exact); adding a ±0 product leaves a sum as it is,
+    so the values are the full product's, up to the sign of a zero, for a third of the arithmetic."""
+    c = math.cos(angle)
+    s = math.sin(angle)
+    t = 1.0 - c
+    r_aa = c + t
+    b = (a + 1) % 3
+    e = (a + 2) % 3
+    for i in range(3):
+        u, v, w = S[0, i, a], S[0, i, b], S[0, i, e]
+        S[2, i, a] = u * r_aa
+        S[2, i, b] = v * c + w * s
+        S[2, i, e] = v * -s + w * c
 
 
 @njit(cache=True, inline="always")
