@@ -141,6 +141,8 @@ class Estimator:
         self._position_names = tuple(plant.position_names())
         self._velocity_names = tuple(plant.velocity_names())
         self._measured = ~self._setup.estimated  # articulated coordinates locked at their encoder values
+        if self._setup.odometry is not None:  # ... but the odometry's: they hold their last matched value, not an
+            self._measured[self._setup.odometry.art_index] = False  # encoder's (none reports them: q's default)
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
@@ -894,10 +896,11 @@ class Estimator:
         fails (the failed frame keeps its previous coordinates, as alone). ``weights`` (C, solver sensors) the
         observations' weight factors (:meth:`_weight_factors`), None: the configured weights."""
         frames = c + np.flatnonzero(any_observed[c:end])
-        locked = np.full((len(frames), len(self._setup.q_default)), np.nan)
-        problem = self._stream_problem  # a frame no odometry matched holds the previous frame's values
-        stream.locked_positions(self._q_current.copy(), encoder, odometry, frames, problem.measured, problem.art_q,
-                                problem.odometry_q, locked)
+        locked = np.full((end - c, len(self._setup.q_default)), np.nan)
+        problem = self._stream_problem  # a cycle no odometry matched holds the previous cycle's values, held or solved
+        stream.locked_positions(self._q_current.copy(), encoder, odometry, np.arange(c, end), problem.measured,
+                                problem.art_q, problem.odometry_q, locked)
+        locked = locked[frames - c]
         contiguous = len(frames) == end - c
         poses = out["X_WB"][c:end] if contiguous else np.empty((len(frames),) + out["X_WB"].shape[1:])
         started = time.perf_counter()
