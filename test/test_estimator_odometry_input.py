@@ -212,7 +212,8 @@ def stream(estimator, messages, with_clock):
     for arrival, kind, name, stamp, payload in messages:
         now = arrival if with_clock else None
         if kind == 0:
-            out = estimator.process_imu(name, stamp, *payload, now=now)[1]
+            out = estimator.process_imu(name, stamp, payload[0], payload[1],
+                                        orientation_present=payload[2:] != (False,), now=now)[1]
         elif kind == 1:
             out = estimator.process_joint_state(payload[0], payload[1], payload[2], stamp=stamp, now=now)[1]
         else:
@@ -244,7 +245,8 @@ def as_window(messages, imu_names, with_clock):
     return OfflineInputs(
         kind=kind, row=row, imu_sensor=np.array([imu_names.index(m[2]) for m in imu], dtype=np.int64),
         imu_stamp=np.array([m[3] for m in imu]), imu_quaternion_wxyz=np.array([m[4][0] for m in imu]),
-        imu_angular_velocity=np.array([m[4][1] for m in imu]), imu_orientation_present=np.ones(len(imu), bool),
+        imu_angular_velocity=np.array([m[4][1] for m in imu]),
+        imu_orientation_present=np.array([m[4][2:] != (False,) for m in imu], bool),
         imu_angular_velocity_present=np.ones(len(imu), bool), js_stamp=np.array([m[3] for m in js]),
         js_names=[tuple(m[4][0]) for m in js], js_positions=[m[4][1] for m in js],
         js_velocities=[m[4][2] for m in js], stamp_ns=np.array([round(m[3] * 1e9) for m in messages]),
@@ -290,6 +292,40 @@ def test_planar_base_follows_the_odometry_streaming_equals_batch_bit_for_bit(wit
             np.testing.assert_allclose(result.q[base.q_index], run.q[j, base.q_index], atol=1e-9)
             if j == k:  # odometry of this very instant: every coordinate is the truth (else the heading is 10 ms old)
                 np.testing.assert_allclose(result.q, run.q[k], atol=1e-6)
+
+
+def test_when_the_odometry_stops_the_base_holds_its_last_value_through_held_and_solved_cycles():
+    """A stretch of IMU messages without orientation (gyro only: the cycles observe nothing and hold q, with the
+    odometry's base coordinates of their instants), during which the odometry stops: from the first cycle with no
+    odometry within the timeout on, held or solved, the base holds the last odometry's pose, in the batch path's
+    chunk as cycle by cycle, bit for bit. (Before, such a cycle put the base at its default, the value of an encoder
+    that never reported it, and the batch path's next solved frame took the pose of the chunk's last solved frame.)"""
+    plant = mobile_manipulator()
+    imus = (ImuConfig("base", "base_imu_link"), ImuConfig("forearm", "arm_link5"), ImuConfig("hand", "arm_link7"))
+    config = EstimatorConfig(imus=imus, estimated_joints={"base": ("base_link_qz",), "arm": (
+        "arm_joint4", "arm_joint5", "arm_joint6", "arm_joint7")}, odometry=OdometryConfig(), sync_tolerance_s=1e-4,
+        accuracy=1e-9)
+    estimator = Estimator(plant, config)
+    base = estimator.odometry_base
+    names = list(plant.articulated_view().position_names())
+    measured = [n for i, n in enumerate(names) if not estimator.estimated_mask[i] and i not in base.art_index]
+    run = simulated(plant, [SimulatedImu(i.name, i.body) for i in imus], measured)
+    messages = []
+    for arrival, kind, name, stamp, payload in messages_with_odometry(plant, base, run, {}, False):
+        if kind == 2 and stamp >= 1.49:
+            continue  # the odometry stops after 1.48 s
+        if kind == 0 and 1.40 <= stamp < 1.60:
+            payload = (*payload, False)  # orientation absent: nothing observed in [1.40, 1.60)
+        messages.append((arrival, kind, name, stamp, payload))
+    streaming = streaming_equals_batch(plant, config, estimator, messages, False)
+    held = [r for r in streaming if 1.40 <= r.stamp < 1.60]
+    assert held and all(not r.solved for r in held)
+    after = next(r for r in streaming if r.stamp >= 1.60)
+    assert after.solved
+    last = int(np.argmin(np.abs(np.asarray(run.times) - 1.48)))  # the last odometry message's instant
+    for result in [r for r in held if r.stamp > 1.58 + 1e-9] + [after]:  # no odometry within 0.1 s any more
+        np.testing.assert_allclose(result.q[base.q_index], run.q[last, base.q_index], atol=1e-12)
+    assert not np.allclose(held[0].q[base.q_index], run.q[last, base.q_index])  # the base moved meanwhile
 
 
 def test_floating_base_translation_from_odometry_rotation_from_the_imu_with_time_offsets():

@@ -42,7 +42,6 @@ from ros_dofkit.core.estimator.offline import (
     validate_window,
 )
 from ros_dofkit.core.estimator.orientation_filter import RawImuFilters
-from ros_dofkit.core.multibody.compiled import position_differences
 from ros_dofkit.core.spatial import describe_quaternion_problem, matrix_to_quat, rotation_z
 
 #: Frames given to ``Assembler.track_sequence`` at once (a failing frame redoes its chunk frame by frame).
@@ -142,6 +141,8 @@ class Estimator:
         self._position_names = tuple(plant.position_names())
         self._velocity_names = tuple(plant.velocity_names())
         self._measured = ~self._setup.estimated  # articulated coordinates locked at their encoder values
+        if self._setup.odometry is not None:  # ... but the odometry's: they hold their last matched value, not an
+            self._measured[self._setup.odometry.art_index] = False  # encoder's (none reports them: q's default)
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
@@ -683,21 +684,19 @@ class Estimator:
         tracking), v (gyros, finite differences, encoders), poses and sensor errors."""
         stale = cycles.stale[:C]
         cycle, encoder = cycles.cycle[:C], cycles.encoder[:C]
-        R_GS = np.ascontiguousarray(cycles.sample["R_GS"][:C])
-        w_S = np.ascontiguousarray(cycles.sample["w_S"][:C])
-        with np.errstate(invalid="ignore"):
-            has_R = np.isfinite(R_GS[:, :, 0, 0])
-            has_w = np.isfinite(w_S[:, :, 0])
-        observed = ~stale & has_R & self._weighted
-        use_gyro = ~stale & has_w & self._calibrated
+        n_imu = len(self._names)
+        R_GS, w_S = np.empty((C, n_imu, 3, 3)), np.empty((C, n_imu, 3))
+        observed, use_gyro = np.empty((C, n_imu), bool), np.empty((C, n_imu), bool)
+        stream.read_samples(cycles.sample, cycles.stale, self._weighted, self._calibrated, R_GS, w_S, observed,
+                            use_gyro)
         factors = self._weight_factors(cycles.sample["R_var"][:C])
         if self._heading is not None:  # issue 19.2: gyro biases from the orientation streams (module heading)
             w_S = self._heading.unbiased_gyros(cycle["stamp"], cycle["reset"], R_GS, w_S, ~stale)
             self._heading.begin_run(cycles.sample["stamp"][:C], w_S, cycles.sample["f_S"][:C])
-        solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder["q"],
-                            cycles.odometry[:C]["values"], progress, factors)
+        solve = self._solve(cycle["stamp"], cycle["reset"], observed, R_GS, encoder, cycles.odometry[:C], progress,
+                            factors)
         Q, turn = self._odometry_heading(solve, cycles.odometry[:C]["values"], cycle["reset"])
-        v_prior = self._velocity_priors(Q, cycle["stamp"], cycle["stamp_prev"], encoder["v"])
+        v_prior = self._velocity_priors(Q, cycle, encoder)
         V = np.empty_like(v_prior)
         from_gyro = np.zeros(v_prior.shape, dtype=bool)
         X_WB = solve["X_WB"]
@@ -797,7 +796,7 @@ class Estimator:
             missing[:, self._setup.odometry.art_index] = False
         return missing
 
-    def _solve(self, stamp, reset, observed, R_GS, enc_q, odometry, progress, factors=None) -> dict:
+    def _solve(self, stamp, reset, observed, R_GS, encoder, odometry, progress, factors=None) -> dict:
         """q per cycle: assemble on the first observed cycle after a (re)start, then warm-started tracking in
         chunks (``Assembler.track_sequence``, which also hands out the tracked cycles' body poses); a cycle
         nothing observes, or whose solve fails, keeps the previous free coordinates."""
@@ -824,14 +823,14 @@ class Estimator:
             if not any_observed[c] or self._needs_assemble:
                 if weights is not None:
                     self._assembler.set_observation_weights(weights[c])
-                self._solve_one(c, stamp[c], R_WO[c] if any_observed[c] else None, enc_q[c], odometry[c], out)
+                self._solve_one(c, stamp[c], R_WO[c] if any_observed[c] else None, encoder, odometry, out)
                 self._heading_update(c, stamp, R_WO, out)
                 c += 1
                 continue
             end = c + 1
             while heading is None and end < C and not reset[end] and end - c < TRACK_CHUNK:
                 end += 1
-            self._track_chunk(c, end, stamp, R_WO, any_observed, enc_q, odometry, out, weights)
+            self._track_chunk(c, end, stamp, R_WO, any_observed, encoder, odometry, out, weights)
             self._heading_update(c, stamp, R_WO, out)
             c = end
             if progress is not None:
@@ -859,21 +858,18 @@ class Estimator:
                        "gyro_bias": biases[name]}
                 for name, (offset, std, observable) in self._heading.offsets().items()}
 
-    def _locked(self, q, encoder_q, odometry):
-        """q with the measured coordinates at their encoder values and the base coordinates the odometry sets at
-        the cycle's matched values (``odometry`` (3,), NaN: none matched, they hold)."""
-        measured = ~self._setup.estimated
-        q[self._setup.art_q[measured]] = encoder_q[measured]
-        base = self._setup.odometry
-        if base is not None:
-            values = odometry[:base.target.count]
-            matched = np.isfinite(values)
-            q[base.q_index[matched]] = values[matched]
+    def _locked(self, q, encoder, odometry, c):
+        """q with the measured coordinates at cycle c's encoder values and the base coordinates the odometry sets
+        at its matched values (none matched: they hold) (``stream.locked_positions``, which the chunks' frames and
+        the node's one-cycle path run too); ``encoder`` (C, n_art), ``odometry`` (C,) the cycles' records."""
+        problem = self._stream_problem
+        stream.locked_positions(q, encoder, odometry, np.array([c]), problem.measured, problem.art_q,
+                                problem.odometry_q, q[None])  # q's locked coordinates are q's: out may be q
         return q
 
-    def _solve_one(self, c, stamp, R_WO, encoder_q, odometry, out, track=False) -> None:
+    def _solve_one(self, c, stamp, R_WO, encoder, odometry, out, track=False) -> None:
         """Cycle c alone: nothing observed (q held), or assemble (or track) from the current q."""
-        q = self._locked(self._q_current.copy(), encoder_q, odometry)
+        q = self._locked(self._q_current.copy(), encoder, odometry, c)
         if R_WO is None:
             out["failure"][c] = _NOTHING_OBSERVED
         else:
@@ -895,24 +891,20 @@ class Estimator:
         self._q_current = q
         out["initialized"][c] = self._is_initialized
 
-    def _track_chunk(self, c, end, stamp, R_WO, any_observed, enc_q, odometry, out, weights=None) -> None:
+    def _track_chunk(self, c, end, stamp, R_WO, any_observed, encoder, odometry, out, weights=None) -> None:
         """Cycles [c, end) (no reset inside) tracked in one compiled call; redone cycle by cycle when a frame
         fails (the failed frame keeps its previous coordinates, as alone). ``weights`` (C, solver sensors) the
         observations' weight factors (:meth:`_weight_factors`), None: the configured weights."""
         frames = c + np.flatnonzero(any_observed[c:end])
-        locked = np.full((len(frames), len(self._setup.q_default)), np.nan)
-        measured = ~self._setup.estimated
-        locked[:, self._setup.art_q[measured]] = enc_q[frames][:, measured]
-        base = self._setup.odometry
-        if base is not None:  # a cycle no odometry matched holds the previous value, as _solve_one does
-            values = np.vstack([self._q_current[base.q_index], odometry[frames][:, :base.target.count]])
-            latest = np.where(np.isfinite(values), np.arange(len(values))[:, None], 0)
-            np.maximum.accumulate(latest, axis=0, out=latest)
-            locked[:, base.q_index] = values[latest, np.arange(base.target.count)][1:]
+        locked = np.full((end - c, len(self._setup.q_default)), np.nan)
+        problem = self._stream_problem  # a cycle no odometry matched holds the previous cycle's values, held or solved
+        stream.locked_positions(self._q_current.copy(), encoder, odometry, np.arange(c, end), problem.measured,
+                                problem.art_q, problem.odometry_q, locked)
+        locked = locked[frames - c]
         contiguous = len(frames) == end - c
         poses = out["X_WB"][c:end] if contiguous else np.empty((len(frames),) + out["X_WB"].shape[1:])
         started = time.perf_counter()
-        self._assembler.set_positions(self._locked(self._q_current.copy(), enc_q[c], odometry[c]))
+        self._assembler.set_positions(self._locked(self._q_current.copy(), encoder, odometry, c))
         try:
             Q, info = self._assembler.track_sequence(stamp[frames], R_WO[frames], positions=locked, return_info=True,
                                                      body_poses=poses,
@@ -922,7 +914,7 @@ class Estimator:
                 out["tracking_reset"][k] = False
                 if weights is not None:
                     self._assembler.set_observation_weights(weights[k])
-                self._solve_one(k, stamp[k], R_WO[k] if any_observed[k] else None, enc_q[k], odometry[k], out,
+                self._solve_one(k, stamp[k], R_WO[k] if any_observed[k] else None, encoder, odometry, out,
                                 track=True)
             return
         elapsed = time.perf_counter() - started
@@ -943,35 +935,18 @@ class Estimator:
             if any_observed[k]:
                 held = out["q"][k]
             else:
-                out["q"][k] = self._locked(held.copy(), enc_q[k], odometry[k])
+                out["q"][k] = self._locked(held.copy(), encoder, odometry, k)
                 out["failure"][k] = _NOTHING_OBSERVED
                 held = out["q"][k]
         self._q_current = held.copy()
 
-    def _velocity_priors(self, Q, stamp, stamp_prev, enc_v) -> np.ndarray:
+    def _velocity_priors(self, Q, cycle, encoder) -> np.ndarray:
         """Finite differences of q over the previous cycle (none after a reset), encoder velocities on the
-        measured coordinates."""
-        C = len(stamp)
-        v_prior = np.zeros((C, self._plant.num_velocities()))
-        if C:
-            previous = np.empty_like(Q)
-            previous[1:] = Q[:-1]
-            previous[0] = np.nan if self._q_last is None else self._q_last
-            dt = stamp - stamp_prev
-            use = np.isfinite(stamp_prev) & (dt > 0.0)
-            if use.all():  # row by row the same operations as below: fewer of them for a message's one cycle
-                position_differences(self._tree, previous, np.ascontiguousarray(Q), v_prior)
-                v_prior /= dt[:, None]
-            elif use.any():
-                rows = np.flatnonzero(use)
-                differences = np.empty((len(rows), v_prior.shape[1]))
-                position_differences(self._tree, previous[rows], np.ascontiguousarray(Q[rows]), differences)
-                v_prior[rows] = differences / dt[use][:, None]
-        measured = self._measured
-        if measured.any():
-            columns = self._setup.art_v[measured]
-            values = enc_v[:, measured]
-            v_prior[:, columns] = np.where(np.isfinite(values), values, v_prior[:, columns])
+        measured coordinates (``stream.velocity_priors``, the node's one-cycle path's too)."""
+        v_prior = np.empty((len(Q), self._plant.num_velocities()))
+        q_before = np.full(len(self._setup.q_default), np.nan) if self._q_last is None else self._q_last
+        stream.velocity_priors(self._tree, cycle, encoder, q_before, np.ascontiguousarray(Q),
+                               self._stream_problem.measured, self._setup.art_v, v_prior)
         return v_prior
 
     # ------------------------------------------------------------------ settings and calibration

@@ -8,7 +8,10 @@ same kernels (``Assembler.track_sequence``'s checks, the velocity priors' and ob
 a dispatcher typing the kinematic tree); and the sets come 2 ms apart, each starting with cold caches, so that each
 of those microseconds costs about two. :func:`stream_cycle` does the steps of ``Estimator._stream_cycle`` in one
 call, with the same kernels on the same values in the same order, so its outputs are the batch path's bits (the
-streaming == batch tests of test_estimator_estimator, test_estimator_rules and test_node_estimator).
+streaming == batch tests of test_estimator_estimator, test_estimator_rules and test_node_estimator). The steps the
+batch path did with NumPy are written here once, as kernels over C cycles that both paths call (the batch path on its
+run, :func:`stream_cycle` on its one row): the samples' masks (:func:`read_samples`), the locked start
+(:func:`locked_positions`) and the velocity prior (:func:`velocity_priors`).
 
 Its arguments are fixed objects (:class:`StreamBuffers`, :class:`StreamProblem`, the rules' one-message ``Cycles``, the
 Assembler's ``FrameTracking``), so the Estimator calls it through its entry point (``compiled_entry``), rebound when
@@ -28,7 +31,7 @@ from numba import njit
 
 from ros_dofkit.core.assembly.kernels import track_frames
 from ros_dofkit.core.estimator.offline import kinematics_and_velocities, sensor_errors
-from ros_dofkit.core.multibody.compiled import position_differences
+from ros_dofkit.core.multibody.compiled import difference_positions
 
 #: :func:`stream_cycle`'s outcomes: the cycle's outputs are in the buffers, or why it left them to the batch path.
 STREAMED = 0
@@ -44,15 +47,17 @@ _SURELY_UNIT = 2.0 * np.finfo(float).eps
 
 StreamBuffers = namedtuple("StreamBuffers", [
     "stamp", "R_GS", "w_S", "observed", "use_gyro", "R_WO", "X_WB", "have_X_WB", "V", "from_gyro", "errors",
-    "start", "positions", "Q", "goal", "error_norm", "status", "obs_pos", "obs_weight", "previous", "v_prior",
+    "start", "first_row", "positions", "Q", "goal", "error_norm", "status", "obs_pos", "obs_weight", "previous",
+    "v_prior",
 ])
 StreamBuffers.__doc__ = """One cycle's arrays, allocated once per solver (:func:`new_buffers`): the inputs and
 outputs of the batch path's kernels as a one-cycle run (leading axis 1). ``stamp`` (1,); ``R_GS`` (1, n_imu, 3, 3) and
 ``w_S`` (1, n_imu, 3) the cycle's samples; ``observed`` / ``use_gyro`` (1, n_imu) bool; ``R_WO`` (1, solver sensors,
 3, 3); ``X_WB`` (1, nb, 4, 4) the solution's poses; ``have_X_WB`` (1,) True; ``V`` (1, nv); ``from_gyro`` (1, nv)
-bool; ``errors`` (1, n_imu) deg; ``start`` (nq,) the solver's start (the locked q); ``positions`` (1, nq) its locked
-values; ``Q`` (1, nq) the solution; ``goal``, ``error_norm`` (1,), ``status`` (1,) int64; ``obs_pos`` (1, 0, 3) and
-``obs_weight`` (0, solver sensors) (no markers, the configured weights); ``previous`` (1, nq) the last cycle's q;
+bool; ``errors`` (1, n_imu) deg; ``start`` (nq,) the solver's start (the locked q); ``first_row`` [0] (the
+cycle's row, for :func:`locked_positions`); ``positions`` (1, nq) its locked coordinates' values, NaN elsewhere;
+``Q`` (1, nq) the solution; ``goal``, ``error_norm`` (1,), ``status`` (1,) int64; ``obs_pos`` (1, 0, 3) and
+``obs_weight`` (0, solver sensors) (no markers, the configured weights); ``previous`` (nq,) the last cycle's q;
 ``v_prior`` (1, nv)."""
 
 StreamProblem = namedtuple("StreamProblem", [
@@ -74,9 +79,10 @@ def new_buffers(plant, n_imu: int, n_solver: int) -> StreamBuffers:
         observed=np.zeros((1, n_imu), bool), use_gyro=np.zeros((1, n_imu), bool), R_WO=np.empty((1, n_solver, 3, 3)),
         X_WB=np.empty((1, nb, 4, 4)), have_X_WB=np.ones(1, bool), V=np.empty((1, nv)),
         from_gyro=np.zeros((1, nv), bool),
-        errors=np.empty((1, n_imu)), start=np.empty(nq), positions=np.empty((1, nq)), Q=np.empty((1, nq)),
+        errors=np.empty((1, n_imu)), start=np.empty(nq), first_row=np.zeros(1, np.int64),
+        positions=np.full((1, nq), np.nan), Q=np.empty((1, nq)),
         goal=np.empty(1), error_norm=np.empty(1), status=np.empty(1, np.int64), obs_pos=np.empty((1, 0, 3)),
-        obs_weight=np.empty((0, n_solver)), previous=np.empty((1, nq)), v_prior=np.empty((1, nv)))
+        obs_weight=np.empty((0, n_solver)), previous=np.empty(nq), v_prior=np.empty((1, nv)))
 
 
 @njit(cache=True, error_model="numpy")
@@ -87,45 +93,28 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     :data:`STREAMED` or why not (then nothing the caller keeps has changed but the tracker's statistics, as when
     ``track_sequence`` raised).
 
-    1. The samples: observed = not stale, an orientation, a weighted IMU; gyro used = not stale, a rate, calibrated.
-    2. The start: ``q_current`` with the measured coordinates at the encoders' values and the odometry's matched
-       base coordinates (``Estimator._locked``), as ``set_positions`` takes it (finite; quaternions unit to
+    1. The samples (:func:`read_samples`, as the batch path reads its cycles').
+    2. The start: ``q_current`` locked (:func:`locked_positions`, as the batch path locks its cycles), as
+       ``set_positions`` takes it (finite; quaternions unit to
        rounding, kept bit for bit); R_WO of the observed slots from ``rotated`` (n_imu, 3, 3): the samples' R_GS, or
        R_WG R_GS computed by the caller with NumPy's matmul, the bits of ``Estimator._observations``.
     3. ``track_frames`` over the one frame (``tracker``, ``held_q``, ``floating_q``: ``Assembler.frame_tracking``'s),
        the poses into ``b.X_WB``.
-    4. The velocity prior (``Estimator._velocity_priors``): (q ⊖ q_last) / dt when the previous cycle's stamp is
-       finite and earlier, else 0; measured coordinates at their encoder rates where finite. Then
+    4. The velocity prior (:func:`velocity_priors`, as the batch path runs it on its cycles) from ``q_last``. Then
        ``kinematics_and_velocities`` and ``sensor_errors`` as the batch path calls them.
     ``regularization``: the gyros' least squares' (``velocity_regularization``)."""
     cycle = message.cycle[0]
-    n_imu = b.R_GS.shape[1]
     nq = b.start.shape[0]
-    any_observed = False
-    for i in range(n_imu):
-        sample = message.sample[0, i]
-        for r in range(3):
-            b.w_S[0, i, r] = sample.w_S[r]
-            for c in range(3):
-                b.R_GS[0, i, r, c] = sample.R_GS[r, c]
-        fresh = not message.stale[0, i]
-        b.observed[0, i] = fresh and math.isfinite(sample.R_GS[0, 0]) and problem.weighted[i]
-        b.use_gyro[0, i] = fresh and math.isfinite(sample.w_S[0]) and problem.calibrated[i]
-        any_observed = any_observed or b.observed[0, i]
-    if not any_observed:
+    if not read_samples(message.sample, message.stale, problem.weighted, problem.calibrated, b.R_GS, b.w_S,
+                        b.observed, b.use_gyro):
         return NOTHING_OBSERVED
     stamp = cycle.stamp
     b.stamp[0] = stamp
     start = b.start
     for k in range(nq):
         start[k] = q_current[k]
-    encoder = message.encoder[0]
-    for k in problem.measured:
-        start[problem.art_q[k]] = encoder[k].q
-    values = message.odometry[0].values
-    for k in range(problem.odometry_q.shape[0]):
-        if math.isfinite(values[k]):
-            start[problem.odometry_q[k]] = values[k]
+    locked_positions(start, message.encoder, message.odometry, b.first_row, problem.measured, problem.art_q,
+                     problem.odometry_q, b.positions)
     for k in range(nq):
         if not math.isfinite(start[k]):
             return NOT_SET
@@ -133,8 +122,6 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
         norm = math.sqrt(start[qs] ** 2 + start[qs + 1] ** 2 + start[qs + 2] ** 2 + start[qs + 3] ** 2)
         if not abs(norm - 1.0) <= _SURELY_UNIT:
             return NOT_SET
-    for k in range(nq):
-        b.positions[0, k] = start[k]
     R_WO = b.R_WO
     for s in range(problem.solver_columns.shape[0]):
         i = problem.solver_columns[s]
@@ -144,23 +131,83 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     if track_frames(tracker, start, R_WO, b.obs_pos, b.obs_weight, held_q, b.positions, b.Q, b.goal, b.error_norm,
                     b.status, b.X_WB) >= 0:
         return TRACK_FAILED
-    v_prior = b.v_prior
-    for j in range(v_prior.shape[1]):
-        v_prior[0, j] = 0.0
-    dt = stamp - cycle.stamp_prev
-    if math.isfinite(cycle.stamp_prev) and dt > 0.0:
-        for k in range(nq):
-            b.previous[0, k] = q_last[k] if has_q_last else np.nan
-        position_differences(tree, b.previous, b.Q, v_prior)
-        for j in range(v_prior.shape[1]):
-            v_prior[0, j] /= dt
-    for k in problem.measured:
-        rate = encoder[k].v
-        if math.isfinite(rate):
-            v_prior[0, problem.art_v[k]] = rate
-    if not kinematics_and_velocities(tree, b.Q, b.have_X_WB, v_prior, b.use_gyro, b.w_S, problem.body_index,
+    for k in range(nq):
+        b.previous[k] = q_last[k] if has_q_last else np.nan
+    velocity_priors(tree, message.cycle, message.encoder, b.previous, b.Q, problem.measured, problem.art_v, b.v_prior)
+    if not kinematics_and_velocities(tree, b.Q, b.have_X_WB, b.v_prior, b.use_gyro, b.w_S, problem.body_index,
                                      problem.R_BS, problem.free_v, regularization, b.X_WB, b.V, b.from_gyro):
         return SINGULAR_GYROS
     sensor_errors(b.X_WB, b.observed, problem.body_index, problem.R_BS, R_WG, b.R_GS, b.errors)
     return STREAMED
 
+
+
+@njit(cache=True, nogil=True)
+def read_samples(sample, stale, weighted, calibrated, R_GS, w_S, observed, use_gyro):
+    """The first C = len(R_GS) cycles' samples (``sample`` (≥C, n_imu) ``rules.SAMPLE`` records, ``stale`` (≥C,
+    n_imu)): their orientations R_GS (C, n_imu, 3, 3) and rates w_S (C, n_imu, 3) copied out, and which the cycles
+    use: ``observed`` (C, n_imu) = not stale, an orientation (finite R_GS[0, 0]), an IMU the solve ``weighted``
+    (calibrated, weight > 0); ``use_gyro`` = not stale, a rate (finite w_S[0]), a ``calibrated`` IMU. Returns
+    whether any sample is observed. Written once for both paths: the batch path's cycles
+    (``Estimator._solve_cycles``) and :func:`stream_cycle`'s one."""
+    any_observed = False
+    for c in range(R_GS.shape[0]):
+        for i in range(R_GS.shape[1]):
+            record = sample[c, i]
+            for r in range(3):
+                w_S[c, i, r] = record.w_S[r]
+                for k in range(3):
+                    R_GS[c, i, r, k] = record.R_GS[r, k]
+            fresh = not stale[c, i]
+            observed[c, i] = fresh and math.isfinite(record.R_GS[0, 0]) and weighted[i]
+            use_gyro[c, i] = fresh and math.isfinite(record.w_S[0]) and calibrated[i]
+            any_observed = any_observed or observed[c, i]
+    return any_observed
+
+
+@njit(cache=True, nogil=True)
+def locked_positions(q, encoder, odometry, rows, measured, art_q, odometry_q, out):
+    """The locked coordinates of the cycles ``rows`` (F,) in turn: ``q`` (nq,) with the ``measured`` articulated
+    coordinates at the cycle's encoder values (``encoder[c, k].q`` at ``art_q[k]``) and the base coordinates the
+    odometry sets (``odometry_q`` (k,)) at its matched values (``odometry[c].values``; NaN: none matched, q's, i.e.
+    the last matched, hold), in place; ``out[f]`` (F, nq) receives row f's locked coordinates (its other entries
+    are left as they are: NaN, to ``track_frames``, keeps the previous frame's). ``Estimator._locked`` (one cycle:
+    an assembly's start, a held cycle) and ``Estimator._track_chunk`` (a chunk's frames) call it, and
+    :func:`stream_cycle` for its one cycle: written once for both paths."""
+    for f in range(rows.shape[0]):
+        c = rows[f]
+        for k in measured:
+            q[art_q[k]] = encoder[c, k].q
+            out[f, art_q[k]] = q[art_q[k]]
+        values = odometry[c].values
+        for k in range(odometry_q.shape[0]):
+            if math.isfinite(values[k]):
+                q[odometry_q[k]] = values[k]
+            out[f, odometry_q[k]] = q[odometry_q[k]]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def velocity_priors(tree, cycle, encoder, q_before, Q, measured, art_v, v_prior):
+    """The velocity priors ``v_prior`` (C, nv) of the C cycles solved as ``Q`` (C, nq), for the gyros' least squares
+    (``kinematics_and_velocities``): the finite difference (Q[c] ⊖ Q[c-1]) / dt (:func:`difference_positions`),
+    Q[-1] = ``q_before`` (nq,) the last q before these cycles (NaN: none), where ``cycle[c]``'s previous stamp
+    (``rules.Cycles.cycle``) is finite and dt = stamp - stamp_prev > 0, else 0 (after a reset, a first cycle);
+    then each ``measured`` articulated coordinate's encoder rate (``encoder[c, k].v``, (≥C, n_art)) where finite,
+    at its velocity ``art_v[k]``. Written once for both paths: the batch path's C cycles
+    (``Estimator._solve_cycles``) and :func:`stream_cycle`'s one."""
+    for c in range(Q.shape[0]):
+        for j in range(v_prior.shape[1]):
+            v_prior[c, j] = 0.0
+        stamp_prev = cycle[c].stamp_prev
+        dt = cycle[c].stamp - stamp_prev
+        if math.isfinite(stamp_prev) and dt > 0.0:
+            if c:
+                difference_positions(tree, Q[c - 1], Q[c], v_prior[c])
+            else:
+                difference_positions(tree, q_before, Q[c], v_prior[c])
+            for j in range(v_prior.shape[1]):
+                v_prior[c, j] /= dt
+        for k in measured:
+            rate = encoder[c, k].v
+            if math.isfinite(rate):
+                v_prior[c, art_v[k]] = rate
