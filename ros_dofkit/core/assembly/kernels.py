@@ -615,9 +615,9 @@ def make_solver_work(problem, nq):
 
 
 # The solver loop's pieces below take the tracker and read its arrays themselves: each is a leaf (it calls no other
-# compiled function), where numba prunes most of its reference counting (all of it in clip_start and trial_point; a
-# few counts stay in free_set's and the step's branchier code), whereas every array the loop itself read out of the
-# tracker's records was counted at each frame (an atomic increment and decrement each; NRT_incref / NRT_decref were
+# compiled function), where numba prunes most of its reference counting (all of it in clip_start, free_gradient,
+# free_columns and trial_point; a few counts stay in the step's code), whereas every array the loop itself read out of
+# the tracker's records was counted at each frame (an atomic increment and decrement each; NRT_incref / NRT_decref were
 # ~18 % of a tracked Panda frame's samples before, ~12 % after: perf). Divisors in them are positive by construction
 # (error_model="numpy", as the evaluation leaves).
 @njit(cache=True)
@@ -636,13 +636,13 @@ def clip_start(tracker, q):
 
 
 @njit(cache=True, error_model="numpy")
-def free_set(tracker, q, r_g):
-    """One iteration's free set: the goal gradient over the free velocities, ``g_free = J_gᵀ r_g``; the variables
-    held on a bound (:func:`select_active_bounds`); the other (free) columns of J_g and J_c into the first n_step of
-    A and C, and d[:n_step] = 0. Returns (n_step, max |g_free| over the free ones)."""
+def free_gradient(tracker, q, r_g):
+    """One iteration's free set: the goal gradient over the free velocities, ``g_free = J_gᵀ r_g``, and the
+    variables held on a bound (:func:`select_active_bounds`). Returns (n_step, max |g_free| over the free ones), n_step
+    the number of free ones (the step's columns: :func:`free_columns`)."""
     problem, work = tracker.problem, tracker.solver_work  # each record read once (see the note above)
-    m_goal, m_err, free_v, bound_q, lo, hi = problem[0], problem[1], problem[3], problem[4], problem[5], problem[6]
-    J_g, J_c, g_free, active, A, C, d = work[0], work[1], work[6], work[7], work[8], work[9], work[10]
+    m_goal, free_v, bound_q, lo, hi = problem[0], problem[3], problem[4], problem[5], problem[6]
+    J_g, g_free, active = work[0], work[6], work[7]
     nv = free_v.shape[0]
     for j in range(nv):
         c = free_v[j]
@@ -657,8 +657,22 @@ def free_set(tracker, q, r_g):
         if not active[j]:
             gmax = max(gmax, abs(g_free[j]))
             n_step += 1
+    return n_step, gmax
+
+
+@njit(cache=True, error_model="numpy")
+def free_columns(tracker):
+    """The free (not held: :func:`free_gradient`) columns of J_g and J_c into the first n_step of A and C, and
+    d[:n_step] = 0. A leaf of its own rather than free_gradient's tail: with the three loops in one function (then
+    named free_set) numba kept 8 of its reference counts per iteration (optimised IR); apart, neither keeps any, and
+    a converged iteration skips the copy. (The new names also keep a stale numba cache of a module that inlines
+    :func:`solve`, e.g. core/estimator/stream.py's, from linking its old loop against a free_set that no longer
+    copies the columns.)"""
+    problem, work = tracker.problem, tracker.solver_work
+    m_goal, m_err, free_v = problem[0], problem[1], problem[3]
+    J_g, J_c, active, A, C, d = work[0], work[1], work[7], work[8], work[9], work[10]
     col = 0
-    for j in range(nv):
+    for j in range(free_v.shape[0]):
         if active[j]:
             continue
         c = free_v[j]
@@ -667,9 +681,8 @@ def free_set(tracker, q, r_g):
         for k in range(m_err):
             C[k, col] = J_c[k, c]
         col += 1
-    for j in range(n_step):
+    for j in range(col):
         d[j] = 0.0
-    return n_step, gmax
 
 
 @njit(cache=True, error_model="numpy")
@@ -747,10 +760,11 @@ def solve(tracker, q, r_g, r_c, evaluated):
     status = STATUS_MAX_ITERATIONS
     iterations = 0
     while iterations < max_iterations:
-        n_step, gmax = free_set(tracker, q, r_g)  # projected gradient, free set, the step's columns in A / C
+        n_step, gmax = free_gradient(tracker, q, r_g)  # projected gradient, free set
         if gmax == 0.0 and e <= tolerance:
             status = STATUS_CONVERGED
             break
+        free_columns(tracker)  # the step's columns in A / C
         iterations += 1
         stats[2] += 1
         if m_err == 0:
