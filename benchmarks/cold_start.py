@@ -107,18 +107,23 @@ import os, threading
 from numba.core.dispatcher import Dispatcher
 import rclpy.node
 import ros_dofkit.nodes.estimator as estimator
-print("imported", started, time.time(), flush=True)
+said = threading.Lock()
+def say(*words):  # one write per line under a lock: the two watcher threads' lines must not interleave
+    with said:
+        sys.stdout.write(" ".join(str(w) for w in words) + "\\n")
+        sys.stdout.flush()
+say("imported", started, time.time())
 node_init = rclpy.node.Node.__init__
 def watch(node, topics, deadline, word, count):
     pending = list(topics)
     while pending and time.time() < deadline:
         for topic in [t for t in pending if count(node, t) > 0]:
-            print(word, time.time(), topic, flush=True)
+            say(word, time.time(), topic)
             pending.remove(topic)
         time.sleep(0.002)
 def marked_init(self, *args, **kwargs):
     node_init(self, *args, **kwargs)  # the process's DDS participant exists once its first node does
-    print("participant", time.time(), flush=True)
+    say("participant", time.time())
     rclpy.node.Node.__init__ = node_init
     threading.Thread(target=watch, args=(self, os.environ["COLD_START_IMU_TOPICS"].split(","), time.time() + 60.0,
                                          "discovered", type(self).count_publishers), daemon=True).start()
@@ -134,8 +139,8 @@ def timed_compile_for_args(self, *args, **kwargs):
         if loading[1] == 0:  # outermost only
             loading[0] += time.perf_counter() - begun
 def marked_spin(node):
-    print("spinning", time.time(), flush=True)
-    print("kernels", loading[0], flush=True)
+    say("spinning", time.time())
+    say("kernels", loading[0])
     imus = {s.topic_name: s for s, _ in node.input_subscriptions}
     threading.Thread(target=watch, args=(imus, os.environ["COLD_START_IMU_TOPICS"].split(","), time.time() + 60.0,
                                          "matched", lambda imus, t: imus[t].get_publisher_count()), daemon=True).start()
