@@ -223,7 +223,7 @@ class EstimatorNode(Node):
         (stale_timeout 0.1 s; 150 in node_latency's first round, issue 18)."""
         self._add_input(JointState, self._values["joint_states_topic"], self._on_joint_state_data, qos)
         for imu in config.imus:
-            self._add_input(Imu, imu.topic, self._imu_callback(imu.name), qos)
+            self._add_input(Imu, imu.topic, self._imu_callback(imu.name, bool(imu.magnetic_field_topic)), qos)
             if imu.magnetic_field_topic:  # raw IMUs: a magnetometer for the orientation filter (issue 19.1)
                 self._add_input(MagneticField, imu.magnetic_field_topic, self._magnetic_field_callback(imu.name),
                                 qos)
@@ -370,7 +370,8 @@ class EstimatorNode(Node):
         status, results = feed_odometry_msg(self.estimator, msg, self._odometry_frames, now=self._clock_now())
         self._after_input("odometry", status, results)
 
-    def _imu_callback(self, name: str):
+    def _imu_callback(self, name: str, keep_data: bool = False):
+        """``keep_data``: the IMU has a magnetometer, whose fields are checked against its newest Imu's frame_id."""
         def on_imu(data: bytes) -> None:
             try:
                 sec, nanosec, status, results = feed_imu_cdr(self.estimator, name, data, now=self._clock_now())
@@ -378,7 +379,8 @@ class EstimatorNode(Node):
                 self._malformed(name, error)
                 return
             self._remember_stamp(sec, nanosec)
-            self._newest_imu_data[name] = data
+            if keep_data:
+                self._newest_imu_data[name] = data
             self._after_input(name, status, results)
 
         return on_imu
