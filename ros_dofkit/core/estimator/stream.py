@@ -18,7 +18,8 @@ Assembler's ``FrameTracking``), so the Estimator calls it through its entry poin
 one of them is replaced (the IMU messages' offer, ``rules.offer_imu_reading``, likewise).
 
 numba keys its cache of this kernel on this file's text alone: the kernels it calls are linked in, so after changing
-only those, clear the caches (``find ros_dofkit -name '*.nb[ic]' -delete``).
+only those, ``python -m ros_dofkit.precompile`` (``./run``'s set-up, the install step) removes the stale entries
+(``precompile.purge_stale_kernels``); by hand: ``find ros_dofkit -name '*.nb[ic]' -delete``.
 """
 
 from __future__ import annotations
