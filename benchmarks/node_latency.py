@@ -12,7 +12,10 @@ Three processes on this machine:
 * the ``estimator`` node (every joint estimated, identity mountings, IMUs sampled together: ``sync_tolerance``),
   started like the integration tests do;
 * a publisher process (this file with ``--role publisher``) sending the IMUs' exact readings of a 2 s periodic
-  motion at --rate Hz, one sample set per tick, stamped with the wall clock just before the set is sent;
+  motion at --rate Hz, one sample set per tick, stamped with the wall clock just before the set is sent; it starts
+  once the node under test has answered it a request, and the estimator's traffic once the node's first /diagnostics
+  reached this process: each side's first send to the other's shared-memory port has then been made, which Fast DDS
+  can hold 333 ms (``answer_from_subscribers``; issue 18's stale samples);
 * this process, which subscribes to ``estimated/joint_states`` and takes latency = receive wall time - stamp
   (same clock: one machine), i.e. from the start of sending a set to having its estimate.
 
@@ -222,9 +225,9 @@ def answer_from_subscribers(node, topics, deadline: float) -> str | None:
     listener idle since its process's watchdog last verified it fails the check until its wait next times out,
     and the sender sleeps the port's ``healthy_check_timeout_ms / 3`` (333 ms with Fast DDS's default 1,000 ms)
     before checking again, inside ``publish`` with the GIL held. A set stamped before that first send reached the
-    node 0.29-0.67 s old and was rightly rejected as stale (one set, 17 samples, in about 1 round in 10). A request
-    to a node goes to the same port (its participant's unicast locator): the check is paid here, before the traffic,
-    and the answer shows the node serving."""
+    node 0.29-0.67 s old and was rightly rejected as stale (one set, 17 samples, in 3 of 60 short humanoid rounds).
+    A request reaches the node through the same port (its participant's unicast locator), so the port is open once
+    the node has answered (no first set held in 60 rounds since), and the answer shows the node serving."""
     import rclpy
     from rcl_interfaces.srv import GetParameters
 
@@ -552,7 +555,7 @@ def wait_for_node_under_test(probe, output_topic: str, wrote_to_probe, alive, de
     ``wrote_to_probe``: the node has sent the probe a message (the estimator's /diagnostics), so it has opened the
     probe's shared-memory port before the traffic. Opening a port can hold the sender up to 333 ms with the GIL held
     (:func:`answer_from_subscribers`); in the node's first output, during the traffic, the sets queued meanwhile
-    went stale (1,161 rejections in one of 20 short humanoid rounds, issue 18)."""
+    went stale (1,161 rejections in 1 of 60 short humanoid rounds, issue 18)."""
     while (probe.count_publishers(output_topic) == 0 or (wrote_to_probe is not None and not wrote_to_probe())) and \
             time.monotonic() < deadline and alive():
         time.sleep(0.05)
