@@ -13,7 +13,7 @@ Three processes on this machine:
   started like the integration tests do;
 * a publisher process (this file with ``--role publisher``) sending the IMUs' exact readings of a 2 s periodic
   motion at --rate Hz, one sample set per tick, stamped with the wall clock just before the set is sent; it starts
-  once the node under test has answered it a request, and the estimator's traffic once the node's first /diagnostics
+  once the node under test has answered its request, and the estimator's traffic once the node's first /diagnostics
   reached this process: each side's first send to the other's shared-memory port has then been made, which Fast DDS
   can hold 333 ms (``answer_from_subscribers``; issue 18's stale samples);
 * this process, which subscribes to ``estimated/joint_states`` and takes latency = receive wall time - stamp
