@@ -80,8 +80,8 @@ gyro w_S, angular acceleration a_S, all in S_i; lever arm r_i = R_WS,i(q)^T (p_W
 
     u_i = Rz(-dhat_i) R_WO,i (f_S + w_S x (w_S x r_i) + a_S x r_i) = Rz(d_i - dhat_i) (a_WJ - g_W) + noise,
 
-(the accelerometer reaches the cycles as ``rules.SAMPLE.f_S``), so with v the mean of the horizontal parts of
-u_c and u_p, the remaining offsets dd = d - dhat satisfy u_c,h = Rz(dd_c - dd_p) u_p,h + noise. With v the true
+(the accelerometer reaches the cycles as ``rules.SAMPLE.f_S``), so the remaining offsets dd = d - dhat satisfy
+u_c,h = Rz(dd_c - dd_p) u_p,h + noise. With v the true
 horizontal acceleration, the products across the two sides, c = u_c,h . u_p,h = |v|^2 cos(dd_c - dd_p) + e_c and
 s = (z x u_p,h) . u_c,h = |v|^2 sin(dd_c - dd_p) + e_s, have noise of mean 0: each side's horizontal components
 carry independent white noise of variance s_a^2 = ``acceleration_noise``^2 (accelerometer noise, tilt error times g,
@@ -103,15 +103,17 @@ a stamp. A backward difference (alpha half a sample late) biased the heading by 
 of the tests.
 
 What limits a leg's heading. Behind a 3-dof hip only this measurement observes the leg's heading relative to the
-pelvis, so its accuracy is an information limit, not a bias: with exact simulated sensors Delta equals the true
-remaining offset difference to 0.001 deg at every sample; with the drift benchmark's sensors (0.5 deg orientation
-noise: g times the tilt error, ~0.09 m/s^2, dominates each side's error) its 10-second information-weighted means
-scatter by 0.8-1.6 deg about the truth when the hip centres accelerate by ~0.1 m/s^2 (slow sines) and by 0.17-0.21
-deg when walking (~1 m/s^2). A random walk of rate 2 q (two IMUs at q = (3 deg/min)^2 / 60 s) observed with
-information I per second is tracked by any causal filter with a standard deviation of at least (2 q / I)^(1/4):
-1.5 deg for the slow sines, 0.6 deg walking (I from those scatters). The slow session's 1.5-2 deg leg-heading
-errors, and its hips' worst minutes of 3 deg, are that limit; the walking session's hips stay under 2 deg.
-Measured (``benchmarks/drift.py --minutes 10``): README, "Heading drift".
+pelvis (a walk of rate 2 s^2), so its accuracy has an information limit. ``benchmarks/heading_bound.py`` computes it
+on a simulated session: the posterior Cramer-Rao bound, i.e. the covariance of the correctly specified Kalman
+filter (causal) and of its RTS smoother (two-sided, the best any offline method can do), given per sample the
+orientations' information at the true configuration (:meth:`HeadingFilter.chain_information`) and the joint-centre
+measurement's, |v|^2 / (sigma_c^2 + sigma_p^2) with each side's true error (orientation noise times the specific
+force, accelerometer, gyro noise through the lever arms), and the joint error a heading error causes through the
+solve. ``benchmarks/drift.py --minutes 10`` (at 110f28e): on the slow sines (hip centres ~0.1 m/s^2 RMS) the legs'
+heading std is 1.72 deg RMS over the session at the causal bound (1.23 smoothed), and the worst minute of any joint
+(a hip) 2.35 deg (median over the noise on the session's own walk; 90 %: 3.07) at the causal bound, 1.62 smoothed:
+no causal estimator meets 2 deg on that motion, a smoother would. Walking (~1 m/s^2): 0.57 deg, worst minute 0.87
+causal. The filter: 3.09 and 1.09 deg (README, "Heading drift"); on the arm 0.65 at a bound of 0.63.
 
 Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
 samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
