@@ -628,3 +628,28 @@ def test_walking_recovers_each_legs_heading_behind_its_hip():
     assert np.max(np.abs(errors[True])) < 0.5
     # the slow sines move the hip centres by ~0.1 m/s^2: far less information in the same time
     assert np.max(np.abs(errors[False])) > 2.0 * np.max(np.abs(errors[True]))
+
+
+def test_chain_information_of_a_ball_joint_turns_the_child_about_the_vertical_and_sees_nothing():
+    # behind a ball joint the child's heading offset is absorbed: no information from exact orientations, and an
+    # estimated offset larger by dd turns the corrected observation, hence the solved child, by exactly -dd about
+    # the world vertical
+    plant = ball_joint_plant()
+    config = ball_config(0.1)
+    heading = HeadingFilter(problem.build(plant, config), config.heading_estimation, config.stale_timeout_s,
+                            [imu.position for imu in config.imus])
+    R_BS = np.stack([imu.mounting for imu in config.imus])
+    rng = np.random.default_rng(3)
+    child = plant.get_body_by_name("c")
+    body = child.index
+    for q in rng.uniform(-1.0, 1.0, (4, plant.num_positions())):
+        chain = heading.chain_information(q, R_BS)
+        assert chain.S.shape == (1, 1) and abs(chain.S[0, 0]) < 1e-9
+        free = np.flatnonzero(problem.build(plant, config).free_v)
+        turn = np.asarray(plant.calc_angular_jacobian(q, child))[:, free] @ chain.dq_dd[:, 0]
+        np.testing.assert_allclose(turn, [0.0, 0.0, -1.0], atol=1e-9)
+        X_WB = plant.calc_body_poses(q)
+        np.testing.assert_allclose(chain.R_WS[1], X_WB[body, :3, :3] @ R_BS[1], atol=1e-12)
+        np.testing.assert_allclose(chain.p_WS[1], X_WB[body, :3, :3] @ BALL_IMUS[1].p_BS + X_WB[body, :3, 3],
+                                   atol=1e-12)
+        np.testing.assert_allclose(chain.p_WJ[0], X_WB[plant.get_body_by_name("cx").index, :3, 3], atol=1e-12)
