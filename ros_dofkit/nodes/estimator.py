@@ -66,7 +66,7 @@ from ros_dofkit.core.estimator.odometry import (
 )
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
-from ros_dofkit.nodes.common import StartupError, clock_seconds, declare_specs, run_node
+from ros_dofkit.nodes.common import ClockSeconds, StartupError, declare_specs, run_node
 from ros_dofkit.nodes.hinge_calibration_service import HingeCalibrationService
 from ros_dofkit.precompile import warm_up
 from ros_dofkit.ros.estimator_messages import (
@@ -133,6 +133,7 @@ class EstimatorNode(Node):
         """``own_process``: the node is its process's only purpose (``main``): what its start-up made is frozen out
         of the garbage collector's generations before the inputs are subscribed."""
         super().__init__(NODE_NAME, **node_kwargs)
+        self._clock_reader = ClockSeconds(self.get_clock())  # read on every input message
         self._values = declare_specs(self, NODE_PARAMETERS)
         try:
             self.plant = build_plant(model_specs_from_parameters(self._values))
@@ -182,6 +183,7 @@ class EstimatorNode(Node):
             f"{imu.name}/magnetic_field" for imu in config.imus if imu.magnetic_field_topic),
             *(["odometry"] if odometry else [])])
         self._stamps: OrderedDict = OrderedDict()
+        self._last_stamp = None  # the (sec, nanosec) last remembered
         self._newest_imu_data: dict = {}  # IMU name -> its newest Imu's bytes (the magnetometer's frame_id check)
         self._last_log: dict = {}
         #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
@@ -328,7 +330,7 @@ class EstimatorNode(Node):
             self.get_logger().warning(text)
 
     def _clock_now(self):
-        return clock_seconds(self.get_clock())  # sim time before the first /clock: None, no clock
+        return self._clock_reader.seconds()  # sim time before the first /clock: None, no clock
 
     # ------------------------------------------------------------------ inputs and the cycle
     def _add_input(self, msg_type, topic: str, handler, qos) -> None:
@@ -339,7 +341,8 @@ class EstimatorNode(Node):
 
     def _remember_stamp(self, sec: int, nanosec: int) -> None:
         # The key is the core's stamp (stamp_to_seconds): outputs get the input's exact (sec, nanosec) back.
-        self._stamps[sec + nanosec * 1e-9] = (sec, nanosec)
+        self._last_stamp = (sec, nanosec)
+        self._stamps[sec + nanosec * 1e-9] = self._last_stamp
         if len(self._stamps) > 256:
             self._stamps.popitem(last=False)
 
@@ -372,13 +375,16 @@ class EstimatorNode(Node):
 
     def _imu_callback(self, name: str, keep_data: bool = False):
         """``keep_data``: the IMU has a magnetometer, whose fields are checked against its newest Imu's frame_id."""
+        clock_seconds, estimator = self._clock_reader.seconds, self.estimator
+
         def on_imu(data: bytes) -> None:
             try:
-                sec, nanosec, status, results = feed_imu_cdr(self.estimator, name, data, now=self._clock_now())
+                sec, nanosec, status, results = feed_imu_cdr(estimator, name, data, now=clock_seconds())
             except MalformedMessageError as error:
                 self._malformed(name, error)
                 return
-            self._remember_stamp(sec, nanosec)
+            if (sec, nanosec) != self._last_stamp:  # (a set's messages share their stamp: one entry a set)
+                self._remember_stamp(sec, nanosec)
             if keep_data:
                 self._newest_imu_data[name] = data
             self._after_input(name, status, results)
