@@ -330,9 +330,9 @@ class Estimator:
 
     def _rebind_offers_on_first_use(self) -> None:
         """Arm a lazy binding of the offers' machine code, for a new state or new settings: the next offer binds
-        ``rules.offer_imu``'s machine code for this state, settings, sample and message buffers (:meth:`_bind_and_offer`),
-        called from then on without numba's per-call typing of their named tuples (``compiled_entry``); likewise the
-        node's reading offer (:meth:`_bind_and_offer_reading`). Arguments: (state, settings, i: int, now: float,
+        ``rules.offer_imu``'s machine code for this state, settings, sample and message buffers
+        (:meth:`_bind_and_offer`), called from then on without numba's per-call typing of their named tuples
+        (``compiled_entry``); likewise the node's reading offer (:meth:`_bind_and_offer_reading`). Arguments: (state, settings, i: int, now: float,
         code: int, samples, row: int, input_index: int, run_cycles: bool, out). Bound on first use, not here: the
         lookup types the named tuples (~1 ms), which a batched replay, offering nothing one by one, never needs.
         Also chooses the per-message paths the settings allow (:meth:`_choose_message_paths`)."""
@@ -358,8 +358,9 @@ class Estimator:
         return self._offer(*arguments)
 
     def _bind_and_offer_reading(self, *arguments):
-        """The first reading offered after :meth:`_rebind_offers_on_first_use`: binds ``rules.offer_imu_reading``'s machine code for
-        this state, settings, sample and message buffers (a read-only reading, as the node has it), then offers."""
+        """The first reading offered after :meth:`_rebind_offers_on_first_use`: binds ``rules.offer_imu_reading``'s
+        machine code for this state, settings, sample and message buffers (a read-only reading, as the node has it),
+        then offers."""
         self._offer_reading = compiled_entry(rules.offer_imu_reading, (
             self._state, self._settings, 0, 0.0, 0.0, 0, _READING_EXAMPLE, self._sample, self._message,
             *self._reading_workspaces))
