@@ -332,10 +332,11 @@ class Estimator:
         """Arm a lazy binding of the offers' machine code, for a new state or new settings: the next offer binds
         ``rules.offer_imu``'s machine code for this state, settings, sample and message buffers
         (:meth:`_bind_and_offer`), called from then on without numba's per-call typing of their named tuples
-        (``compiled_entry``); likewise the node's reading offer (:meth:`_bind_and_offer_reading`). Arguments: (state,
-        settings, i: int, now: float, code: int, samples, row: int, input_index: int, run_cycles: bool, out). Bound on
-        first use, not here: the lookup types the named tuples (~1 ms), which a batched replay, offering nothing one by one, never needs.
-        Also chooses the per-message paths the settings allow (:meth:`_choose_message_paths`)."""
+        (``compiled_entry``); likewise the node's reading offer (:meth:`_bind_and_offer_reading`). Arguments:
+        (state, settings, i: int, now: float, code: int, samples, row: int, input_index: int, run_cycles: bool,
+        out). Bound on first use, not here: the lookup types the named tuples (~1 ms), which a batched replay,
+        offering nothing one by one, never needs. Also chooses the per-message paths the settings allow
+        (:meth:`_choose_message_paths`)."""
         self._offer = self._bind_and_offer
         self._offer_reading = self._bind_and_offer_reading
         self._choose_message_paths()
