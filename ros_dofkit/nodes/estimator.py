@@ -29,8 +29,10 @@ Bad parameters at start stop the node with the reason; bad changes at run time a
 Speed (DESIGN.md's node budget, measured by benchmarks/node_latency.py against a relay node's floor): inputs are
 taken serialized and decoded without message objects (``ros_dofkit.ros.live_cdr``), by a loop that waits on the
 input subscriptions alone (``ros_dofkit.ros.input_loop``; timers, services and parameters are served between
-inputs by an ordinary executor); JointState and TF go out as pre-serialized bytes; start-up objects are frozen
-out of the garbage collector's generations so that its passes stay short.
+inputs by an ordinary executor, every :data:`HOUSEKEEPING_PERIOD_S` and when a timer is due); each message reads the
+clock without asking rcl whether ROS time is active (``nodes.common.ClockSeconds``); JointState and TF go out as
+pre-serialized bytes; start-up objects are frozen out of the garbage collector's generations so that its passes stay
+short.
 """
 
 from __future__ import annotations
