@@ -36,6 +36,19 @@ def _imu(k: int) -> Imu:
     return msg
 
 
+def counting_trigger(node, name: str) -> list:
+    """A Trigger service ``name`` of ``node`` that answers success; the list it appends one entry to per call."""
+    calls = []
+
+    def on_trigger(request, response):
+        calls.append(1)
+        response.success = True
+        return response
+
+    node.create_service(Trigger, name, on_trigger)
+    return calls
+
+
 def test_inputs_timers_and_services_are_served(context):
     node = rclpy.create_node("input_loop_test", context=context)
     client_node = rclpy.create_node("input_loop_test_client", context=context)
@@ -47,14 +60,7 @@ def test_inputs_timers_and_services_are_served(context):
     }
     ticks = []
     node.create_timer(0.02, lambda: ticks.append(time.monotonic()))
-    calls = []
-
-    def on_trigger(request, response):
-        calls.append(1)
-        response.success = True
-        return response
-
-    node.create_service(Trigger, "/input_loop_test/trigger", on_trigger)
+    calls = counting_trigger(node, "/input_loop_test/trigger")
     loop = InputLoop(node, housekeeping_period=0.005)
     for name, subscription in subscriptions.items():
         loop.add(subscription, received[name].append)
@@ -118,14 +124,7 @@ def test_requests_that_came_together_are_served_together_however_long_the_housek
     node = rclpy.create_node("input_loop_burst", context=context)
     client_node = rclpy.create_node("input_loop_burst_client", context=context)
     subscription = node.create_subscription(Imu, "/input_loop_test/burst_x", lambda data: None, 10, raw=True)
-    calls = []
-
-    def on_trigger(request, response):
-        calls.append(1)
-        response.success = True
-        return response
-
-    node.create_service(Trigger, "/input_loop_test/burst", on_trigger)
+    calls = counting_trigger(node, "/input_loop_test/burst")
     client = client_node.create_client(Trigger, "/input_loop_test/burst")
     assert client.wait_for_service(timeout_sec=10.0)
     futures = [client.call_async(Trigger.Request()) for _ in range(5)]
