@@ -435,7 +435,8 @@ class EstimatorNode(Node):
         for selection, publisher in self._instance_outputs:
             if publisher.get_subscription_count():
                 publisher.publish(selection.serialized(result, sec, nanosec))
-        self._publish_odometry(result, sec, nanosec)
+        if self._odometry:
+            self._publish_odometry(result, sec, nanosec)
         self._publish_tf(result, sec, nanosec)
         if self._errors_publisher.get_subscription_count():
             self._errors_publisher.publish(sensor_errors_message(result, self.estimator.config.imu_names))
