@@ -155,7 +155,7 @@ class Estimator:
         self._sample = np.empty(1, dtype=rules.SAMPLE)  # one message's sample
         # views of its fields (a field of an array element costs ~0.6 us, of a view ~0.1: paid per message)
         self._sample_stamp, self._sample_stamp_ns = self._sample["stamp"], self._sample["stamp_ns"]
-        self._sample_R_GS = self._sample["R_GS"]
+        self._sample_R_GS0 = self._sample["R_GS"][0]  # (3, 3) the sample's orientation
         self._no_covariance = np.zeros(0)  # an orientation covariance not read (imu_covariance_weighting off)
         # rules.offer_imu_reading's (the reordered quaternion, the gyro, no covariance)
         self._reading_workspaces = (np.empty(4), np.empty(3), self._no_covariance)
@@ -428,9 +428,11 @@ class Estimator:
         """After the rules took IMU i's sample (status ``result``, not a validation's rejection): a reset's
         consequences, the accepted orientation into the calibration window, the input's status."""
         self._after_offer()
-        R_GS = self._sample_R_GS[0]
+        R_GS = self._sample_R_GS0
         if result < 0 and math.isfinite(R_GS[0, 0]):  # at the stamp the rules judged (offset applied)
             self._windows[name].append((float(self._sample_stamp[0]), R_GS.copy()))
+        if result == rules.ACCEPTED:
+            return ACCEPTED
         return self._status(result, stamp - self._config.imus[i].time_offset_s, now, RejectReason.ORIENTATION_ABSENT,
                             "orientation marked absent (covariance[0] == -1); gyro kept")
 
