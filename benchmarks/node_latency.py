@@ -12,7 +12,10 @@ Three processes on this machine:
 * the ``estimator`` node (every joint estimated, identity mountings, IMUs sampled together: ``sync_tolerance``),
   started like the integration tests do;
 * a publisher process (this file with ``--role publisher``) sending the IMUs' exact readings of a 2 s periodic
-  motion at --rate Hz, one sample set per tick, stamped with the wall clock just before the set is sent;
+  motion at --rate Hz, one sample set per tick, stamped with the wall clock just before the set is sent; it starts
+  once the node under test has answered its request, and the estimator's traffic once the node's first /diagnostics
+  reached this process: each side's first send to the other's shared-memory port has then been made, which Fast DDS
+  can hold 333 ms (``answer_from_subscribers``; issue 18's stale samples);
 * this process, which subscribes to ``estimated/joint_states`` and takes latency = receive wall time - stamp
   (same clock: one machine), i.e. from the start of sending a set to having its estimate.
 
@@ -208,6 +211,50 @@ def imu_table(load: NodeLoad, rate: float, period_s: float = 2.0):
     return [[(name, quats[k, i], gyro[k, i]) for i, name in enumerate(load.imus)] for k in range(frames)]
 
 
+#: ``TopicEndpointInfo.node_name`` of an endpoint whose node the ROS graph does not know (yet)
+UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"
+
+
+def answer_from_subscribers(node, topics, deadline: float) -> str | None:
+    """Wait until every node subscribed to ``topics`` has answered one request from ``node`` (``get_parameters`` of
+    ``use_sim_time``, which every rclpy node serves); None, or what did not happen before ``deadline``
+    (``time.monotonic()``).
+
+    Why before the first stamped set (issue 18): Fast DDS's shared-memory transport opens a reader's port on a
+    writer's first send to it, after a health check of the port (``SharedMemGlobal::Port::healthy_check``): a
+    listener idle since its process's watchdog last verified it fails the check until its wait next times out,
+    and the sender sleeps the port's ``healthy_check_timeout_ms / 3`` (333 ms with Fast DDS's default 1,000 ms)
+    before checking again, inside ``publish`` with the GIL held. A set stamped before that first send reached the
+    node 0.29-0.67 s old and was rightly rejected as stale (one set, 17 samples, in 3 of 60 short humanoid rounds).
+    A request reaches the node through the same port (its participant's unicast locator), so the port is open once
+    the node has answered (no first set held in 60 rounds since), and the answer shows the node serving."""
+    import rclpy
+    from rcl_interfaces.srv import GetParameters
+
+    own = (node.get_namespace(), node.get_name())
+    while True:
+        infos = [info for topic in topics for info in node.get_subscriptions_info_by_topic(topic)]
+        targets = {(info.node_namespace, info.node_name) for info in infos} - {own}
+        if infos and all(name != UNKNOWN_NODE for _, name in targets):
+            break
+        if time.monotonic() > deadline:
+            return f"the nodes subscribed to {topics} never became known to the ROS graph"
+        time.sleep(0.05)
+    for namespace, name in sorted(targets):
+        service = f"{namespace.rstrip('/')}/{name}/get_parameters"
+        client = node.create_client(GetParameters, service)
+        try:
+            if not client.wait_for_service(timeout_sec=max(0.0, deadline - time.monotonic())):
+                return f"{service} never appeared"
+            future = client.call_async(GetParameters.Request(names=["use_sim_time"]))
+            rclpy.spin_until_future_complete(node, future, timeout_sec=max(0.0, deadline - time.monotonic()))
+            if not future.done():
+                return f"{service} never answered"
+        finally:
+            node.destroy_client(client)
+    return None
+
+
 def run_publisher(load: NodeLoad, rate: float, duration: float, single_topic: str | None = None) -> int:
     """Publish the model's IMUs at ``rate`` for ``duration`` s; print a JSON summary (sets sent, span) at the end.
 
@@ -232,6 +279,10 @@ def run_publisher(load: NodeLoad, rate: float, duration: float, single_topic: st
             print(json.dumps({"error": "the node under test never subscribed to the IMU topics"}), flush=True)
             return 1
         time.sleep(0.05)
+    unanswered = answer_from_subscribers(node, sorted({p.topic_name for p in publishers.values()}), deadline)
+    if unanswered:
+        print(json.dumps({"error": unanswered}), flush=True)
+        return 1
     messages = {name: Imu() for name in load.imus}
     sent = 0
     start = time.monotonic()
@@ -496,6 +547,20 @@ def stop_process(process) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
+def wait_for_node_under_test(probe, output_topic: str, wrote_to_probe, alive, deadline: float) -> None:
+    """Return once ``probe`` sees the publisher of ``output_topic`` (the node under test is up and discovered, so
+    that no set of the measured window is lost to discovery) and ``wrote_to_probe()`` holds (None: not awaited),
+    or at ``deadline`` (``time.monotonic()``), or when ``alive()`` turns false; the traffic starts after it.
+
+    ``wrote_to_probe``: the node has sent the probe a message (the estimator's /diagnostics), so it has opened the
+    probe's shared-memory port before the traffic. Opening a port can hold the sender up to 333 ms with the GIL held
+    (:func:`answer_from_subscribers`); in the node's first output, during the traffic, the sets queued meanwhile
+    went stale (1,161 rejections in 1 of 60 short humanoid rounds, issue 18)."""
+    while (probe.count_publishers(output_topic) == 0 or (wrote_to_probe is not None and not wrote_to_probe())) and \
+            time.monotonic() < deadline and alive():
+        time.sleep(0.05)
+
+
 def measure(kind: str, args, tmp: Path) -> dict:
     """One measured run of ``kind`` ("estimator", "floor" or "relay") under the publisher's traffic: a dict of
     results.
@@ -559,12 +624,11 @@ def measure(kind: str, args, tmp: Path) -> dict:
         else:
             node.create_subscription(Imu, f"{NAMESPACE}/relay/imu_out", on_output, output_qos(100), raw=True)
         stop_spinning = spin_in_background(node, context)
-        # Traffic starts once the probe sees the output's publisher (the node under test is up and discovered),
-        # so that no set of the measured window is lost to discovery.
         output_topic = f"{NAMESPACE}/relay/imu_out" if kind == "relay" else f"{NAMESPACE}/estimated/joint_states"
-        deadline = time.monotonic() + 120.0
-        while node.count_publishers(output_topic) == 0 and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.05)
+        # The floor and the relay write nothing before their first output: theirs pays the port's opening in the
+        # warm-up. The estimator writes /diagnostics every second.
+        wait_for_node_under_test(node, output_topic, (lambda: bool(diagnostics)) if kind == "estimator" else None,
+                                 lambda: process.poll() is None, time.monotonic() + 120.0)
         duration = args.duration if kind == "estimator" else args.peer_duration
         publisher_command = [sys.executable, __file__, "--role", "publisher", "--model", args.model, "--rate",
                              str(args.rate), "--duration", str(duration + args.warmup)]

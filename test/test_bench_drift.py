@@ -34,10 +34,18 @@ def test_drift_benchmark_runs_end_to_end_and_prints_every_row_and_verdict():
             assert first_minute[0] == "1" and len(first_minute) == 1 + joints
             assert all(0.0 <= float(value) < 90.0 for value in first_minute[1:])
         assert "imumocap" in section
+        # the information bound beside the fusion: per joint, and its worst minute drawn over walks and on this walk
+        bound = section.split("  information bound (")[1]
+        rows = re.findall(r"^      (\S+)\s+([0-9.]+) /\s+([0-9.]+) /\s+([0-9.]+)$", bound, re.MULTILINE)
+        assert len(rows) == joints and all(float(c) >= float(s) > 0.0 for _, _, c, s in rows)
+        drawn = re.findall(r"causal ([0-9.]+) \(([0-9.]+)\), smoothed ([0-9.]+) \(([0-9.]+)\)", bound)
+        assert len(drawn) == 2 and all(float(p90) >= float(median) for c in drawn for median, p90 in (c[:2], c[2:]))
         offsets = re.findall(r"^    \S+\s+(-?[0-9.]+)  vs\s+(-?[0-9.]+)", section, re.MULTILINE)
         assert len(offsets) == {"arm": 4, "lower_body": 7, "lower_body_gait": 7}[scenario]
     verdicts = re.findall(r"^(PASS|MISS)  (.*)$", out, re.MULTILINE)
     assert len(verdicts) == 7, out
     assert verdicts[0][0] == "PASS" and verdicts[0][1].startswith("arm: every estimated joint")
     assert verdicts[4][0] == "PASS" and verdicts[4][1].startswith("lower_body_gait: every estimated joint")
+    for k in (0, 2, 4):  # the fusion's verdicts name the causal bound on the session's walk
+        assert re.search(r"; causal information bound [0-9.]+ deg worst minute \(smoothed [0-9.]+\)", verdicts[k][1])
     assert re.search(r"real time: .* (\d+) us = ([0-9.]+) of the 10 ms period", out)

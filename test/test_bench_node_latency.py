@@ -8,6 +8,8 @@ timing is asserted.
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +144,65 @@ def test_paced_in_process_mode_offers_one_set_per_tick_of_the_rate():
     assert len(lines) == 1, finished.stdout
     cpu, outputs, round_s = lines[0]
     assert float(cpu) > 0 and outputs == "1.000" and float(round_s) >= 120 / 200, finished.stdout
+
+
+def test_the_publisher_sends_its_first_set_once_the_subscribed_node_answered_it(ros_node):
+    """Issue 18: the first send of a Fast DDS writer to a reader's shared-memory port can hold it 333 ms (the port's
+    health check), and a set stamped before it reached the node stale. The benchmark's publisher therefore has each
+    node subscribed to its topics answer one request (get_parameters) before its first set. Here that node is in
+    this process, its get_parameters service noting each request: the first Imu message comes after one."""
+    from rcl_interfaces.srv import GetParameters
+    from sensor_msgs.msg import Imu
+
+    from ros_dofkit.ros.qos import sensor_input_qos
+
+    load = node_latency.load_by_name("arm")
+    events = []
+    subscriber = ros_node.create_node("latency_bench_subscriber", start_parameter_services=False)
+
+    def answer(request, response):
+        events.append(("request", list(request.names)))
+        return response
+
+    subscriber.create_service(GetParameters, "~/get_parameters", answer)
+    for name in load.imus:
+        subscriber.create_subscription(Imu, f"{node_latency.NAMESPACE}/imu/{name}",
+                                       lambda message: events.append(("imu", None)), sensor_input_qos())
+    publisher = subprocess.Popen(
+        [sys.executable, str(REPO / "benchmarks" / "node_latency.py"), "--role", "publisher", "--model", "arm",
+         "--duration", "5"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+        start_new_session=True)
+    try:
+        ros_node.spin_until(lambda: ("imu", None) in events, "the publisher's first Imu message", timeout=60.0)
+    finally:
+        node_latency.stop_process(publisher)
+        output = publisher.communicate()[0]
+    first_imu = events.index(("imu", None))
+    assert ("request", ["use_sim_time"]) in events[:first_imu], (events[:5], output[-2000:])
+
+
+def test_the_probe_starts_the_traffic_once_the_estimator_wrote_to_it(ros_node, ros_processes, tmp_path):
+    """Issue 18: the node under test's first message to the probe opens the probe's shared-memory port, which can
+    hold it 333 ms; in its first output the sets queued meanwhile went stale. The benchmark's wait before the traffic
+    ends only once the probe has the estimator's output publisher and a /diagnostics message from it."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    params = tmp_path / "params.yaml"
+    params.write_text(node_latency.parameters_yaml(node_latency.load_by_name("arm")))
+    node = ros_processes.start("estimator", "--ros-args", "--params-file", str(params))
+    diagnostics = []
+    ros_node.node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10, raw=True)
+    output_topic = f"{node_latency.NAMESPACE}/estimated/joint_states"
+    seen = {}
+
+    def wait() -> None:
+        node_latency.wait_for_node_under_test(ros_node.node, output_topic, lambda: bool(diagnostics), node.is_running,
+                                              time.monotonic() + 120.0)
+        seen["diagnostics"] = len(diagnostics)
+        seen["publishers"] = ros_node.node.count_publishers(output_topic)
+
+    waiting = threading.Thread(target=wait, daemon=True)
+    waiting.start()
+    ros_node.spin_until(lambda: not waiting.is_alive(), "the wait for the node under test", timeout=150.0)
+    assert node.is_running(), node.output()
+    assert seen["publishers"] >= 1 and seen["diagnostics"] >= 1, seen

@@ -18,9 +18,11 @@ from ros_dofkit.core.estimator import setup as problem
 from ros_dofkit.core.estimator.config import HeadingEstimation
 from ros_dofkit.core.estimator.estimator import Estimator
 from ros_dofkit.core.estimator.heading import (
+    MAX_HEADING_STD,
     HeadingFilter,
     HeadingModel,
     acceleration_information,
+    information_update,
     new_work,
     schur_information,
     stack_residuals,
@@ -460,12 +462,64 @@ def test_horizontal_joint_centre_acceleration_measures_the_heading_difference():
     rng = np.random.default_rng(5)
     u_parent = np.array([1.5, -0.7, 9.0])
     for theta in rng.uniform(-3.0, 3.0, 5):
-        delta, weight = acceleration_information(rotation_z(theta) @ u_parent, u_parent, 0.01)
-        assert delta == pytest.approx(theta, abs=1e-12)
-        # |v|^2 = cos(theta / 2)^2 |u_h|^2 with |u_h|^2 = 2.74, each side's variance 0.01
-        assert weight == pytest.approx(math.cos(0.5 * theta) ** 2 * 2.74 / 0.02)
+        information, gradient = acceleration_information(rotation_z(theta) @ u_parent, u_parent, 0.01)
+        # |u_h|^2 = 2.74 (cos, sin) of the turn, each side's variance 0.01
+        assert information == pytest.approx(math.cos(theta) * 2.74 / 0.02)
+        assert gradient == pytest.approx(math.sin(theta) * 2.74 / 0.02)
+        assert math.atan2(gradient, information) == pytest.approx(theta, abs=1e-12)
     # no horizontal acceleration: no information
     assert acceleration_information(np.array([0.0, 0.0, 9.8]), np.array([0.0, 0.0, 9.7]), 0.01) == (0.0, 0.0)
+
+
+def test_joint_centre_acceleration_is_unbiased_when_the_noise_is_as_large_as_the_acceleration():
+    # errors in variables: each side sees v (0.1 m/s^2, slowly turning) with independent noise of 0.1 per axis. Summed
+    # over samples, the information is |v|^2 / (2 noise2) and the step gradient / information is tan(theta): the
+    # mean-based weight |(u_c + u_p) / 2|^2 would count the noise as signal (1.5x here) and shrink the step
+    rng = np.random.default_rng(11)
+    theta, sigma, count = math.radians(3.0), 0.1, 400_000
+    angle = np.linspace(0.0, 40.0, count)
+    v = 0.1 * np.stack([np.cos(angle), np.sin(angle), np.zeros(count)], axis=1)
+    u_parent = v + sigma * rng.standard_normal((count, 3))
+    u_child = v @ rotation_z(theta).T + sigma * rng.standard_normal((count, 3))
+    sums = np.sum([acceleration_information(c, p, sigma ** 2) for c, p in zip(u_child, u_parent, strict=True)],
+                  axis=0)
+    assert sums[0] / count == pytest.approx(math.cos(theta) * 0.01 / (2 * sigma ** 2), rel=0.02)
+    assert math.atan2(sums[1], sums[0]) == pytest.approx(theta, abs=math.radians(0.15))
+
+
+def test_offsets_relative_to_a_reference_walk_together_with_it():
+    # the prediction: P grows by rate2 dt (I + c c^T), c = 1 for an offset relative to the reference (its own walk
+    # moves it: the covariance of differences of independent walks), 0 for one that is not; an offset at the
+    # variance ceiling stops growing
+    m, dt, rate2 = 3, 2.0, 0.3
+    common = np.array([1.0, 1.0, 0.0])
+    work = new_work(two_link_plant("0 0 1").tree.kernel_arguments(), 2, 3, 2, m)
+    delta, P, S, g = np.zeros(m), np.zeros((m, m)), np.zeros((m, m)), np.zeros(m)
+    assert information_update(delta, P, S, g, dt, rate2, common, 1.0, work)
+    np.testing.assert_allclose(P, rate2 * dt * (np.eye(m) + np.outer(common, common)), rtol=1e-12)
+    walks = np.random.default_rng(2).normal(0.0, math.sqrt(rate2 * dt), (200_000, m + 1))
+    differences = walks[:, 1:] - walks[:, :1] * np.r_[common, 0.0][None, :m]  # relative to walk 0 (the reference)
+    np.testing.assert_allclose(np.cov(differences.T), P, atol=0.01)
+    P[:, :] = 0.0
+    P[0, 0] = MAX_HEADING_STD ** 2
+    assert information_update(delta, P, S, g, dt, rate2, common, 1.0, work)
+    assert P[0, 0] == MAX_HEADING_STD ** 2 and P[0, 1] == 0.0
+    assert P[1, 1] == pytest.approx(2 * rate2 * dt) and P[2, 2] == pytest.approx(rate2 * dt) and P[1, 2] == 0.0
+
+
+def test_the_offsets_relative_to_the_reference_are_those_it_shares_an_unseen_heading_with():
+    floating = lower_body_scenario(session_noise(3.0), 0)
+    legs = heading_filter(floating.plant, dataclasses.replace(floating.config, heading_estimation=ON))
+    assert legs.reference == "pelvis" and legs._common.tolist() == pytest.approx([1.0] * 6)
+    fixed = heading_filter(two_link_plant("1 0 0"), EstimatorConfig(imus=TWO_IMUS, heading_estimation=ON))
+    assert fixed.reference is None and fixed._common.tolist() == [0.0, 0.0]
+    # a fixed base seen through two ball joints: ia0 is branch 0's reference; branch 1 is not relative to it
+    plant = MultibodyPlant()
+    plant.add_urdf(two_branch_urdf(), model_name="branches", base_joint="fixed")
+    plant.finalize()
+    branches = heading_filter(plant, EstimatorConfig(imus=tuple(ImuConfig(f"i{body}", body) for body in (
+        "a0", "b0", "a1", "b1")), heading_estimation=ON))
+    assert branches.reference == "ia0" and branches._common.tolist() == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
 
 
 def test_joint_pairs_find_the_ball_joint_and_no_hinge():
@@ -574,3 +628,28 @@ def test_walking_recovers_each_legs_heading_behind_its_hip():
     assert np.max(np.abs(errors[True])) < 0.5
     # the slow sines move the hip centres by ~0.1 m/s^2: far less information in the same time
     assert np.max(np.abs(errors[False])) > 2.0 * np.max(np.abs(errors[True]))
+
+
+def test_chain_information_of_a_ball_joint_turns_the_child_about_the_vertical_and_sees_nothing():
+    # behind a ball joint the child's heading offset is absorbed: no information from exact orientations, and an
+    # estimated offset larger by dd turns the corrected observation, hence the solved child, by exactly -dd about
+    # the world vertical
+    plant = ball_joint_plant()
+    config = ball_config(0.1)
+    heading = HeadingFilter(problem.build(plant, config), config.heading_estimation, config.stale_timeout_s,
+                            [imu.position for imu in config.imus])
+    R_BS = np.stack([imu.mounting for imu in config.imus])
+    rng = np.random.default_rng(3)
+    child = plant.get_body_by_name("c")
+    body = child.index
+    for q in rng.uniform(-1.0, 1.0, (4, plant.num_positions())):
+        chain = heading.chain_information(q, R_BS)
+        assert chain.S.shape == (1, 1) and abs(chain.S[0, 0]) < 1e-9
+        free = np.flatnonzero(problem.build(plant, config).free_v)
+        turn = np.asarray(plant.calc_angular_jacobian(q, child))[:, free] @ chain.dq_dd[:, 0]
+        np.testing.assert_allclose(turn, [0.0, 0.0, -1.0], atol=1e-9)
+        X_WB = plant.calc_body_poses(q)
+        np.testing.assert_allclose(chain.R_WS[1], X_WB[body, :3, :3] @ R_BS[1], atol=1e-12)
+        np.testing.assert_allclose(chain.p_WS[1], X_WB[body, :3, :3] @ BALL_IMUS[1].p_BS + X_WB[body, :3, 3],
+                                   atol=1e-12)
+        np.testing.assert_allclose(chain.p_WJ[0], X_WB[plant.get_body_by_name("cx").index, :3, 3], atol=1e-12)

@@ -13,7 +13,11 @@ slowly varying angle delta_i relative to the model world W, so its observation (
     R_WO_i = Rz(delta_i) R_WS_i(q),        delta_i(t + dt) = delta_i(t) + w,  w ~ N(0, s^2 dt)
 
 with s^2 = (drift per minute)^2 / 60 s. Per-frame orientation IK (delta = 0) turns relative heading drift into
-joint error. Here delta is a state estimated with q from the kinematic constraints that make it observable:
+joint error. Where the chain cannot see a heading an IMU shares with others (a floating base, a ball joint), one
+reference IMU is held at 0 (below) and those others' offsets are relative to it: its own walk moves them all, so
+their prior grows by s^2 dt (I + c c^T), c_i = 1 for an offset relative to the reference (:func:`reference_walk`; on
+a floating base every one: the relative heading of a leg and the pelvis walks at 2 s^2).
+Here delta is a state estimated with q from the kinematic constraints that make it observable:
 hinge joints (a 1-dof joint cannot absorb a heading error of one of its sensors unless its axis is vertical),
 encoders (locked coordinates absorb nothing), and the floating base or vertical first joint that does absorb a
 common heading (then one reference IMU's delta is held at 0).
@@ -76,30 +80,40 @@ gyro w_S, angular acceleration a_S, all in S_i; lever arm r_i = R_WS,i(q)^T (p_W
 
     u_i = Rz(-dhat_i) R_WO,i (f_S + w_S x (w_S x r_i) + a_S x r_i) = Rz(d_i - dhat_i) (a_WJ - g_W) + noise,
 
-(the accelerometer reaches the cycles as ``rules.SAMPLE.f_S``), so with v the mean of the horizontal parts of
-u_c and u_p, the remaining offsets dd = d - dhat satisfy, to first order, u_c,h - u_p,h = (dd_c - dd_p) z x v.
-The measurement Delta = 2 atan(((z x v) . (u_c,h - u_p,h)) / (2 |v|^2)) (the exact angle between u_p,h and u_c,h
-when they differ by a turn) observes dd_c - dd_p with variance 2 s_a^2 / |v|^2 (noise model: each side's
-horizontal components carry independent white noise of variance s_a^2 = ``acceleration_noise``^2, covering
-accelerometer noise, tilt error times g, lever-arm and angular-acceleration errors). It enters the same information
-update, after the projection above (it observes what orientations cannot): S += (sigma^2 |v|^2 / (2 s_a^2)) h h^T,
-g -= (sigma^2 |v|^2 / (2 s_a^2)) Delta h, h = e_c - e_p (an entry only for an estimated offset). No horizontal
-acceleration, no information: no threshold. a_S is the central difference of the gyro around a sample, so the
+(the accelerometer reaches the cycles as ``rules.SAMPLE.f_S``), so the remaining offsets dd = d - dhat satisfy
+u_c,h = Rz(dd_c - dd_p) u_p,h + noise. With v the true
+horizontal acceleration, the products across the two sides, c = u_c,h . u_p,h = |v|^2 cos(dd_c - dd_p) + e_c and
+s = (z x u_p,h) . u_c,h = |v|^2 sin(dd_c - dd_p) + e_s, have noise of mean 0: each side's horizontal components
+carry independent white noise of variance s_a^2 = ``acceleration_noise``^2 (accelerometer noise, tilt error times g,
+lever-arm and angular-acceleration errors). The measurement observes dd_c - dd_p with information |v|^2 / (2 s_a^2),
+estimated by c / (2 s_a^2), and its least-squares gradient is s / (2 s_a^2) (:func:`acceleration_information`).
+It enters the same information update, after the projection above (it observes what orientations cannot):
+S += (sigma^2 c / (2 s_a^2)) h h^T, g -= (sigma^2 s / (2 s_a^2)) h, h = e_c - e_p (an entry only for an estimated
+offset); summed over samples the step is atan-free, sum s / sum c = tan(dd_c - dd_p). No horizontal acceleration,
+no information: no threshold. Why products across the sides: where the acceleration is as small as the noise (the
+slow sines' hip centres, ~0.1 m/s^2), |v|^2 estimated from one side or from their mean counts each side's noise
+power as signal (errors in variables): the former angle 2 atan((z x v') . (u_c - u_p) / (2 |v'|^2)) weighted by
+|v'|^2, v' the mean of both sides, overstated the information (by 1.5x at equal signal and noise per axis,
+``test_joint_centre_acceleration_is_unbiased_when_the_noise_is_as_large_as_the_acceleration``) and shrank each step
+by as much, so the filter's std there was smaller than its error. A sample's c may be negative (the noise's);
+summed, the information is unbiased. a_S is the central difference of the gyro around a sample, so the
 measurement of a sample enters at the IMU's next sample (one sample late; each IMU's previous lever arm, f + w x
 (w x r) and corrected R_WO are held, u turned by the heading change since); both IMUs' held samples must share
 a stamp. A backward difference (alpha half a sample late) biased the heading by 2 deg on the exact ball-joint case
 of the tests.
 
 What limits a leg's heading. Behind a 3-dof hip only this measurement observes the leg's heading relative to the
-pelvis, so its accuracy is an information limit, not a bias: with exact simulated sensors Delta equals the true
-remaining offset difference to 0.001 deg at every sample; with the drift benchmark's sensors (0.5 deg orientation
-noise: g times the tilt error, ~0.09 m/s^2, dominates each side's error) its 10-second information-weighted means
-scatter by 0.8-1.6 deg about the truth when the hip centres accelerate by ~0.1 m/s^2 (slow sines) and by 0.17-0.21
-deg when walking (~1 m/s^2). A random walk of rate 2 q (two IMUs at q = (3 deg/min)^2 / 60 s) observed with
-information I per second is tracked by any causal filter with a standard deviation of at least (2 q / I)^(1/4):
-1.5 deg for the slow sines, 0.6 deg walking (I from those scatters). The slow session's 1.5-2 deg leg-heading
-errors, and its hips' worst minutes of 3 deg, are that limit; the walking session's hips stay under 2 deg.
-Measured (``benchmarks/drift.py --minutes 10``): README, "Heading drift".
+pelvis (a walk of rate 2 s^2), so its accuracy has an information limit. ``benchmarks/heading_bound.py`` computes it
+on a simulated session: the posterior Cramer-Rao bound, i.e. the covariance of the correctly specified Kalman
+filter (causal) and of its RTS smoother (two-sided, the best any offline method can do), given per sample the
+orientations' information at the true configuration (:meth:`HeadingFilter.chain_information`) and the joint-centre
+measurement's, |v|^2 / (sigma_c^2 + sigma_p^2) with each side's true error (orientation noise times the specific
+force, accelerometer, gyro noise through the lever arms), and the joint error a heading error causes through the
+solve. ``benchmarks/drift.py --minutes 10`` (at 110f28e): on the slow sines (hip centres ~0.1 m/s^2 RMS) the legs'
+heading std is 1.72 deg RMS over the session at the causal bound (1.23 smoothed), and the worst minute of any joint
+(a hip) 2.35 deg (median over the noise on the session's own walk; 90 %: 3.07) at the causal bound, 1.62 smoothed:
+no causal estimator meets 2 deg on that motion, a smoother would. Walking (~1 m/s^2): 0.57 deg, worst minute 0.87
+causal. The filter: 3.09 and 1.09 deg (README, "Heading drift"); on the arm 0.65 at a bound of 0.63.
 
 Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
 samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
@@ -140,6 +154,14 @@ HeadingModel = namedtuple("HeadingModel", ["body", "scale", "column", "free_v"])
 HeadingModel.__doc__ = """What the per-cycle kernels read, per configured IMU i: ``body`` (plant body index),
 ``scale`` sqrt(weight), ``column`` its offset's index in the state (-1: held at 0, the reference or a sensor not
 solved for); ``free_v`` the plant velocity indices the solver frees."""
+
+ChainInformation = namedtuple("ChainInformation", ["S", "dq_dd", "N", "R_WS", "p_WS", "p_WJ"])
+ChainInformation.__doc__ = """What a cycle's exact orientations tell at one configuration q
+(:meth:`HeadingFilter.chain_information`), per unit orientation variance: ``S`` (m, m) the information about the
+offsets (projected onto the observable directions, as :meth:`HeadingFilter.update` does), ``dq_dd`` (n_free, m) =
+-N^-1 B the free velocities' error an offset error causes through the solve, ``N`` = J^T J (n_free, n_free) (the
+solve's joints have covariance sigma^2 N^-1 from white orientation noise of sigma per axis); the geometry of the
+joint-centre constraints: each IMU's R_WS (n, 3, 3) and position p_WS (n, 3), each pair's centre p_WJ (P, 3)."""
 
 HeadingWork = namedtuple("HeadingWork", ["X_WB", "R_WF", "p_WM", "J6", "Jr", "err", "phi", "r", "J", "E", "N",
                                          "L", "B", "X", "column", "S", "g"])
@@ -249,16 +271,20 @@ def schur_information(work):
 
 
 @njit(cache=True, error_model="numpy")
-def information_update(delta, P, S, g, dt, rate2, sigma2, work):
-    """Predict (P += rate2 dt I on the diagonal entries below the ceiling) and update in information form (module
-    docstring). Returns False when the information matrix is not positive definite (nothing changes then)."""
+def information_update(delta, P, S, g, dt, rate2, common, sigma2, work):
+    """Predict (P += rate2 dt (I + c c^T) over the offsets whose variance is below the ceiling; c = ``common`` (m,):
+    how the reference's own walk moves each offset, 1 for an offset relative to it) and update in information form
+    (module docstring). Returns False when the information matrix is not positive definite (nothing changes
+    then)."""
     m = delta.shape[0]
     L, column = work.L, work.column
     grown = np.empty((m, m))
     ceiling = MAX_HEADING_STD * MAX_HEADING_STD
     for a in range(m):
         for c in range(m):
-            grown[a, c] = P[a, c] + (rate2 * dt if a == c and P[a, a] < ceiling else 0.0)
+            growing = P[a, a] < ceiling and P[c, c] < ceiling
+            step = rate2 * dt * ((1.0 if a == c else 0.0) + common[a] * common[c])
+            grown[a, c] = P[a, c] + step if growing else P[a, c]
     information = _inverse(grown, L, column)
     if information.shape[0] != m:
         return False
@@ -401,17 +427,16 @@ def fill_accelerations(f_S, accel, present) -> None:
 
 
 def acceleration_information(u_child, u_parent, noise2):
-    """(Delta, weight) of one joint from the horizontal projections of its centre's acceleration seen by both sides
-    (module docstring): Delta = 2 atan(((z x v) . (u_child - u_parent)) / (2 |v|^2)), v their mean, is the angle
-    from u_parent to u_child (exactly, when the two differ by a turn only), a measurement of the remaining offset
-    difference d_child - d_parent with information weight |v|^2 / (2 noise2) (each side's horizontal components
-    have variance noise2): no information where the horizontal acceleration vanishes, no threshold."""
-    v0, v1 = 0.5 * (u_child[0] + u_parent[0]), 0.5 * (u_child[1] + u_parent[1])
-    v2 = v0 * v0 + v1 * v1
-    if not v2 > 0.0:
-        return 0.0, 0.0
-    perpendicular = -v1 * (u_child[0] - u_parent[0]) + v0 * (u_child[1] - u_parent[1])
-    return 2.0 * math.atan(0.5 * perpendicular / v2), v2 / (2.0 * noise2)
+    """(information, gradient) of one joint from the horizontal projections of its centre's acceleration seen by
+    both sides (module docstring): with c = u_child,h . u_parent,h and s = (z x u_parent,h) . u_child,h (= |v|^2 cos
+    and |v|^2 sin of the angle from the parent's to the child's, v the true horizontal acceleration, when the two
+    differ by a turn only), information = c / (2 noise2) and gradient = s / (2 noise2) (each side's horizontal
+    components have variance noise2): the measurement of the remaining offset difference d_child - d_parent, whose
+    sum over samples is the least-squares step. Products across the two sides only: their noises are independent,
+    so both are unbiased however small the acceleration (no threshold; a sample's c may be negative)."""
+    c = u_child[0] * u_parent[0] + u_child[1] * u_parent[1]
+    s = u_child[1] * u_parent[0] - u_child[0] * u_parent[1]
+    return c / (2.0 * noise2), s / (2.0 * noise2)
 
 
 @njit(cache=True, error_model="numpy")
@@ -538,6 +563,36 @@ def choose_reference(tree, nv: int, body, scale, free_v, reference: int | None, 
     return column, observable_offsets(column, seen, NO_PAIRS), seen
 
 
+def reference_walk(tree, nv: int, body, scale, free_v, plant, column, reference: int, pairs) -> np.ndarray:
+    """(m,) how IMU ``reference``'s own heading walk moves each estimated offset (``column``): the offsets of the
+    IMUs whose common heading with the reference the chain cannot see (the null direction, through the reference,
+    of the generically summed information of the orientations and of the joint ``pairs``' directions, scaled to 1
+    at the reference: e.g. every IMU on a floating base whose legs are paired with the pelvis, or the IMUs behind
+    the reference's ball joint) are relative to it, so they walk with it (1); the others do not (0)."""
+    weighted = np.flatnonzero(np.asarray(scale) > 0.0)
+    walk = np.zeros(int((np.asarray(column) >= 0).sum()))
+    if reference not in weighted:
+        return walk
+    every = np.full(len(body), -1, dtype=np.int64)
+    every[weighted] = np.arange(len(weighted))
+    Q = random_configurations(plant, OBSERVABILITY_SAMPLES)
+    S = summed_information(tree, nv, HeadingModel(body, scale, every, free_v), Q)
+    size = len(Q) * float(np.max(scale)) ** 2
+    for child, parent in zip(pairs.child, pairs.parent, strict=True):
+        h = np.zeros(len(weighted))
+        h[every[child]], h[every[parent]] = 1.0, -1.0
+        S += size * np.outer(h, h)
+    eigenvalues, vectors = np.linalg.eigh(S)
+    null = vectors[:, eigenvalues <= 1e-8 * size]
+    direction = null @ null[every[reference]]
+    if abs(direction[every[reference]]) < 1e-9:
+        return walk
+    for i in weighted:
+        if column[i] >= 0:
+            walk[column[i]] = direction[every[i]] / direction[every[reference]]
+    return walk
+
+
 class HeadingFilter:
     """Per-IMU heading offsets (and gyro biases) of one estimator; see the module docstring for the math.
 
@@ -580,6 +635,9 @@ class HeadingFilter:
         self._p_BS = np.zeros((n, 3)) if positions is None else np.asarray(positions, dtype=float).reshape(n, 3)
         self._inertial = None
         self.observable = observable_offsets(column, basis, self.pairs)  # orientations and accelerations
+        # offsets relative to a reference whose heading walks as well (module docstring, "Model")
+        self._common = np.zeros(m) if self.reference is None else reference_walk(
+            self._tree, nv, body, scale, self._free_v, plant, column, self.names.index(self.reference), self.pairs)
         # joint ends: pair k's child side k, its parent side P + k (an IMU may sit on several, e.g. the pelvis)
         self._end_imu = np.concatenate([self.pairs.child, self.pairs.parent])
         self._end_centre = np.concatenate([self.pairs.centre_body, self.pairs.centre_body])
@@ -645,11 +703,29 @@ class HeadingFilter:
             self._add_accelerations(cycle, R_WO, solver_columns, R_BS)
         previous = self._stamp[0]
         dt = stamp - previous if previous == previous and stamp > previous else 0.0
-        if not information_update(self.delta, self.P, self._work.S, self._work.g, dt, self._rate2, self._sigma2,
-                                  self._work):
+        if not information_update(self.delta, self.P, self._work.S, self._work.g, dt, self._rate2, self._common,
+                                  self._sigma2, self._work):
             return False
         self._stamp[0] = stamp
         return True
+
+    def chain_information(self, q, R_BS) -> ChainInformation:
+        """:class:`ChainInformation` at q with mountings R_BS (n_imu, 3, 3) and every orientation exact (phi = 0):
+        the information the filter's model of one cycle holds (for bounds such as benchmarks/heading_bound.py's).
+        Arrays are copies; the filter's state does not change."""
+        work, model = self._work, self._model
+        kinematics.forward_kinematics(self._tree, q, work.X_WB, work.R_WF, work.p_WM)
+        R_WB = work.X_WB[model.body, :3, :3]
+        R_WS = np.ascontiguousarray(R_WB @ R_BS)
+        p_WS = work.X_WB[model.body, :3, 3] + np.einsum("nij,nj->ni", R_WB, self._p_BS)
+        p_WJ = work.p_WM[self.pairs.centre_body].copy()
+        stack_residuals(self._tree, q, R_WS, np.arange(len(self.names), dtype=np.int64), model, R_BS, work)
+        schur_information(work)
+        S = work.S.copy()
+        if self._projector is not None:
+            S = self._projector @ S @ self._projector
+        n, m = len(self._free_v), self.delta.shape[0]
+        return ChainInformation(S, -work.X[:n, :m].copy(), work.N.copy(), R_WS, p_WS, p_WJ)
 
     def _inertial_step(self, cycle, R_WO, solver_columns, R_BS):
         """Per IMU with a new sample at this cycle: for each joint end it sits on (pair k's child end k, parent end
@@ -698,15 +774,14 @@ class HeadingFilter:
         for k, (child, parent) in enumerate(zip(self.pairs.child, self.pairs.parent, strict=True)):
             if not (ready[k] and ready[P + k] and stamps[k] == stamps[P + k]):
                 continue
-            delta, weight = acceleration_information(u[k], u[P + k], self._noise2)
+            information, gradient = acceleration_information(u[k], u[P + k], self._noise2)
             h[:] = 0.0
             if column[child] >= 0:
                 h[column[child]] = 1.0
             if column[parent] >= 0:
                 h[column[parent]] -= 1.0
-            weight *= self._sigma2
-            self._work.S[:, :] += weight * np.outer(h, h)
-            self._work.g[:] -= weight * delta * h
+            self._work.S[:, :] += self._sigma2 * information * np.outer(h, h)
+            self._work.g[:] -= self._sigma2 * gradient * h
 
     def unbiased_gyros(self, stamp, reset, R_GS, w_S, use) -> np.ndarray:
         """w_S (C, n_imu, 3) minus the gyro bias estimates after each cycle (the cycles in order; ``reset`` (C,)
@@ -724,6 +799,11 @@ class HeadingFilter:
         return {name: ((float(self.delta[column[i]]), math.sqrt(max(self.P[column[i], column[i]], 0.0)),
                         bool(self.observable[i])) if column[i] >= 0 else (0.0, 0.0, False))
                 for i, name in enumerate(self.names)}
+
+    @property
+    def columns(self) -> np.ndarray:
+        """(n_imu,) int64: each IMU's offset index in ``delta`` (-1: held at 0, the reference or a weight of 0)."""
+        return self._model.column
 
     def gyro_bias(self) -> dict:
         """{IMU name: gyro bias estimate (3,) rad/s in the sensor frame}."""
