@@ -21,6 +21,7 @@ from ros_dofkit.ros.estimator_messages import (
     JointStateSelection,
     NodeStatistics,
     RateMeter,
+    _run_or_indices,
     diagnostics_message,
     sensor_errors_message,
 )
@@ -266,3 +267,15 @@ def test_robot_description_is_the_one_urdf_or_the_instances_merged_into_one_tree
     assert model.root == "base_link" and {"arm_link0", "arm_link7", "arm_mount", "left_wheel"} <= set(model.links)
     assert 'name="arm_attachment"' in merged
     assert robot_description_text([ModelSpec("mobile_base.urdf"), ModelSpec("arm7.urdf", "arm")]) is None  # 2 roots
+
+
+@pytest.mark.parametrize("indices", [[3, 4, 5, 6], [0], [2, 4, 5], [5, 4, 3], [1, 1, 2], [], [0, 1, 2, 3, 4, 5, 6, 7]])
+def test_a_selection_is_a_slice_only_where_it_selects_what_its_indices_select(indices):
+    """JointStateSelection.serialized's rows: a run of consecutive increasing indices becomes a slice, anything else
+    stays an index array; either selects the entries the indices select, in their order."""
+    values = np.arange(10.0, 18.0)
+    indices = np.array(indices, dtype=np.int64)
+    rows = _run_or_indices(indices)
+    np.testing.assert_array_equal(values[rows], values[indices])
+    consecutive = indices.size > 0 and all(b == a + 1 for a, b in zip(indices[:-1], indices[1:], strict=True))
+    assert isinstance(rows, slice) == consecutive

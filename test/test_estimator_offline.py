@@ -2,16 +2,24 @@
 by layout (``OfflineInputs.js_layouts``, as the replay's decoder holds them) validates to the same compiled-rule
 inputs, bit for bit, as the same messages as per-message lists (the reference: each message read on its own), for
 accepted, partly unknown, mis-sized and non-finite messages; layouts that do not hold every message once are
-refused with a typed error."""
+refused with a typed error. ``EstimatorResult.of_cycle`` (a cycle's row arrays -> its result, set field by field
+at once) gives the object the dataclass's own constructor builds from the same fields, written out by hand."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 
-from ros_dofkit.core.estimator.offline import JointStateLayoutRows, OfflineInputError, OfflineInputs, validate_window
+from ros_dofkit.core.estimator.offline import (
+    EstimatorResult,
+    JointStateLayoutRows,
+    OfflineInputError,
+    OfflineInputs,
+    validate_window,
+)
 
 NAME_TO_INDEX = {"j1": 0, "j2": 1, "j3": 2}
 
@@ -83,3 +91,40 @@ def test_layouts_must_hold_every_message_once():
         dataclasses.replace(inputs, js_layouts=[*layouts, first])  # twice
     with pytest.raises(OfflineInputError, match="expected positions"):
         dataclasses.replace(inputs, js_layouts=[first._replace(positions=first.positions[1:]), *layouts[1:]])
+
+
+def test_a_cycle_result_is_the_one_the_dataclass_builds_from_the_same_fields():
+    rng = np.random.default_rng(7)
+    q, v, X_WB = rng.normal(size=5), rng.normal(size=4), rng.normal(size=(3, 4, 4))
+    from_gyro = np.array([True, False, True, False])
+    rows = {"q": q.copy(), "v": v.copy(), "X_WB": X_WB.copy(), "velocity_from_gyro": from_gyro.copy()}
+    result = EstimatorResult.of_cycle(
+        sensor_names=("a", "b", "c"), articulated_names=("j1", "j2"), position_names=("p",) * 5,
+        velocity_names=("w",) * 4, stamp=np.float64(2.5), q=rows["q"], v=rows["v"],
+        velocity_from_gyro=rows["velocity_from_gyro"], X_WB=rows["X_WB"], goal=np.float64(1e-9), solved=np.True_,
+        failure="", errors_deg=np.array([0.5, np.nan, 1.5]), observed=np.array([True, False, True]),
+        stale=np.array([False, True, False]), uncalibrated=np.array([False, False, True]),
+        missing=np.array([False, True]), weights=np.array([1.0, 2.0, 0.25]), solve_time_s=np.float64(3e-5),
+        tracking_reset=np.False_, cycle=np.int64(7), initialized=np.True_)
+    expected = EstimatorResult(
+        stamp=2.5, q=q, v=v, position_names=("p",) * 5, velocity_names=("w",) * 4, velocity_from_gyro=from_gyro,
+        X_WB=X_WB, goal=1e-9, solved=True, failure="", sensor_errors_deg={"a": 0.5, "b": math.nan, "c": 1.5},
+        observed_sensors=("a", "c"), stale_sensors=("b",), uncalibrated_sensors=("c",), missing_encoders=("j2",),
+        solve_time_s=3e-5, tracking_reset=False, cycle=7, initialized=True, sensor_weights={"a": 1.0, "c": 0.25})
+    assert type(result) is EstimatorResult
+    for item in dataclasses.fields(EstimatorResult):
+        got, want = getattr(result, item.name), getattr(expected, item.name)
+        if isinstance(want, np.ndarray):
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype and not got.flags.writeable
+        elif item.name == "sensor_errors_deg":
+            assert list(got) == list(want) and np.array_equal(list(got.values()), list(want.values()), equal_nan=True)
+        else:
+            assert got == want and type(got) is type(want), item.name
+    for name, row in rows.items():  # the arrays are the result's own: the rows may be overwritten by the next cycle
+        row[...] = 0
+        assert not np.shares_memory(getattr(result, name), row)
+    np.testing.assert_array_equal(result.q, q)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.stamp = 1.0
+    assert repr(result) == repr(expected)

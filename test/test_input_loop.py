@@ -36,6 +36,19 @@ def _imu(k: int) -> Imu:
     return msg
 
 
+def counting_trigger(node, name: str) -> list:
+    """A Trigger service ``name`` of ``node`` that answers success; the list it appends one entry to per call."""
+    calls = []
+
+    def on_trigger(request, response):
+        calls.append(1)
+        response.success = True
+        return response
+
+    node.create_service(Trigger, name, on_trigger)
+    return calls
+
+
 def test_inputs_timers_and_services_are_served(context):
     node = rclpy.create_node("input_loop_test", context=context)
     client_node = rclpy.create_node("input_loop_test_client", context=context)
@@ -47,14 +60,7 @@ def test_inputs_timers_and_services_are_served(context):
     }
     ticks = []
     node.create_timer(0.02, lambda: ticks.append(time.monotonic()))
-    calls = []
-
-    def on_trigger(request, response):
-        calls.append(1)
-        response.success = True
-        return response
-
-    node.create_service(Trigger, "/input_loop_test/trigger", on_trigger)
+    calls = counting_trigger(node, "/input_loop_test/trigger")
     loop = InputLoop(node, housekeeping_period=0.005)
     for name, subscription in subscriptions.items():
         loop.add(subscription, received[name].append)
@@ -110,6 +116,41 @@ def test_a_timer_is_served_when_due_however_long_the_housekeeping_period(context
     assert len(ticks) >= 5
     assert loop.housekeeping_passes <= 3 * len(ticks) + 2
     node.destroy_node()
+
+
+def test_requests_that_came_together_are_served_together_however_long_the_housekeeping_period(context):
+    # A pass serves one callback (as spin_once); one that served a callback is followed by another soon, so that five
+    # requests waiting at the first pass are all served although the next periodic pass would be 1000 s away.
+    node = rclpy.create_node("input_loop_burst", context=context)
+    client_node = rclpy.create_node("input_loop_burst_client", context=context)
+    subscription = node.create_subscription(Imu, "/input_loop_test/burst_x", lambda data: None, 10, raw=True)
+    calls = counting_trigger(node, "/input_loop_test/burst")
+    client = client_node.create_client(Trigger, "/input_loop_test/burst")
+    assert client.wait_for_service(timeout_sec=10.0)
+    futures = [client.call_async(Trigger.Request()) for _ in range(5)]
+    time.sleep(0.5)  # the requests reach the service's reader before the loop's first pass (not a timed assertion)
+    loop = InputLoop(node, housekeeping_period=1000.0)
+    loop.add(subscription, lambda data: None)
+    # Inputs wake the loop (which checks ``until`` on every wake) but start no pass: the passes are the loop's own.
+    publisher = client_node.create_publisher(Imu, "/input_loop_test/burst_x", 10)
+    stop = threading.Event()
+
+    def wake():
+        while not stop.wait(0.02):
+            publisher.publish(_imu(0))
+
+    waker = threading.Thread(target=wake)
+    waker.start()
+    started = time.monotonic()
+    try:
+        loop.spin(until=lambda: len(calls) >= 5 or time.monotonic() - started > 20.0)
+    finally:
+        stop.set()
+        waker.join(5.0)
+    assert len(calls) == 5 and len(futures) == 5
+    assert loop.housekeeping_passes <= 2 * 5 + 3  # one per request, and the passes that found nothing
+    node.destroy_node()
+    client_node.destroy_node()
 
 
 def test_spin_returns_when_the_context_shuts_down(context):

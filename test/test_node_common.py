@@ -1,11 +1,11 @@
-"""ros_dofkit.nodes.common: the shutdown of ros_dofkit's nodes (run_node) as real processes, and clock_seconds.
+"""ros_dofkit.nodes.common: the shutdown of ros_dofkit's nodes (run_node) as real processes, and ClockSeconds.
 
 In a terminal, Ctrl-C sends SIGINT to every process of the foreground group, and ``ros2 launch`` forwards one
 more to each node: a node gets two, the second possibly while it is cleaning up after the first. Both must end
 it with status 0 and no traceback. The first test makes the bad moment certain (a relay whose clean-up announces
 itself and takes a second; the second SIGINT comes inside it); the second sends two SIGINTs back to back to
-every node executable. ``clock_seconds`` (the estimator's clock read per input message) is checked against the
-clock's own ``now()`` under wall and sim time.
+every node executable. ``ClockSeconds`` (the estimator's clock read per input message) is checked against the
+clock's own ``now()`` under wall and sim time, also when ``use_sim_time`` is switched at run time.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.parameter import Parameter
 from rclpy.time import Time
 
-from ros_dofkit.nodes.common import clock_seconds
+from ros_dofkit.nodes.common import ClockSeconds
 
 pytestmark = pytest.mark.ros
 
@@ -87,11 +87,35 @@ def test_clock_seconds_reads_what_the_clock_reads_under_wall_and_sim_time():
         for clock, reference in ((wall, wall), (wall, Clock(clock_type=ClockType.SYSTEM_TIME)),
                                  (Clock(clock_type=ClockType.STEADY_TIME),) * 2):
             before = reference.now().nanoseconds * 1e-9
-            assert before <= clock_seconds(clock) <= reference.now().nanoseconds * 1e-9
+            assert before <= ClockSeconds(clock).seconds() <= reference.now().nanoseconds * 1e-9
         sim = rclpy.create_node("clock_seconds_sim", context=context,
                                 parameter_overrides=[Parameter("use_sim_time", value=True)]).get_clock()
-        assert sim.ros_time_is_active and clock_seconds(sim) is None  # no /clock message yet
+        assert sim.ros_time_is_active and ClockSeconds(sim).seconds() is None  # no /clock message yet
         sim.set_ros_time_override(Time(seconds=12, nanoseconds=500_000_000, clock_type=ClockType.ROS_TIME))
-        assert clock_seconds(sim) == 12.5
+        assert ClockSeconds(sim).seconds() == 12.5
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def test_clock_seconds_follows_use_sim_time_switched_at_run_time():
+    """The reader asks whether ROS time is active once and then follows the clock's activation changes: switching
+    ``use_sim_time`` on and off at run time moves it between the /clock time and the system clock."""
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node("clock_seconds_switch", context=context)
+        reader = ClockSeconds(node.get_clock())
+        system = Clock(clock_type=ClockType.SYSTEM_TIME)
+        before = system.now().nanoseconds * 1e-9
+        assert before <= reader.seconds() <= system.now().nanoseconds * 1e-9
+        node.set_parameters([Parameter("use_sim_time", value=True)])
+        assert node.get_clock().ros_time_is_active and reader.seconds() is None  # no /clock message yet
+        node.get_clock().set_ros_time_override(Time(seconds=3, nanoseconds=250_000_000,
+                                                    clock_type=ClockType.ROS_TIME))
+        assert reader.seconds() == 3.25
+        node.set_parameters([Parameter("use_sim_time", value=False)])
+        before = system.now().nanoseconds * 1e-9
+        assert not node.get_clock().ros_time_is_active
+        assert before <= reader.seconds() <= system.now().nanoseconds * 1e-9
     finally:
         rclpy.try_shutdown(context=context)

@@ -29,8 +29,10 @@ Bad parameters at start stop the node with the reason; bad changes at run time a
 Speed (DESIGN.md's node budget, measured by benchmarks/node_latency.py against a relay node's floor): inputs are
 taken serialized and decoded without message objects (``ros_dofkit.ros.live_cdr``), by a loop that waits on the
 input subscriptions alone (``ros_dofkit.ros.input_loop``; timers, services and parameters are served between
-inputs by an ordinary executor); JointState and TF go out as pre-serialized bytes; start-up objects are frozen
-out of the garbage collector's generations so that its passes stay short.
+inputs by an ordinary executor, every :data:`HOUSEKEEPING_PERIOD_S` and when a timer is due); each message reads the
+clock without asking rcl whether ROS time is active (``nodes.common.ClockSeconds``); JointState and TF go out as
+pre-serialized bytes; start-up objects are frozen out of the garbage collector's generations so that its passes stay
+short.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from ros_dofkit.core.estimator.odometry import (
 )
 from ros_dofkit.core.estimator.robot import build_plant
 from ros_dofkit.core.spatial import matrix_to_quat
-from ros_dofkit.nodes.common import StartupError, clock_seconds, declare_specs, run_node
+from ros_dofkit.nodes.common import ClockSeconds, StartupError, declare_specs, run_node
 from ros_dofkit.nodes.hinge_calibration_service import HingeCalibrationService
 from ros_dofkit.precompile import warm_up
 from ros_dofkit.ros.estimator_messages import (
@@ -133,6 +135,7 @@ class EstimatorNode(Node):
         """``own_process``: the node is its process's only purpose (``main``): what its start-up made is frozen out
         of the garbage collector's generations before the inputs are subscribed."""
         super().__init__(NODE_NAME, **node_kwargs)
+        self._clock_reader = ClockSeconds(self.get_clock())  # read on every input message
         self._values = declare_specs(self, NODE_PARAMETERS)
         try:
             self.plant = build_plant(model_specs_from_parameters(self._values))
@@ -182,6 +185,7 @@ class EstimatorNode(Node):
             f"{imu.name}/magnetic_field" for imu in config.imus if imu.magnetic_field_topic),
             *(["odometry"] if odometry else [])])
         self._stamps: OrderedDict = OrderedDict()
+        self._last_stamp = None  # the (sec, nanosec) last remembered
         self._newest_imu_data: dict = {}  # IMU name -> its newest Imu's bytes (the magnetometer's frame_id check)
         self._last_log: dict = {}
         #: (subscription, handler(bytes)) of every input: served by InputLoop in main(), or by any executor.
@@ -328,7 +332,7 @@ class EstimatorNode(Node):
             self.get_logger().warning(text)
 
     def _clock_now(self):
-        return clock_seconds(self.get_clock())  # sim time before the first /clock: None, no clock
+        return self._clock_reader.seconds()  # sim time before the first /clock: None, no clock
 
     # ------------------------------------------------------------------ inputs and the cycle
     def _add_input(self, msg_type, topic: str, handler, qos) -> None:
@@ -339,7 +343,8 @@ class EstimatorNode(Node):
 
     def _remember_stamp(self, sec: int, nanosec: int) -> None:
         # The key is the core's stamp (stamp_to_seconds): outputs get the input's exact (sec, nanosec) back.
-        self._stamps[sec + nanosec * 1e-9] = (sec, nanosec)
+        self._last_stamp = (sec, nanosec)
+        self._stamps[sec + nanosec * 1e-9] = self._last_stamp
         if len(self._stamps) > 256:
             self._stamps.popitem(last=False)
 
@@ -372,13 +377,16 @@ class EstimatorNode(Node):
 
     def _imu_callback(self, name: str, keep_data: bool = False):
         """``keep_data``: the IMU has a magnetometer, whose fields are checked against its newest Imu's frame_id."""
+        clock_seconds, estimator = self._clock_reader.seconds, self.estimator
+
         def on_imu(data: bytes) -> None:
             try:
-                sec, nanosec, status, results = feed_imu_cdr(self.estimator, name, data, now=self._clock_now())
+                sec, nanosec, status, results = feed_imu_cdr(estimator, name, data, now=clock_seconds())
             except MalformedMessageError as error:
                 self._malformed(name, error)
                 return
-            self._remember_stamp(sec, nanosec)
+            if (sec, nanosec) != self._last_stamp:  # (a set's messages share their stamp: one entry a set)
+                self._remember_stamp(sec, nanosec)
             if keep_data:
                 self._newest_imu_data[name] = data
             self._after_input(name, status, results)
@@ -427,7 +435,8 @@ class EstimatorNode(Node):
         for selection, publisher in self._instance_outputs:
             if publisher.get_subscription_count():
                 publisher.publish(selection.serialized(result, sec, nanosec))
-        self._publish_odometry(result, sec, nanosec)
+        if self._odometry:
+            self._publish_odometry(result, sec, nanosec)
         self._publish_tf(result, sec, nanosec)
         if self._errors_publisher.get_subscription_count():
             self._errors_publisher.publish(sensor_errors_message(result, self.estimator.config.imu_names))
@@ -528,8 +537,15 @@ class EstimatorNode(Node):
         return SetParametersResult(successful=True)
 
 
+#: How often the estimator's input loop serves services, parameters and QoS events when nothing else is due (s):
+#: a pass is rmw's wait on the node's ~45 entities, ~0.3 ms unloaded (~13 us per 500 Hz sample set at one per 50 ms),
+#: and a request waits at most about this long (requests that come together are served together; the diagnostics
+#: timer has passes of its own; under sim time InputLoop passes every 5 ms for /clock).
+HOUSEKEEPING_PERIOD_S = 0.2
+
+
 def _spin(node: EstimatorNode) -> None:
-    loop = InputLoop(node)
+    loop = InputLoop(node, housekeeping_period=HOUSEKEEPING_PERIOD_S)
     for subscription, handler in node.input_subscriptions:
         loop.add(subscription, handler)
     loop.spin()

@@ -38,6 +38,8 @@ class JointStateSelection:
         self._q = np.asarray(view.q_indices)[selected]
         self._v = np.asarray(view.v_indices)[selected]
         self._encoder = JointStateEncoder(self.names)
+        # serialized()'s selections: a slice where the indices are one run (the usual arm: a view, no gather)
+        self._q_rows, self._v_rows = _run_or_indices(self._q), _run_or_indices(self._v)
 
     def message(self, result, stamp, frame_id: str = ""):
         arrays = JointStateArrays(self.names, result.q[self._q], result.v[self._v])
@@ -45,7 +47,15 @@ class JointStateSelection:
 
     def serialized(self, result, sec: int, nanosec: int) -> bytes:
         """The serialized JointState of :meth:`message` (empty frame_id), for ``Publisher.publish``."""
-        return self._encoder.encode(sec, nanosec, result.q[self._q], result.v[self._v])
+        return self._encoder.encode(sec, nanosec, result.q[self._q_rows], result.v[self._v_rows])
+
+
+def _run_or_indices(indices: np.ndarray):
+    """``indices`` as a slice when they are consecutive and increasing (selecting the same entries, in the same
+    order, as a view), else as they are."""
+    if indices.size and np.array_equal(indices, np.arange(indices[0], indices[0] + indices.size)):
+        return slice(int(indices[0]), int(indices[0]) + indices.size)
+    return indices
 
 
 class BaseOdometryOutput:

@@ -8,8 +8,9 @@ looks the machine code up once and hands back its entry point (numba's own wrapp
 compiled types and raises the kernel's exceptions as usual).
 
 The entry trusts its arguments' types (an array of another dtype would be misread, not refused), so its caller
-binds it to the fixed objects themselves and rebinds whenever one of them is replaced (``Estimator._bind_offer``),
-and passes the scalars as the Python types it was bound with (``int``, ``float``, ``bool``).
+binds it to the fixed objects themselves and rebinds whenever one of them is replaced
+(``Estimator._rebind_offers_on_first_use``), and passes the scalars as the Python types it was bound with (``int``,
+``float``, ``bool``).
 """
 
 from __future__ import annotations

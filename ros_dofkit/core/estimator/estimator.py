@@ -95,6 +95,9 @@ class CalibrationResult:
 #: A reading of the type the node hands :meth:`Estimator.process_imu_reading` (read-only: a view of the message).
 _READING_EXAMPLE = np.zeros(rules.READING_SIZE)
 _READING_EXAMPLE.flags.writeable = False
+_READING_SHAPE = (rules.READING_SIZE,)
+_FLOAT64 = np.dtype(np.float64)  # (compared by identity: another float64 dtype object, e.g. big endian, is copied)
+_WXYZ = [3, 0, 1, 2]  # a reading's quaternion (x, y, z, w) as (w, x, y, z)
 
 
 def _stamp_ns(stamp: float) -> int:
@@ -146,10 +149,13 @@ class Estimator:
         n_imu, n_art = len(self._names), len(self._setup.art_names)
         # One message's cycles (allocated once: the node's per-message path allocates no large array).
         self._message = rules.new_cycles(rules.cycle_capacity(1, n_imu), n_imu, n_art)
+        self._message_reset = self._message.cycle["reset"]  # (a view: its first cycle's flag, read per cycle)
+        self._no_sensors = np.zeros(n_imu, dtype=bool)  # no sensor flagged (read-only)
+        self._no_sensors.flags.writeable = False
         self._sample = np.empty(1, dtype=rules.SAMPLE)  # one message's sample
         # views of its fields (a field of an array element costs ~0.6 us, of a view ~0.1: paid per message)
         self._sample_stamp, self._sample_stamp_ns = self._sample["stamp"], self._sample["stamp_ns"]
-        self._sample_R_GS = self._sample["R_GS"]
+        self._sample_R_GS0 = self._sample["R_GS"][0]  # (3, 3) the sample's orientation
         self._no_covariance = np.zeros(0)  # an orientation covariance not read (imu_covariance_weighting off)
         # rules.offer_imu_reading's (the reordered quaternion, the gyro, no covariance)
         self._reading_workspaces = (np.empty(4), np.empty(3), self._no_covariance)
@@ -171,6 +177,7 @@ class Estimator:
         self._osensors, self._assembler, solver_names = problem.build_solver(self._setup, self._config, self._R_BS)
         self._solver_columns = np.array([self._imu_index[name] for name in solver_names], dtype=np.int64)
         self._calibrated = np.array([self._R_BS[name] is not None for name in self._names], dtype=bool)
+        self._all_calibrated = bool(self._calibrated.all())
         self._weighted = self._calibrated & (self._setup.weights > 0.0)  # the IMUs whose orientations the solve uses
         self._R_BS_array = np.ascontiguousarray(np.stack(
             [np.eye(3) if self._R_BS[name] is None else self._R_BS[name] for name in self._names]
@@ -189,7 +196,7 @@ class Estimator:
         self._state = rules.new_state(len(self._names), self._settings, self._setup.q_default[self._setup.art_q],
                                       problem.time_offsets_ns(self._config)[:len(self._names)])
         self._resets = self._state.clock["resets"]  # (1,) view, read after every offer
-        self._bind_offer()
+        self._rebind_offers_on_first_use()
         # raw IMUs' orientation filters, before the rules (headings aligned by calibration kept, as mountings are)
         self._raw_imus = RawImuFilters(self._config.imus, self._raw_imus)
         self._unknown_sensors = Counter()
@@ -321,25 +328,40 @@ class Estimator:
         self._after_offer()
         return int(self._state.clock[0]["resets"]) != resets
 
-    def _bind_offer(self) -> None:
-        """``rules.offer_imu``'s machine code for this state, settings, sample and message buffers, called without
-        numba's per-call typing of their named tuples (``compiled_entry``); rebound whenever the state or the
-        settings are replaced. Arguments: (state, settings, i: int, now: float, code: int, samples, row: int,
-        input_index: int, run_cycles: bool, out). Looked up by the first offer after that (:meth:`_bind_and_offer`):
-        the lookup types the named tuples (~1 ms), which a batched replay, offering nothing one by one, never needs.
-        Likewise the node's reading offer (:meth:`_bind_and_offer_reading`)."""
+    def _rebind_offers_on_first_use(self) -> None:
+        """Arm a lazy binding of the offers' machine code, for a new state or new settings: the next offer binds
+        ``rules.offer_imu``'s machine code for this state, settings, sample and message buffers
+        (:meth:`_bind_and_offer`), called from then on without numba's per-call typing of their named tuples
+        (``compiled_entry``); likewise the node's reading offer (:meth:`_bind_and_offer_reading`). Arguments:
+        (state, settings, i: int, now: float, code: int, samples, row: int, input_index: int, run_cycles: bool,
+        out). Bound on first use, not here: the lookup types the named tuples (~1 ms), which a batched replay,
+        offering nothing one by one, never needs. Also chooses the per-message paths the settings allow
+        (:meth:`_choose_message_paths`)."""
         self._offer = self._bind_and_offer
         self._offer_reading = self._bind_and_offer_reading
+        self._choose_message_paths()
+
+    def _choose_message_paths(self) -> None:
+        """What the configuration fixes about a message's path, decided once per configuration rather than per
+        message: a reading is offered in one compiled call (:meth:`process_imu_reading`) unless a heading filter runs
+        or covariances are weighted; a message's cycle may be streamed (:meth:`_stream_cycle`) unless, besides those,
+        a floating base takes its yaw from the odometry; missing encoders are looked for only where some coordinate
+        is measured."""
+        base = self._setup.odometry
+        self._offers_readings = self._heading is None and not self._config.imu_covariance_weighting
+        self._streams_cycles = self._offers_readings and not (base is not None and base.target.heading)
+        self._any_measured = bool(self._measured.any())
 
     def _bind_and_offer(self, *arguments):
-        """The first offer after :meth:`_bind_offer`: binds the machine code, then offers through it."""
+        """The first offer after :meth:`_rebind_offers_on_first_use`: binds the machine code, then offers through it."""
         self._offer = compiled_entry(rules.offer_imu, (self._state, self._settings, 0, 0.0, 0, self._sample, 0, -1,
                                                        True, self._message))
         return self._offer(*arguments)
 
     def _bind_and_offer_reading(self, *arguments):
-        """The first reading offered after :meth:`_bind_offer`: binds ``rules.offer_imu_reading``'s machine code for
-        this state, settings, sample and message buffers (a read-only reading, as the node has it), then offers."""
+        """The first reading offered after :meth:`_rebind_offers_on_first_use`: binds ``rules.offer_imu_reading``'s
+        machine code for this state, settings, sample and message buffers (a read-only reading, as the node has it),
+        then offers."""
         self._offer_reading = compiled_entry(rules.offer_imu_reading, (
             self._state, self._settings, 0, 0.0, 0.0, 0, _READING_EXAMPLE, self._sample, self._message,
             *self._reading_workspaces))
@@ -361,10 +383,7 @@ class Estimator:
         self._message.size[0] = 0
         i = self._imu_index.get(name)
         if i is None:
-            rules.observe_clock(self._state, self._settings, now_value)
-            self._after_offer()
-            self._unknown_sensors[str(name)] += 1
-            return rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._names)))
+            return self._unknown_imu(name, now_value)
         quaternion_wxyz, orientation_present = self._raw_imus.offer(
             i, stamp, quaternion_wxyz, orientation_present, angular_velocity, angular_velocity_present, accel,
             accel_present)
@@ -375,10 +394,7 @@ class Estimator:
         if (orientation_present and quaternion.size != 4) or gyro.size != 3 or covariance.size not in (0, 9):
             status, _ = parse_imu(stamp, quaternion_wxyz, angular_velocity, orientation_present,
                                   angular_velocity_present, orientation_covariance if covariance.size else None)
-            rules.observe_clock(self._state, self._settings, now_value)
-            self._after_offer()
-            self._state.counts[i, rules.REASONS.index(status.reason)] += 1
-            return status
+            return self._rejected_imu(i, now_value, status)
         stamp = math.nan if stamp is None else float(stamp)
         self._sample_stamp[0], self._sample_stamp_ns[0] = stamp, _stamp_ns(stamp)
         code = rules.validate_imu(quaternion, gyro, bool(orientation_present), gyro_present, covariance, self._sample,
@@ -393,13 +409,30 @@ class Estimator:
                              angular_velocity_present, covariance if covariance.size else None)[0]
         return self._offered_imu(name, i, result, stamp, now_value)
 
+    def _unknown_imu(self, name, now: float) -> InputStatus:
+        """A sample of an IMU that is not configured: the clock observed, counted under its name, dropped."""
+        rules.observe_clock(self._state, self._settings, now)
+        self._after_offer()
+        self._unknown_sensors[str(name)] += 1
+        return rejected(RejectReason.UNKNOWN_SENSOR, describe_unknown("IMU", str(name), list(self._names)))
+
+    def _rejected_imu(self, i: int, now: float, status: InputStatus) -> InputStatus:
+        """A sample of IMU i the rules never see (arrays of the wrong sizes): the clock observed, ``status``'s
+        reason counted, dropped."""
+        rules.observe_clock(self._state, self._settings, now)
+        self._after_offer()
+        self._state.counts[i, rules.REASONS.index(status.reason)] += 1
+        return status
+
     def _offered_imu(self, name, i: int, result: int, stamp: float, now: float) -> InputStatus:
         """After the rules took IMU i's sample (status ``result``, not a validation's rejection): a reset's
         consequences, the accepted orientation into the calibration window, the input's status."""
         self._after_offer()
-        R_GS = self._sample_R_GS[0]
+        R_GS = self._sample_R_GS0
         if result < 0 and math.isfinite(R_GS[0, 0]):  # at the stamp the rules judged (offset applied)
             self._windows[name].append((float(self._sample_stamp[0]), R_GS.copy()))
+        if result == rules.ACCEPTED:
+            return ACCEPTED
         return self._status(result, stamp - self._config.imus[i].time_offset_s, now, RejectReason.ORIENTATION_ABSENT,
                             "orientation marked absent (covariance[0] == -1); gyro kept")
 
@@ -407,21 +440,28 @@ class Estimator:
         """:meth:`process_imu` for a reading in ``rules.READING``'s layout (the node's, read from an Imu message's
         bytes: ``sensor_msgs/Imu``'s fields, quaternion (x, y, z, w), absent fields flagged by their covariance's
         first entry, REP-145): the same status and cycles. ``reading``: a read-only float64 array of 37 (a view of
-        the message, as the node has it; another array is copied; another size is dropped and counted as
+        the message, as the node has it; another array is copied; one of another size is dropped and counted as
         ``mismatched_arrays``). Validated and offered in one compiled call (``rules.offer_imu_reading``) when the
         sample goes to the rules as it came (``RawImuFilters.passes``), no heading filter runs and covariances are not
         weighted (else through :meth:`process_imu`)."""
-        if not (type(reading) is np.ndarray and reading.dtype == np.float64 and reading.shape == (rules.READING_SIZE,)
+        if not (type(reading) is np.ndarray and reading.dtype is _FLOAT64 and reading.shape == _READING_SHAPE
                 and not reading.flags.writeable and reading.flags.c_contiguous):
             reading = np.array(reading, dtype=float).reshape(-1)
-            if reading.size != rules.READING_SIZE:  # not a reading: process_imu counts it (its arrays' sizes)
-                return self.process_imu(name, stamp, reading, reading, now=now)
             reading.flags.writeable = False
         i = self._imu_index.get(name)
-        if i is None or not self._raw_imus.passes(i, reading[4] != -1.0) or self._heading is not None or \
-                self._config.imu_covariance_weighting:
+        if i is None:
+            now_value = math.nan if now is None else float(now)
+            self._message.size[0] = 0
+            return self._unknown_imu(name, now_value), ()
+        if reading.size != rules.READING_SIZE:
+            now_value = math.nan if now is None else float(now)
+            self._message.size[0] = 0
+            return self._rejected_imu(i, now_value, rejected(
+                RejectReason.MISMATCHED_ARRAYS, f"an IMU reading has {rules.READING_SIZE} values (sensor_msgs/Imu's "
+                                                f"float64 fields, rules.READING), got {reading.size}")), ()
+        if not self._offers_readings or not self._raw_imus.passes(i, reading[4] != -1.0):
             return self.process_imu(
-                name, stamp, np.asarray(reading)[[3, 0, 1, 2]], reading[13:16], orientation_present=reading[4] != -1.0,
+                name, stamp, reading[_WXYZ], reading[13:16], orientation_present=reading[4] != -1.0,
                 angular_velocity_present=reading[16] != -1.0, now=now,
                 linear_acceleration=None if reading[28] == -1.0 else reading[25:28],
                 orientation_covariance=reading[4:13])
@@ -431,8 +471,7 @@ class Estimator:
                                            self._sample, self._message, *self._reading_workspaces)
         if result == code and code >= 0:  # rejected by validation: parse_imu explains why
             self._after_offer()
-            return parse_imu(stamp, reading[[3, 0, 1, 2]], reading[13:16], reading[4] != -1.0,
-                             reading[16] != -1.0)[0], ()
+            return parse_imu(stamp, reading[_WXYZ], reading[13:16], reading[4] != -1.0, reading[16] != -1.0)[0], ()
         return self._offered_imu(name, i, result, stamp, now_value), self._message_results()
 
     def _covariance_read(self, orientation_covariance) -> np.ndarray:
@@ -610,9 +649,7 @@ class Estimator:
         :meth:`_solve_cycles` (which retries it from the same start and state, then solves it alone). Its
         ``solve_time_s`` is the compiled call's (the solve, the velocities and the sensor errors)."""
         message = self._message
-        base = self._setup.odometry
-        if self._heading is not None or message.cycle[0]["reset"] or self._needs_assemble or \
-                self._config.imu_covariance_weighting or (base is not None and base.target.heading):
+        if not self._streams_cycles or self._needs_assemble or self._message_reset[0]:
             return None
         frames = self._assembler.frame_tracking()
         if frames.held_floating:
@@ -638,14 +675,22 @@ class Estimator:
         self._q_last = self._q_current
         self._cycles += 1
         stale = message.stale[0]
+        uncalibrated, missing = self._cycle_flags(stale, message.encoder[0]["have"] if self._any_measured else None)
         return EstimatorResult.of_cycle(
             sensor_names=self._names, articulated_names=self._setup.art_names, position_names=self._position_names,
             velocity_names=self._velocity_names, stamp=float(b.stamp[0]), q=b.Q[0], v=b.V[0],
             velocity_from_gyro=b.from_gyro[0], X_WB=b.X_WB[0], goal=b.goal[0], solved=True, failure="",
-            errors_deg=b.errors[0], observed=b.observed[0], stale=stale, uncalibrated=~stale & ~self._calibrated,
-            missing=self._missing(message.encoder[0]["have"][None])[0] if self._measured.any() else (),
+            errors_deg=b.errors[0], observed=b.observed[0], stale=stale, uncalibrated=uncalibrated, missing=missing,
             weights=self._setup.weights, solve_time_s=solve_time, tracking_reset=False, cycle=self._cycles,
             initialized=True)
+
+    def _cycle_flags(self, stale, have_encoder) -> tuple:
+        """``(uncalibrated, missing)`` of cycles (rows, or one row) with these ``stale`` flags (n_imu per row) and
+        ``have_encoder`` flags (n_art per row; None: no coordinate is measured, nothing is missing): the sensors not
+        stale and waiting for calibration, the measured coordinates no encoder has reported. The one computation of
+        a batch run's (:meth:`_solve_cycles`) and of a streamed cycle's (:meth:`_stream_cycle`)."""
+        uncalibrated = self._no_sensors if self._all_calibrated and stale.ndim == 1 else ~stale & ~self._calibrated
+        return uncalibrated, self._missing(have_encoder) if have_encoder is not None else ()
 
     def _bind_stream_cycle(self, frames) -> None:
         """``stream.stream_cycle``'s machine code for these arguments' types (``compiled_entry``), bound when the
@@ -708,6 +753,7 @@ class Estimator:
         if turn is not None:  # the observations turned with the solution: the errors of the solve
             R_GS = self._turned_observations(R_GS, turn)
         sensor_errors(X_WB, observed, self._setup.body_index, self._R_BS_array, self._R_WG, R_GS, errors)
+        uncalibrated, missing = self._cycle_flags(stale, encoder["have"])
         if C:
             self._q_last = Q[-1].copy()
         first_cycle = self._cycles
@@ -718,7 +764,7 @@ class Estimator:
             failure=solve["failure"], sensor_errors_deg=errors, observed=observed,
             weights=np.where(observed, self._setup.weights * (1.0 if factors is None else factors), 0.0),
             stale=stale.copy(),
-            uncalibrated=~stale & ~self._calibrated, missing=self._missing(encoder["have"]),
+            uncalibrated=uncalibrated, missing=missing,
             tracking_reset=solve["tracking_reset"], initialized=solve["initialized"],
             solve_time_s=solve["solve_time"], sensor_names=self._names,
             position_names=self._position_names, velocity_names=self._velocity_names,
@@ -790,10 +836,11 @@ class Estimator:
         return R_WO
 
     def _missing(self, have_encoder) -> np.ndarray:
-        """(C, n_art) the measured coordinates no encoder has reported (those the odometry sets are not missing)."""
+        """(C, n_art) (or (n_art,) for one row) the measured coordinates no encoder has reported (those the odometry
+        sets are not missing)."""
         missing = ~self._setup.estimated & ~have_encoder
         if self._setup.odometry is not None:
-            missing[:, self._setup.odometry.art_index] = False
+            missing[..., self._setup.odometry.art_index] = False
         return missing
 
     def _solve(self, stamp, reset, observed, R_GS, encoder, odometry, progress, factors=None) -> dict:
@@ -971,7 +1018,7 @@ class Estimator:
             )
         self._config = config
         self._settings = self._setup.rules_settings(config)
-        self._bind_offer()
+        self._rebind_offers_on_first_use()
         self._state.imu["offset_ns"] = problem.time_offsets_ns(config)[:len(self._names)]
         if not np.array_equal(config.R_WG, old.R_WG):
             self._align(config.R_WG)
@@ -982,6 +1029,7 @@ class Estimator:
             self._build_solver()
         if config.heading_estimation != old.heading_estimation or config.stale_timeout_s != old.stale_timeout_s:
             self._heading = self._heading_filter(config)
+        self._choose_message_paths()  # (the heading filter may have changed since the offers were rebound)
 
     def calibration_pose(self) -> np.ndarray:
         """The pose calibration assumes the robot holds: default positions (OpenSense's default pose), with the

@@ -505,7 +505,7 @@ def sensor_errors(X_WB, observed, bodies, R_BS, R_WG, R_GS, errors_out):
 # ---------------------------------------------------------------------------------------------- results
 def _frozen(array) -> np.ndarray:
     array = np.array(array, copy=True)
-    array.setflags(write=False)
+    array.flags.writeable = False
     return array
 
 
@@ -564,8 +564,13 @@ class EstimatorResult:
         """One cycle's result from its row arrays, the one conversion of the batch run's rows
         (:meth:`OfflineRun.result`) and of a message's streamed cycle: arrays frozen, per-sensor flags (bool rows in
         ``sensor_names`` order) as name tuples, ``missing`` (bool row in ``articulated_names`` order, or empty) as
-        names, ``weights`` kept for the observed sensors only."""
-        return cls(
+        names, ``weights`` kept for the observed sensors only.
+
+        Built as the dataclass's ``__init__`` builds it (it only sets the fields: no ``__post_init__``, and every
+        field is given), but with the fields set at once rather than one frozen ``object.__setattr__`` at a time: a
+        streamed cycle's result is on the node's path once per sample set."""
+        result = object.__new__(cls)
+        result.__dict__.update(
             stamp=float(stamp), q=_frozen(q), v=_frozen(v), position_names=position_names,
             velocity_names=velocity_names, velocity_from_gyro=_frozen(velocity_from_gyro), X_WB=_frozen(X_WB),
             goal=float(goal), solved=bool(solved), failure=failure,
@@ -576,7 +581,9 @@ class EstimatorResult:
             missing_encoders=tuple(compress(articulated_names, missing)),
             solve_time_s=float(solve_time_s), tracking_reset=bool(tracking_reset), cycle=int(cycle),
             initialized=bool(initialized),
-            sensor_weights={n: float(w) for n, o, w in zip(sensor_names, observed, weights, strict=True) if o})
+            sensor_weights=dict(compress(zip(sensor_names, np.asarray(weights, dtype=float).tolist(), strict=True),
+                                         observed)))
+        return result
 
 
 @dataclass(frozen=True)
