@@ -197,7 +197,7 @@ def acceleration_noise(noise: SensorNoise) -> float:
 def raw_drift_deg_per_min(noise: SensorNoise) -> float:
     """Heading random walk (deg per minute) the fusion assumes for a raw IMU. Without a magnetometer its heading
     turns at the vertical component of its gyro bias, whose RMS over the bias's random direction is
-    ``noise.gyro_bias`` / sqrt(3); the walk's one-minute step is one minute of that turn (9.85 deg/min for 0.005
+    ``noise.gyro_bias`` / sqrt(3); the walk's one-minute step is one minute of that turn (9.92 deg/min for 0.005
     rad/s), what a user reads off the gyro's data sheet. Offsets relative to a reference walk with it too
     (``heading.reference_walk``: a leg against the pelvis at sqrt(2) times this). A ramp is not a random walk: this
     only matches its one-minute growth. The former 20 deg/min (the whole bias, 17.2 deg/min, as if vertical),
