@@ -24,7 +24,7 @@ Rows, side by side on the same inputs:
 * ``fusion (raw IMUs)``: every IMU raw (gyro + accelerometer through the estimator's VQF,
   ``core.estimator.orientation_filter``, issue 19.1), each filter's initial heading aligned with the model as a
   calibration would, then the same fusion; a raw IMU's heading drifts with its gyro bias, so the fusion assumes
-  ``RAW_DRIFT_DEG_PER_MIN``;
+  the walk of :func:`raw_drift_deg_per_min`;
 * ``imumocap``: x-io's imumocap 1.3.1 where it applies (a link's rotation is its IMU's times a calibrated offset,
   no optimisation, no joint model): on the lower body, knee flexion (its ``Joint`` angle, the model and sign of
   benchmarks/ximu3_imumocap_reference.py), with the IMU offsets set to the simulated mountings.
@@ -89,8 +89,6 @@ LOWER_BODY_CONFIG = REPO / "config" / "lower_body.yaml"
 GOAL_DEG = 2.0
 #: Samples after a raw filter's first output at which its heading is aligned with the truth (its warm-up).
 RAW_ALIGNMENT_SAMPLE = 5
-#: Heading random walk (deg/min) the fusion assumes for raw IMUs: their heading drifts with the gyro bias.
-RAW_DRIFT_DEG_PER_MIN = 20.0
 #: Orientation noise (deg per axis) the fusion assumes: twice the simulated 0.5 deg.
 ORIENTATION_NOISE_DEG = 1.0
 PERIOD_S = 0.01
@@ -196,6 +194,17 @@ def acceleration_noise(noise: SensorNoise) -> float:
     return math.hypot(noise.accelerometer, STANDARD_GRAVITY * math.radians(ORIENTATION_NOISE_DEG))
 
 
+def raw_drift_deg_per_min(noise: SensorNoise) -> float:
+    """Heading random walk (deg per minute) the fusion assumes for a raw IMU. Without a magnetometer its heading
+    turns at the vertical component of its gyro bias, whose RMS over the bias's random direction is
+    ``noise.gyro_bias`` / sqrt(3); the walk's one-minute step is one minute of that turn (9.92 deg/min for 0.005
+    rad/s), what a user reads off the gyro's data sheet. Offsets relative to a reference walk with it too
+    (``heading.reference_walk``: a leg against the pelvis at sqrt(2) times this). A ramp is not a random walk: this
+    only matches its one-minute growth. The former 20 deg/min (the whole bias, 17.2 deg/min, as if vertical),
+    doubled for relative offsets by the reference's walk, made the raw rows worse (README, "Heading drift")."""
+    return math.degrees(noise.gyro_bias / math.sqrt(3.0)) * 60.0
+
+
 def with_heading(config: EstimatorConfig, drift_deg_per_min: float, noise: SensorNoise,
                  acceleration: float | None = None) -> EstimatorConfig:
     """``config`` with heading estimation on: the simulated drift, :data:`ORIENTATION_NOISE_DEG` and
@@ -293,8 +302,8 @@ def run_scenario(scenario: Scenario, minutes: float, drift: float, acceleration:
     tables = {}
     for label, config in (("per-frame IK", scenario.config),
                           ("fusion (orientations)", with_heading(scenario.config, drift, noise, acceleration)),
-                          ("fusion (raw IMUs)", raw_imu_config(scenario.config, run, RAW_DRIFT_DEG_PER_MIN, noise,
-                                                               acceleration))):
+                          ("fusion (raw IMUs)", raw_imu_config(scenario.config, run, raw_drift_deg_per_min(noise),
+                                                               noise, acceleration))):
         estimator = Estimator(scenario.plant, config)
         started = time.perf_counter()
         result = estimator.run(window)
@@ -388,7 +397,8 @@ def main(argv=None) -> int:
     print(f"drift benchmark: {args.minutes:g} min at 100 Hz, heading random walk {args.drift:g} deg/min per IMU "
           f"(sigma_psi {args.drift / math.sqrt(60):.3f} deg/sqrt(s)){steps}, seed {args.seed}, one core; fusion: "
           f"orientation noise {ORIENTATION_NOISE_DEG:g} deg, acceleration noise "
-          f"{acceleration_noise(noise) if args.acceleration_noise is None else args.acceleration_noise:.3f} m/s^2")
+          f"{acceleration_noise(noise) if args.acceleration_noise is None else args.acceleration_noise:.3f} m/s^2, "
+          f"raw IMUs' heading walk {raw_drift_deg_per_min(noise):.2f} deg/min")
     verdicts = []
     for name in args.models:
         scenario = SCENARIOS[name](noise, args.seed)

@@ -2,15 +2,37 @@
 body's slow sines, the lower body walking) end to end, in a process of its own (the benchmark pins itself to one
 CPU). No timing is asserted: the test checks that every table, row and verdict is printed with finite figures, and
 that the fusion's verdict on accuracy is a PASS on this short session for the arm and the walking lower body
-(per-frame IK's worst minute is printed beside it)."""
+(per-frame IK's worst minute is printed beside it). The raw IMUs' assumed heading walk is checked against the
+simulated sensors' gyro biases."""
 
 import importlib.util
+import math
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from benchmarks.drift import lower_body_scenario, raw_drift_deg_per_min, session_noise
+from ros_dofkit.core.spatial import quat_to_matrix
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def test_raw_heading_walk_is_the_rms_vertical_turn_of_the_simulated_gyro_biases():
+    """A raw IMU's heading turns at the vertical (earth frame) component of its gyro bias: its RMS over the
+    simulated sensors (7 IMUs x 30 seeds, random bias directions and poses) matches the assumed one-minute step,
+    |b| / sqrt(3) per second (sampling error of 210 squares ~3 %)."""
+    noise = session_noise(3.0)
+    turns = []
+    for seed in range(30):
+        run = lower_body_scenario(noise, seed).simulator.run(0.02)
+        for readings in run.imus:
+            turns.append((quat_to_matrix(readings.true_quaternion_wxyz[0]) @ readings.gyro_bias)[2])
+    simulated = math.degrees(float(np.sqrt(np.mean(np.square(turns))))) * 60.0
+    assert raw_drift_deg_per_min(noise) == 60.0 * math.degrees(0.005 / math.sqrt(3.0))
+    assert abs(simulated / raw_drift_deg_per_min(noise) - 1.0) < 0.12, simulated
 
 
 def test_drift_benchmark_runs_end_to_end_and_prints_every_row_and_verdict():

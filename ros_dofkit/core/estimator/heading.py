@@ -16,7 +16,12 @@ with s^2 = (drift per minute)^2 / 60 s. Per-frame orientation IK (delta = 0) tur
 joint error. Where the chain cannot see a heading an IMU shares with others (a floating base, a ball joint), one
 reference IMU is held at 0 (below) and those others' offsets are relative to it: its own walk moves them all, so
 their prior grows by s^2 dt (I + c c^T), c_i = 1 for an offset relative to the reference (:func:`reference_walk`; on
-a floating base every one: the relative heading of a leg and the pelvis walks at 2 s^2).
+a floating base every one: the relative heading of a leg and the pelvis walks at 2 s^2). A raw IMU's heading
+(its own orientation filter, no magnetometer) is not a random walk but a ramp: it turns at the vertical component
+of the gyro bias the filter has not removed. The walk matches its one-minute growth when s is that turn's RMS, e.g.
+|b| / sqrt(3) per second for a bias |b| of unknown direction (``benchmarks/drift.py``'s raw rows: 9.92 deg/min for
+0.005 rad/s); a larger s (the whole |b|, then doubled by the reference's walk) only widens the filter and lets
+more noise through (README, "Heading drift").
 Here delta is a state estimated with q from the kinematic constraints that make it observable:
 hinge joints (a 1-dof joint cannot absorb a heading error of one of its sensors unless its axis is vertical),
 encoders (locked coordinates absorb nothing), and the floating base or vertical first joint that does absorb a
@@ -104,16 +109,17 @@ of the tests.
 
 What limits a leg's heading. Behind a 3-dof hip only this measurement observes the leg's heading relative to the
 pelvis (a walk of rate 2 s^2), so its accuracy has an information limit. ``benchmarks/heading_bound.py`` computes it
-on a simulated session: the posterior Cramer-Rao bound, i.e. the covariance of the correctly specified Kalman
-filter (causal) and of its RTS smoother (two-sided, the best any offline method can do), given per sample the
-orientations' information at the true configuration (:meth:`HeadingFilter.chain_information`) and the joint-centre
-measurement's, |v|^2 / (sigma_c^2 + sigma_p^2) with each side's true error (orientation noise times the specific
-force, accelerometer, gyro noise through the lever arms), and the joint error a heading error causes through the
-solve. ``benchmarks/drift.py --minutes 10`` (at 110f28e): on the slow sines (hip centres ~0.1 m/s^2 RMS) the legs'
-heading std is 1.72 deg RMS over the session at the causal bound (1.23 smoothed), and the worst minute of any joint
-(a hip) 2.35 deg (median over the noise on the session's own walk; 90 %: 3.07) at the causal bound, 1.62 smoothed:
-no causal estimator meets 2 deg on that motion, a smoother would. Walking (~1 m/s^2): 0.57 deg, worst minute 0.87
-causal. The filter: 3.09 and 1.09 deg (README, "Heading drift"); on the arm 0.65 at a bound of 0.63.
+on a simulated session: the posterior Cramer-Rao bound, i.e. the covariance of the correctly specified Kalman filter
+(causal) and of its RTS smoother (two-sided, the best any offline method can do), given per sample the orientations'
+information at the true configuration (:meth:`HeadingFilter.chain_information`) and the joint-centre measurement's,
+|v|^2 / (sigma_c^2 + sigma_p^2) with each side's true error (orientation noise times the specific force,
+accelerometer, gyro noise through the lever arms), and the joint error a heading error causes through the solve.
+``benchmarks/drift.py --minutes 10`` (at a19a355, as at 110f28e): on the slow sines (hip centres ~0.1 m/s^2 RMS) the
+legs' heading std is 1.72 deg RMS over the session at the causal bound (1.23 smoothed), and the worst minute of any
+joint (a hip) 2.35 deg (median over the noise on the session's own walk; 90 %: 3.07) at the causal bound, 1.62
+smoothed: no causal estimator meets 2 deg on that motion, a smoother would. Walking (~1 m/s^2): 0.57 deg, worst
+minute 0.87 causal. The filter: 3.09 and 1.09 deg (README, "Heading drift"); on the arm 0.65 at a bound of 0.63.
+From raw IMUs (the walk of the paragraph "Model"): 8.4, 1.55 and 0.81 deg.
 
 Gyro bias. An IMU's gyro should equal the angular velocity of its own orientation stream. Between two distinct
 samples R_a (t_a) and R_b (t_b) of one IMU, w_stream = log(R_a^T R_b) / (t_b - t_a) in S; the bias estimate is
