@@ -176,7 +176,7 @@ def test_the_call_finder_sees_kernels_called_from_python():
     calls = kernels_called_from_python()
     assert "ros_dofkit.core.estimator.rules.offer_imu" in calls  # compiled_entry(rules.offer_imu, ...) in estimator.py
     assert "ros_dofkit.core.estimator.rules.validate_imu" in calls  # rules.validate_imu(...) in estimator.py
-    assert "ros_dofkit.core.spatial._matrix_to_quat_kernel" in calls  # a module's own kernel
+    assert "ros_dofkit.core.spatial.matrix_to_quat_into" in calls  # a module's own kernel
     assert "ros_dofkit.core.estimator.offline.kinematics_and_velocities" in calls  # imported by name
     assert "ros_dofkit.core.multibody.compiled.forward_kinematics" in calls
     assert ("ros_dofkit/core/assembly/assembler.py", "_solve_reference") in {
@@ -291,4 +291,4 @@ def test_each_kernel_modules_cache_directory_is_where_numba_saves_its_entries():
     caches = dict(precompile._module_caches())
     assert set(caches) == {name.rsplit(".", 1)[1] for name in precompile.KERNEL_MODULES}
     spatial.matrix_to_quat(np.eye(3)[None].repeat(40, axis=0))
-    assert list(caches["spatial"].glob("spatial._matrix_to_quat_kernel-*.nbi"))
+    assert list(caches["spatial"].glob("spatial.matrix_to_quat_into-*.nbi"))

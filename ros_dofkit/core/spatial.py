@@ -138,7 +138,7 @@ def quat_to_matrix(q) -> np.ndarray:
 
 
 @njit(cache=True)
-def _matrix_to_quat_kernel(R, q):  # pragma: no cover - compiled
+def matrix_to_quat_into(R, q):  # pragma: no cover - compiled
     """scipy's ``Rotation.from_matrix`` for proper orthonormal matrices R (n, 3, 3) into q (n, 4) as (w, x, y, z).
 
     Markley's method as scipy implements it: pivot on the largest of (R00, R11, R22, trace) (the first on a tie);
@@ -209,7 +209,7 @@ def matrix_to_quat(R) -> np.ndarray:
     batch = R.shape[:-2]
     R = np.ascontiguousarray(R.reshape(-1, 3, 3))
     q = np.empty((R.shape[0], 4))
-    if not _matrix_to_quat_kernel(R, q):
+    if not matrix_to_quat_into(R, q):
         # Imported here, on the rare path: scipy.spatial adds ~0.2 s to every process that imports this module.
         from scipy.spatial.transform import Rotation
 

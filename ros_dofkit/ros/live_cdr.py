@@ -33,8 +33,8 @@ import struct
 import numpy as np
 from numba import njit
 
-from ros_dofkit.core.estimator.offline import _relative_poses
-from ros_dofkit.core.spatial import _matrix_to_quat_kernel
+from ros_dofkit.core.estimator.offline import relative_poses_into
+from ros_dofkit.core.spatial import matrix_to_quat_into
 from ros_dofkit.ros.cdr import CDR_LE_HEADER, align, joint_state_template, tf_message_template
 
 _HEADER = len(CDR_LE_HEADER)
@@ -162,12 +162,12 @@ def _write_transforms(X_WB, parents, bodies, X_PC, R_PC, quaternions, doubles, t
     kernel and sign rule), at ``rotations`` (k, 4); the stamp's two words at ``stamps`` (k, 2). Workspaces X_PC
     (1, k, 4, 4), R_PC (k, 3, 3), quaternions (k, 4). Returns False, writing no quaternion, when the quaternion kernel
     declines a matrix (not a proper rotation: the caller then goes through ``matrix_to_quat``, which asks scipy)."""
-    _relative_poses(X_WB, parents, bodies, X_PC)
+    relative_poses_into(X_WB, parents, bodies, X_PC)
     for m in range(bodies.shape[0]):
         for i in range(3):
             for j in range(3):
                 R_PC[m, i, j] = X_PC[0, m, i, j]
-    if not _matrix_to_quat_kernel(R_PC, quaternions):
+    if not matrix_to_quat_into(R_PC, quaternions):
         return False
     for m in range(bodies.shape[0]):
         sign = -1.0 if quaternions[m, 0] < 0.0 else 1.0  # matrix_to_quat's canonical w >= 0 (negation is exact)

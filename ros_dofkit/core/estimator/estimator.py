@@ -98,6 +98,13 @@ _READING_EXAMPLE.flags.writeable = False
 _READING_SHAPE = (rules.READING_SIZE,)
 _FLOAT64 = np.dtype(np.float64)  # (compared by identity: another float64 dtype object, e.g. big endian, is copied)
 _WXYZ = [3, 0, 1, 2]  # a reading's quaternion (x, y, z, w) as (w, x, y, z)
+# A reading's fields (rules.READING), and the first covariance entries that flag a field absent (REP-145: -1).
+_GYRO = rules.READING["angular_velocity"]
+_ACCEL = rules.READING["linear_acceleration"]
+_ORIENTATION_COVARIANCE = rules.READING["orientation_covariance"]
+_ORIENTATION_FLAG = _ORIENTATION_COVARIANCE.start
+_GYRO_FLAG = rules.READING["angular_velocity_covariance"].start
+_ACCEL_FLAG = rules.READING["linear_acceleration_covariance"].start
 
 
 def _stamp_ns(stamp: float) -> int:
@@ -449,29 +456,29 @@ class Estimator:
             reading = np.array(reading, dtype=float).reshape(-1)
             reading.flags.writeable = False
         i = self._imu_index.get(name)
+        now_value = math.nan if now is None else float(now)
         if i is None:
-            now_value = math.nan if now is None else float(now)
             self._message.size[0] = 0
             return self._unknown_imu(name, now_value), ()
         if reading.size != rules.READING_SIZE:
-            now_value = math.nan if now is None else float(now)
             self._message.size[0] = 0
             return self._rejected_imu(i, now_value, rejected(
                 RejectReason.MISMATCHED_ARRAYS, f"an IMU reading has {rules.READING_SIZE} values (sensor_msgs/Imu's "
                                                 f"float64 fields, rules.READING), got {reading.size}")), ()
-        if not self._offers_readings or not self._raw_imus.passes(i, reading[4] != -1.0):
+        orientation_present = reading[_ORIENTATION_FLAG] != -1.0
+        if not self._offers_readings or not self._raw_imus.passes(i, orientation_present):
             return self.process_imu(
-                name, stamp, reading[_WXYZ], reading[13:16], orientation_present=reading[4] != -1.0,
-                angular_velocity_present=reading[16] != -1.0, now=now,
-                linear_acceleration=None if reading[28] == -1.0 else reading[25:28],
-                orientation_covariance=reading[4:13])
-        now_value = math.nan if now is None else float(now)
+                name, stamp, reading[_WXYZ], reading[_GYRO], orientation_present=orientation_present,
+                angular_velocity_present=reading[_GYRO_FLAG] != -1.0, now=now,
+                linear_acceleration=None if reading[_ACCEL_FLAG] == -1.0 else reading[_ACCEL],
+                orientation_covariance=reading[_ORIENTATION_COVARIANCE])
         stamp = math.nan if stamp is None else float(stamp)
         result, code = self._offer_reading(self._state, self._settings, i, now_value, stamp, _stamp_ns(stamp), reading,
                                            self._sample, self._message, *self._reading_workspaces)
         if result == code and code >= 0:  # rejected by validation: parse_imu explains why
             self._after_offer()
-            return parse_imu(stamp, reading[_WXYZ], reading[13:16], reading[4] != -1.0, reading[16] != -1.0)[0], ()
+            return parse_imu(stamp, reading[_WXYZ], reading[_GYRO], orientation_present,
+                             reading[_GYRO_FLAG] != -1.0)[0], ()
         return self._offered_imu(name, i, result, stamp, now_value), self._message_results()
 
     def _covariance_read(self, orientation_covariance) -> np.ndarray:

@@ -442,7 +442,10 @@ def _normal_equations(A, residual, blocks, touched, touched_count, n, lhs, rhs):
 
 
 @njit(cache=True)
-def _relative_poses(X_WB, parents, bodies, X_PC):
+def relative_poses_into(X_WB, parents, bodies, X_PC):
+    """:func:`relative_poses`' kernel, into a given array: X_PC[c, m] (C, k, 4, 4) = inv(X_WP) X_WC of body C =
+    ``bodies[m]`` relative to P = ``parents[m]`` at the poses X_WB[c] (C, num_bodies, 4, 4); compiled code that writes
+    a TFMessage in place (``live_cdr``) calls it too."""
     for c in range(X_WB.shape[0]):
         for m in range(bodies.shape[0]):
             P, C = parents[m], bodies[m]
@@ -469,7 +472,7 @@ def relative_poses(X_WB, parents, bodies) -> np.ndarray:
     flat = np.ascontiguousarray(X_WB.reshape((-1,) + X_WB.shape[-3:]))
     bodies = np.asarray(bodies, dtype=np.int64)
     X_PC = np.empty((flat.shape[0], bodies.size, 4, 4))
-    _relative_poses(flat, np.asarray(parents, dtype=np.int64), bodies, X_PC)
+    relative_poses_into(flat, np.asarray(parents, dtype=np.int64), bodies, X_PC)
     return X_PC.reshape(lead + (bodies.size, 4, 4))
 
 

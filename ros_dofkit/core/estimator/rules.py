@@ -506,7 +506,7 @@ def offer_imu(state, settings, i, now, code, samples, row, input_index, run_cycl
 READING = {"orientation_xyzw": slice(0, 4), "orientation_covariance": slice(4, 13), "angular_velocity": slice(13, 16),
            "angular_velocity_covariance": slice(16, 25), "linear_acceleration": slice(25, 28),
            "linear_acceleration_covariance": slice(28, 37)}
-READING_SIZE = 37
+READING_SIZE = READING["linear_acceleration_covariance"].stop
 
 
 @njit(cache=True, error_model="numpy", _nrt=False)

@@ -142,7 +142,6 @@ def stream_cycle(tracker, message, b, problem, tree, held_q, floating_q, q_curre
     return STREAMED
 
 
-
 @njit(cache=True, nogil=True)
 def read_samples(sample, stale, weighted, calibrated, R_GS, w_S, observed, use_gyro):
     """The first C = len(R_GS) cycles' samples (``sample`` (≥C, n_imu) ``rules.SAMPLE`` records, ``stale`` (≥C,
